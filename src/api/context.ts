@@ -1,0 +1,28 @@
+/** What the API layer is given by the composition root (main.ts) and what it adds to requests. */
+import type { Config } from '../config.ts';
+import type { Logger } from '../log.ts';
+import type { Store } from '../store/index.ts';
+import type { Organization } from '../store/organizations.ts';
+import type { CarrierClient } from '../telco/carrier-client.ts';
+
+export interface Readiness {
+  ready: boolean;
+  draining: boolean;
+  reason?: string;
+}
+
+export interface ApiDeps {
+  config: Config;
+  store: Store;
+  logger: Logger;
+  carrier: CarrierClient;
+  /** Readiness of the whole daemon (HTTP and SIP listening, not draining). */
+  readiness: () => Readiness;
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The organization of the request's API key; set by the auth hook on protected routes. */
+    org: Organization;
+  }
+}

@@ -1,0 +1,35 @@
+/** Prometheus metrics of the HTTP layer; other layers register on the same registry. */
+import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { FastifyInstance } from 'fastify';
+
+export function createRegistry(): Registry {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry, prefix: 'callbridge_' });
+  return registry;
+}
+
+export function installHttpMetrics(app: FastifyInstance, registry: Registry): void {
+  const requests = new Counter({
+    name: 'callbridge_http_requests_total',
+    help: 'HTTP requests by method, route template and status.',
+    labelNames: ['method', 'route', 'status'] as const,
+    registers: [registry],
+  });
+  const latency = new Histogram({
+    name: 'callbridge_http_request_duration_seconds',
+    help: 'HTTP request latency by method and route template.',
+    labelNames: ['method', 'route'] as const,
+    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+    registers: [registry],
+  });
+  app.addHook('onResponse', async (req, reply) => {
+    // Route templates, never raw URLs: ids in paths would make the label set unbounded.
+    const route = req.routeOptions.url ?? 'unmatched';
+    requests.inc({ method: req.method, route, status: String(reply.statusCode) });
+    latency.observe({ method: req.method, route }, reply.elapsedTime / 1000);
+  });
+  app.get('/metrics', { config: { public: true }, schema: { hide: true } }, async (_req, reply) => {
+    reply.header('content-type', registry.contentType);
+    return registry.metrics();
+  });
+}

@@ -1,0 +1,59 @@
+/**
+ * Region pinning (DESIGN.md): `x-service-region` naming this daemon's region is served here;
+ * naming the other supported region is proxied to that region's configured base URL (503 when
+ * none is configured); any other value is 400. Runs before authentication, because the key
+ * may belong to the other region's store.
+ */
+import { Readable } from 'node:stream';
+import type { FastifyInstance } from 'fastify';
+import { REGIONS, type Config, type Region } from '../config.ts';
+import { sendError } from './errors.ts';
+
+const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'upgrade', 'proxy-connection', 'te', 'trailer', 'host', 'content-length']);
+
+export function peerUrl(config: Config, region: Region): string {
+  return region === 'us-central1' ? config.region.peer_us_central1 : config.region.peer_northamerica_northeast1;
+}
+
+export function installRegionPinning(app: FastifyInstance, config: Config): void {
+  app.addHook('onRequest', async (req, reply) => {
+    const raw = req.headers['x-service-region'];
+    if (raw === undefined) return;
+    const region = Array.isArray(raw) ? raw[0] : raw;
+    if (region === config.region.self) return;
+    if (!(REGIONS as readonly string[]).includes(region as string)) {
+      return sendError(reply, 400, `x-service-region must be one of ${REGIONS.join(', ')}`);
+    }
+    const base = peerUrl(config, region as Region);
+    if (!base) return sendError(reply, 503, `region ${region} is not configured on this deployment`);
+
+    const headers = new Headers();
+    for (const [k, v] of Object.entries(req.headers)) {
+      if (v === undefined || HOP_BY_HOP.has(k)) continue;
+      headers.set(k, Array.isArray(v) ? v.join(', ') : v);
+    }
+    headers.set('x-forwarded-for', req.ip);
+    const hasBody = req.method !== 'GET' && req.method !== 'HEAD';
+    let upstream: Response;
+    try {
+      upstream = await fetch(new URL(req.url, base), {
+        method: req.method,
+        headers,
+        body: hasBody ? (Readable.toWeb(req.raw) as ReadableStream) : undefined,
+        // Streams a request body through without buffering it (undici requires this flag).
+        ...(hasBody ? { duplex: 'half' } : {}),
+        redirect: 'manual',
+        signal: AbortSignal.timeout(config.region.proxy_timeout_ms),
+      } as RequestInit);
+    } catch (err) {
+      req.log.warn({ err, region }, 'region proxy failed');
+      return sendError(reply, 502, `region ${region} did not answer`);
+    }
+    reply.code(upstream.status);
+    upstream.headers.forEach((value, key) => {
+      if (!HOP_BY_HOP.has(key) && key !== 'content-encoding') reply.header(key, value);
+    });
+    reply.header('x-served-by-region', region);
+    return reply.send(Buffer.from(await upstream.arrayBuffer()));
+  });
+}

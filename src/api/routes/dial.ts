@@ -1,0 +1,91 @@
+/**
+ * POST /v1/agents/{id}/dial: validated fully now (every documented error), placed by the call
+ * bridge of issue 6. Until that exists a valid request answers 503 saying so: never a fake
+ * `{ success: true }`.
+ */
+import type { FastifyInstance } from 'fastify';
+import { Type } from '@sinclair/typebox';
+import type { ApiDeps } from '../context.ts';
+import { errorResponses, IdParams, Obj, Uuid, Variable } from '../schemas.ts';
+import { forbidden, notFound, unavailable, validation } from '../../domain/errors.ts';
+import { DIAL_STRING_PATTERN, isDialString, normalizeDialString } from '../../domain/phone.ts';
+import type { Store } from '../../store/index.ts';
+
+export interface DialRequest {
+  orgId: string;
+  agentId: string;
+  number: string;
+  /** The trunk route, or undefined for the agent's carrier-number route. */
+  sipTrunkId?: string;
+  /** Carrier route: the agent's imported number the call is placed from. */
+  telcoNumberId?: string;
+  callerId?: string;
+  firstMessage?: string;
+  prompt?: string;
+  variables: { key: string; value: string }[];
+}
+
+const Query = Obj({
+  number: Type.Optional(Type.String({ maxLength: 40, description: 'phone number to call (or `destination`)' })),
+  destination: Type.Optional(Type.String({ maxLength: 40, description: 'same as `number`' })),
+  sip_trunk_id: Type.Optional(Uuid('SIP trunk to call through; else the agent’s carrier number')),
+  caller_id: Type.Optional(Type.String({ pattern: DIAL_STRING_PATTERN, description: 'caller ID shown to the callee (SIP trunk route)' })),
+  first_message: Type.Optional(Type.String({ maxLength: 100_000 })),
+  prompt: Type.Optional(Type.String({ maxLength: 100_000 })),
+});
+const Body = Obj({ variables: Type.Optional(Type.Array(Variable, { maxItems: 100 })) });
+
+/** Resolves and checks everything a dial needs; throws the documented error otherwise. */
+export function resolveDial(store: Store, orgId: string, agentId: string, q: Record<string, string | undefined>, variables: DialRequest['variables']): DialRequest {
+  if (q.number !== undefined && q.destination !== undefined && normalizeDialString(q.number) !== normalizeDialString(q.destination)) {
+    throw validation('querystring: number and destination name different numbers; send one of them');
+  }
+  const raw = q.number ?? q.destination;
+  if (raw === undefined || raw === '') throw validation('querystring.number (or destination) is required');
+  if (!isDialString(raw)) throw validation('querystring.number must be an E.164 number or a dial string of digits, * and #');
+  const agent = store.agents.get(orgId, agentId);
+  if (!agent) throw notFound('agent');
+  if (agent.status !== 'active') throw notFound('active agent');
+  const req: DialRequest = {
+    orgId,
+    agentId,
+    number: normalizeDialString(raw),
+    callerId: q.caller_id,
+    firstMessage: q.first_message,
+    prompt: q.prompt,
+    variables,
+  };
+  if (q.sip_trunk_id) {
+    if (!store.sipTrunks.get(orgId, q.sip_trunk_id)) throw notFound('sip trunk');
+    if (!store.assignments.listByTrunk(q.sip_trunk_id).some((a) => a.agent_id === agentId)) {
+      throw forbidden('the agent has no assignment on that SIP trunk');
+    }
+    req.sipTrunkId = q.sip_trunk_id;
+  } else {
+    if (!agent.phone_number_id) throw validation('the agent has no carrier number; assign phone_number_id or pass sip_trunk_id');
+    req.telcoNumberId = agent.phone_number_id;
+  }
+  return req;
+}
+
+export async function dialRoutes(app: FastifyInstance, deps: ApiDeps): Promise<void> {
+  app.post(
+    '/v1/agents/:id/dial',
+    {
+      schema: {
+        tags: ['calls'],
+        params: IdParams,
+        querystring: Query,
+        body: Type.Optional(Body),
+        response: { 200: Type.Object({ success: Type.Boolean() }), ...errorResponses(400, 401, 403, 404, 500, 503) },
+      },
+    },
+    async (req) => {
+      const { id } = req.params as { id: string };
+      const body = (req.body ?? {}) as { variables?: DialRequest['variables'] };
+      const dial = resolveDial(deps.store, req.org.id, id, req.query as Record<string, string | undefined>, body.variables ?? []);
+      req.log.info({ agentId: id, route: dial.sipTrunkId ? 'sip_trunk' : 'carrier_number' }, 'dial request valid; outbound calling not available');
+      throw unavailable('outbound calling is not available yet: this build has no SIP stack or call bridge (see docs/status.md)');
+    },
+  );
+}

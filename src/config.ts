@@ -1,0 +1,348 @@
+/**
+ * Every setting of the daemon: its default, its environment variable and its doc string.
+ * Sources in order of precedence: env vars > the JSON file named by CALLBRIDGE_CONFIG > defaults.
+ * A bad value stops start-up with a message that names the setting (convict's validate).
+ */
+import convict from 'convict';
+import { isIP } from 'node:net';
+import { readFileSync } from 'node:fs';
+
+export const REGIONS = ['us-central1', 'northamerica-northeast1'] as const;
+export type Region = (typeof REGIONS)[number];
+
+export interface LlmProviderConfig {
+  /** Prefix of the catalog identifiers, e.g. `openai` in `openai/gpt-4o-mini`. */
+  name: string;
+  /** Wire protocol of the provider; `echo` is the built-in test and demo model. */
+  type: 'echo' | 'openai' | 'anthropic';
+  base_url?: string;
+  api_key?: string;
+  models: string[];
+}
+
+export interface VoiceCatalogEntry {
+  id: string;
+  name: string;
+  description?: string;
+  provider: string;
+  languages: string[];
+  preview_url?: string;
+}
+
+/** Custom formats: convict validates every value once at load and names the setting on failure. */
+convict.addFormat({
+  name: 'host',
+  validate(value: unknown) {
+    if (typeof value !== 'string' || value.length === 0) throw new Error('must be a host name or IP address');
+    if (isIP(value) === 0 && !/^[A-Za-z0-9.-]+$/.test(value)) throw new Error('must be a host name or IP address');
+  },
+});
+convict.addFormat({
+  name: 'url-or-empty',
+  validate(value: unknown) {
+    if (value === '') return;
+    if (typeof value !== 'string') throw new Error('must be a URL string');
+    let u: URL;
+    try {
+      u = new URL(value);
+    } catch {
+      throw new Error('must be an absolute http(s) URL or empty');
+    }
+    if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new Error('must be an http(s) URL');
+  },
+});
+convict.addFormat({
+  name: 'llm-providers',
+  validate(value: unknown) {
+    if (!Array.isArray(value)) throw new Error('must be an array of providers');
+    const names = new Set<string>();
+    for (const [i, p] of value.entries()) {
+      const where = `provider #${i}`;
+      if (typeof p !== 'object' || p === null) throw new Error(`${where} must be an object`);
+      const o = p as Record<string, unknown>;
+      if (typeof o.name !== 'string' || !/^[a-z0-9][a-z0-9_.-]*$/.test(o.name)) {
+        throw new Error(`${where}: name must match ^[a-z0-9][a-z0-9_.-]*$`);
+      }
+      if (names.has(o.name)) throw new Error(`${where}: duplicate name ${o.name}`);
+      names.add(o.name);
+      if (o.type !== 'echo' && o.type !== 'openai' && o.type !== 'anthropic') {
+        throw new Error(`${where} (${o.name}): type must be echo, openai or anthropic`);
+      }
+      if (o.type !== 'echo' && typeof o.base_url !== 'string') {
+        throw new Error(`${where} (${o.name}): base_url is required for type ${String(o.type)}`);
+      }
+      if (!Array.isArray(o.models) || o.models.length === 0 || !o.models.every((m) => typeof m === 'string' && m.length > 0 && !m.includes(' '))) {
+        throw new Error(`${where} (${o.name}): models must be a non-empty array of model names`);
+      }
+    }
+  },
+});
+convict.addFormat({
+  name: 'voice-catalog',
+  validate(value: unknown) {
+    if (!Array.isArray(value)) throw new Error('must be an array of voices');
+    for (const [i, v] of value.entries()) {
+      const o = v as Record<string, unknown>;
+      if (typeof o?.id !== 'string' || typeof o.name !== 'string' || typeof o.provider !== 'string' || !Array.isArray(o.languages)) {
+        throw new Error(`voice #${i} needs string id, name, provider and an array of languages`);
+      }
+    }
+  },
+});
+convict.addFormat({
+  name: 'secret-or-empty',
+  validate(value: unknown) {
+    if (value === '') return;
+    if (typeof value !== 'string' || Buffer.from(value, 'base64').length !== 32) {
+      throw new Error('must be empty (generated in the data directory) or 32 bytes in base64');
+    }
+  },
+});
+
+const schema = {
+  data_dir: {
+    doc: 'Directory of the SQLite database, the generated secrets and the initial API key.',
+    format: String,
+    default: './data',
+    env: 'CALLBRIDGE_DATA_DIR',
+  },
+  log_level: {
+    doc: 'pino log level.',
+    format: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'],
+    default: 'info',
+    env: 'CALLBRIDGE_LOG_LEVEL',
+  },
+  http: {
+    host: { doc: 'Address the REST API and WebSocket server listen on.', format: 'host', default: '0.0.0.0', env: 'CALLBRIDGE_HTTP_HOST' },
+    port: { doc: 'Port of the REST API (0 = chosen by the OS).', format: 'port', default: 8080, env: 'CALLBRIDGE_HTTP_PORT' },
+    body_limit: { doc: 'Largest request body in bytes; larger bodies get 413.', format: 'nat', default: 1024 * 1024, env: 'CALLBRIDGE_HTTP_BODY_LIMIT' },
+    public_url: {
+      doc: 'Externally visible base URL of this daemon (used to build ws_url); empty = derived from the request.',
+      format: 'url-or-empty',
+      default: '',
+      env: 'CALLBRIDGE_PUBLIC_URL',
+    },
+  },
+  sip: {
+    host: { doc: 'Address SIP listens on (UDP and TCP).', format: 'host', default: '0.0.0.0', env: 'CALLBRIDGE_SIP_HOST' },
+    port: { doc: 'SIP port (UDP and TCP).', format: 'port', default: 5060, env: 'CALLBRIDGE_SIP_PORT' },
+  },
+  rtp: {
+    port_min: { doc: 'Lowest RTP port.', format: 'port', default: 20000, env: 'CALLBRIDGE_RTP_PORT_MIN' },
+    port_max: { doc: 'Highest RTP port.', format: 'port', default: 30000, env: 'CALLBRIDGE_RTP_PORT_MAX' },
+  },
+  region: {
+    self: { doc: 'The region this daemon serves (x-service-region naming it is served here).', format: [...REGIONS], default: 'us-central1', env: 'CALLBRIDGE_REGION' },
+    peer_us_central1: {
+      doc: 'Base URL of the us-central1 deployment; requests pinned there are proxied to it. Empty = 503 for such requests.',
+      format: 'url-or-empty',
+      default: '',
+      env: 'CALLBRIDGE_REGION_US_CENTRAL1_URL',
+    },
+    peer_northamerica_northeast1: {
+      doc: 'Base URL of the northamerica-northeast1 deployment; requests pinned there are proxied to it. Empty = 503 for such requests.',
+      format: 'url-or-empty',
+      default: '',
+      env: 'CALLBRIDGE_REGION_NORTHAMERICA_NORTHEAST1_URL',
+    },
+    proxy_timeout_ms: { doc: 'Time limit of a request proxied to a peer region.', format: 'nat', default: 15000, env: 'CALLBRIDGE_REGION_PROXY_TIMEOUT_MS' },
+  },
+  llm: {
+    providers: {
+      doc: 'Language-model providers; GET /v1/llms lists provider/model for each. `local/echo` is the built-in deterministic test and demo model.',
+      format: 'llm-providers',
+      default: [{ name: 'local', type: 'echo', models: ['echo'] }] as LlmProviderConfig[],
+      env: 'CALLBRIDGE_LLM_PROVIDERS',
+    },
+  },
+  voices: {
+    catalog: {
+      doc: 'Voice catalog served by GET /v1/voices.',
+      format: 'voice-catalog',
+      default: [
+        { id: 'local-en-1', name: 'Local English', description: 'Embedded local voice (no external service).', provider: 'provider_1', languages: ['en'] },
+        { id: 'local-multi-1', name: 'Local Multilingual', description: 'Embedded local voice, many languages.', provider: 'provider_1', languages: ['multi', 'en', 'es', 'fr', 'de', 'it', 'pt'] },
+      ] as VoiceCatalogEntry[],
+      env: 'CALLBRIDGE_VOICE_CATALOG',
+    },
+  },
+  agent_defaults: {
+    status: { doc: 'Status of a new agent.', format: ['active', 'inactive'], default: 'active' },
+    llm: { doc: 'Primary model of a new agent (must be in the catalog).', format: String, default: 'local/echo', env: 'CALLBRIDGE_DEFAULT_LLM' },
+    fallback_llm: { doc: 'Fallback model of a new agent (must be in the catalog).', format: String, default: 'local/echo', env: 'CALLBRIDGE_DEFAULT_FALLBACK_LLM' },
+    prompt: { doc: 'Prompt of a new agent.', format: String, default: 'You are a helpful voice assistant. Keep answers short.' },
+    first_message: { doc: 'First message of a new agent.', format: String, default: 'Hello! How can I help you today?' },
+    first_message_interruption_time: { doc: 'Seconds during which the first message can be interrupted.', format: Number, default: 0 },
+    default_language: { doc: 'Language of a new agent.', format: String, default: 'en' },
+    summarize_calls: { doc: 'Whether new agents summarize calls.', format: Boolean, default: false },
+    enable_first_message_outbound: { doc: 'Whether new agents play the first message on outbound calls.', format: Boolean, default: true },
+    keyterms: { doc: 'Keyterms of a new agent when none are sent.', format: Array, default: [] as string[] },
+    voice_id: { doc: 'Voice id of a new agent.', format: String, default: 'local-en-1' },
+    voice_provider: { doc: 'Voice provider of a new agent.', format: ['provider_1', 'provider_2', 'provider_3', 'provider_4', 'provider_5', 'provider_6'], default: 'provider_1' },
+    vad_start_secs: { doc: 'vad_settings.start_secs of a new agent.', format: Number, default: 0.2 },
+    vad_stop_secs: { doc: 'vad_settings.stop_secs of a new agent.', format: Number, default: 0.8 },
+    vad_silence_timeout_secs: { doc: 'vad_settings.silence_timeout_secs of a new agent.', format: Number, default: 10 },
+    noise_enabled: { doc: 'noise_cancel_settings.enabled of a new agent.', format: Boolean, default: false },
+    noise_level: { doc: 'noise_cancel_settings.level of a new agent.', format: Number, default: 50 },
+    default_timeout: { doc: 'timeout_settings.default_timeout of a new agent, seconds.', format: 'nat', default: 1800 },
+    timeout_action: { doc: 'timeout_settings.timeout_action of a new agent.', format: ['end_call', 'transfer_call'], default: 'end_call' },
+    silence_counter: { doc: 'timeout_settings.silence_counter of a new agent.', format: 'nat', default: 2 },
+    silence_timeout_action: { doc: 'timeout_settings.silence_timeout_action of a new agent.', format: ['end_call', 'transfer_call'], default: 'end_call' },
+  },
+  limits: {
+    max_default_timeout: { doc: 'Upper bound of timeout_settings.default_timeout, seconds (= the longest call).', format: 'nat', default: 7200, env: 'CALLBRIDGE_MAX_DEFAULT_TIMEOUT' },
+    max_keyterms: { doc: 'Most keyterms an agent may have.', format: 'nat', default: 100 },
+    max_keyterm_length: { doc: 'Longest keyterm, characters.', format: 'nat', default: 100 },
+    max_prompt_length: { doc: 'Longest prompt or first_message, characters.', format: 'nat', default: 100_000 },
+    max_name_length: { doc: 'Longest name or label, characters.', format: 'nat', default: 200 },
+    max_page_size: { doc: 'Largest `limit` of a paginated list.', format: 'nat', default: 500 },
+  },
+  security: {
+    token_secret: {
+      doc: 'HS256 secret of session tokens, 32 bytes base64. Empty = generated once into <data_dir>/token-secret.',
+      format: 'secret-or-empty',
+      default: '',
+      env: 'CALLBRIDGE_TOKEN_SECRET',
+      sensitive: true,
+    },
+    encryption_key: {
+      doc: 'AES-256-GCM key for passwords and carrier tokens at rest, 32 bytes base64. Empty = generated once into <data_dir>/encryption-key.',
+      format: 'secret-or-empty',
+      default: '',
+      env: 'CALLBRIDGE_ENCRYPTION_KEY',
+      sensitive: true,
+    },
+  },
+  telco: {
+    api_base_url: {
+      doc: 'Base URL of the carrier REST API used to validate imported numbers (Accounts/{sid}/IncomingPhoneNumbers.json).',
+      format: 'url-or-empty',
+      default: 'https://api.twilio.com',
+      env: 'CALLBRIDGE_TELCO_API_BASE_URL',
+    },
+    timeout_ms: { doc: 'Time limit of one carrier API request.', format: 'nat', default: 10000, env: 'CALLBRIDGE_TELCO_TIMEOUT_MS' },
+  },
+  webrtc: {
+    url: { doc: 'LiveKit-compatible media server URL for transport=webrtc; empty = webrtc answers 503.', format: String, default: '', env: 'CALLBRIDGE_WEBRTC_URL' },
+    api_key: { doc: 'Media server API key.', format: String, default: '', env: 'CALLBRIDGE_WEBRTC_API_KEY' },
+    api_secret: { doc: 'Media server API secret.', format: String, default: '', env: 'CALLBRIDGE_WEBRTC_API_SECRET', sensitive: true },
+  },
+  drain: {
+    deadline_secs: { doc: 'On SIGTERM, how long calls in progress may go on before they are ended.', format: 'nat', default: 30, env: 'CALLBRIDGE_DRAIN_DEADLINE_SECS' },
+  },
+};
+
+export type Config = {
+  data_dir: string;
+  log_level: string;
+  http: { host: string; port: number; body_limit: number; public_url: string };
+  sip: { host: string; port: number };
+  rtp: { port_min: number; port_max: number };
+  region: { self: Region; peer_us_central1: string; peer_northamerica_northeast1: string; proxy_timeout_ms: number };
+  llm: { providers: LlmProviderConfig[] };
+  voices: { catalog: VoiceCatalogEntry[] };
+  agent_defaults: {
+    status: 'active' | 'inactive';
+    llm: string;
+    fallback_llm: string;
+    prompt: string;
+    first_message: string;
+    first_message_interruption_time: number;
+    default_language: string;
+    summarize_calls: boolean;
+    enable_first_message_outbound: boolean;
+    keyterms: string[];
+    voice_id: string;
+    voice_provider: string;
+    vad_start_secs: number;
+    vad_stop_secs: number;
+    vad_silence_timeout_secs: number;
+    noise_enabled: boolean;
+    noise_level: number;
+    default_timeout: number;
+    timeout_action: 'end_call' | 'transfer_call';
+    silence_counter: number;
+    silence_timeout_action: 'end_call' | 'transfer_call';
+  };
+  limits: {
+    max_default_timeout: number;
+    max_keyterms: number;
+    max_keyterm_length: number;
+    max_prompt_length: number;
+    max_name_length: number;
+    max_page_size: number;
+  };
+  security: { token_secret: string; encryption_key: string };
+  telco: { api_base_url: string; timeout_ms: number };
+  webrtc: { url: string; api_key: string; api_secret: string };
+  drain: { deadline_secs: number };
+};
+
+/** A setting that is invalid on its own or against another setting. */
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+/** Sorted `provider/model` identifiers of the configured providers (the model catalog). */
+export function modelCatalog(config: Pick<Config, 'llm'>): string[] {
+  return config.llm.providers.flatMap((p) => p.models.map((m) => `${p.name}/${m}`)).sort();
+}
+
+/**
+ * Loads and validates the configuration.
+ * @param overrides values applied over file and env (tests use this to pick ports and dirs).
+ * @param env the environment to read (defaults to process.env).
+ * @throws ConfigError naming the bad setting.
+ */
+export function loadConfig(overrides: Record<string, unknown> = {}, env: NodeJS.ProcessEnv = process.env): Config {
+  const c = convict(schema, { env: env as Record<string, string>, args: [] });
+  const file = env.CALLBRIDGE_CONFIG;
+  if (file) {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(readFileSync(file, 'utf8'));
+    } catch (err) {
+      throw new ConfigError(`CALLBRIDGE_CONFIG=${file}: cannot read JSON config file: ${(err as Error).message}`);
+    }
+    // convict ranks env vars above a loaded file, so env still wins over the file here.
+    c.load(parsed as object);
+  }
+  for (const [path, value] of flatten(overrides)) c.set(path, value);
+  try {
+    c.validate({ allowed: 'strict' });
+  } catch (err) {
+    throw new ConfigError(`invalid configuration: ${(err as Error).message}`);
+  }
+  const config = c.getProperties() as unknown as Config;
+  crossCheck(config);
+  return config;
+}
+
+/** `{ http: { port: 0 } }` -> `[['http.port', 0]]`; arrays are values, not branches. */
+function flatten(obj: Record<string, unknown>, prefix = ''): Array<[string, unknown]> {
+  return Object.entries(obj).flatMap(([k, v]) =>
+    v !== null && typeof v === 'object' && !Array.isArray(v)
+      ? flatten(v as Record<string, unknown>, `${prefix}${k}.`)
+      : [[`${prefix}${k}`, v] as [string, unknown]],
+  );
+}
+
+/** Rules that involve more than one setting. */
+function crossCheck(config: Config): void {
+  if (config.rtp.port_min > config.rtp.port_max) {
+    throw new ConfigError(`invalid configuration: rtp.port_min (${config.rtp.port_min}) is above rtp.port_max (${config.rtp.port_max})`);
+  }
+  const catalog = new Set(modelCatalog(config));
+  for (const key of ['llm', 'fallback_llm'] as const) {
+    const model = config.agent_defaults[key];
+    if (!catalog.has(model)) {
+      throw new ConfigError(`invalid configuration: agent_defaults.${key} "${model}" is not in the model catalog (${[...catalog].join(', ')})`);
+    }
+  }
+  if (config.agent_defaults.default_timeout > config.limits.max_default_timeout) {
+    throw new ConfigError('invalid configuration: agent_defaults.default_timeout is above limits.max_default_timeout');
+  }
+}
+
+/** Schema as data, for the README's configuration table (scripts/config-table.ts). */
+export const configSchema = schema;

@@ -1,0 +1,79 @@
+/**
+ * Composition root: load config, open the store, make sure an API key exists, start HTTP (and,
+ * with later issues, SIP and the bridge). SIGTERM/SIGINT drain: /readyz turns 503, in-flight
+ * requests finish, the store closes.
+ */
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { FastifyInstance } from 'fastify';
+import type { Config } from './config.ts';
+import type { Logger } from './log.ts';
+import { openStore, type Store } from './store/index.ts';
+import { buildApp } from './api/app.ts';
+import { createCarrierClient } from './telco/carrier-client.ts';
+
+export interface Daemon {
+  app: FastifyInstance;
+  store: Store;
+  /** Base URL of the REST API as bound (port resolved when 0 was asked). */
+  url: string;
+  /** Stops taking work, lets in-flight requests finish, closes everything. Idempotent. */
+  close(): Promise<void>;
+}
+
+export const INITIAL_KEY_FILE = 'initial-api-key';
+
+/**
+ * First start on an empty data directory: create an organization and key, write the key to a
+ * 0600 file and print it once on stdout. Logs say where it is, never what it is.
+ */
+export function ensureInitialKey(store: Store, config: Config, logger: Logger, print: (line: string) => void): void {
+  if (store.organizations.activeKeyCount() > 0) return;
+  const { org, key } = store.organizations.createKey('default');
+  const path = join(config.data_dir, INITIAL_KEY_FILE);
+  writeFileSync(path, key + '\n', { mode: 0o600 });
+  print(`callbridge: created organization "${org.name}" (${org.id}); its API key is:\n${key}\n(also written to ${path}; it is not shown again)`);
+  logger.info({ orgId: org.id, keyFile: path }, 'first start: created organization and API key');
+}
+
+export async function startDaemon(config: Config, logger: Logger, print: (line: string) => void = (l) => process.stdout.write(l + '\n')): Promise<Daemon> {
+  const store = openStore(config.data_dir, config.security.encryption_key);
+  ensureInitialKey(store, config, logger, print);
+  let listening = false;
+  let draining = false;
+  const app = await buildApp({
+    config,
+    store,
+    logger,
+    carrier: createCarrierClient(config),
+    readiness: () => ({ ready: listening, draining, reason: draining ? 'draining' : listening ? undefined : 'starting' }),
+  });
+  try {
+    await app.listen({ host: config.http.host, port: config.http.port });
+  } catch (err) {
+    store.close();
+    throw err;
+  }
+  listening = true;
+  const addr = app.server.address();
+  const port = typeof addr === 'object' && addr ? addr.port : config.http.port;
+  const host = config.http.host.includes(':') ? `[${config.http.host}]` : config.http.host;
+  const url = `http://${host === '0.0.0.0' ? '127.0.0.1' : host}:${port}`;
+  logger.info({ url, dataDir: config.data_dir, region: config.region.self }, 'callbridge listening');
+
+  let closing: Promise<void> | undefined;
+  return {
+    app,
+    store,
+    url,
+    close() {
+      closing ??= (async () => {
+        draining = true;
+        await app.close();
+        store.close();
+        logger.info('callbridge stopped');
+      })();
+      return closing;
+    },
+  };
+}

@@ -1,0 +1,46 @@
+/**
+ * Opens the SQLite database in the data directory and brings its schema up to date.
+ * WAL for concurrent readers; synchronous=FULL so a committed write survives power loss, since
+ * every write is committed before the API answers.
+ */
+import Database from 'better-sqlite3';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { MIGRATIONS, type Migration } from './migrations.ts';
+
+export type Db = Database.Database;
+
+export function openDatabase(dataDir: string, migrations: Migration[] = MIGRATIONS): Db {
+  mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  const db = new Database(join(dataDir, 'callbridge.sqlite'));
+  db.pragma('journal_mode = WAL');
+  db.pragma('synchronous = FULL');
+  db.pragma('foreign_keys = ON');
+  db.pragma('busy_timeout = 5000');
+  migrate(db, migrations);
+  return db;
+}
+
+export function migrate(db: Db, migrations: Migration[]): void {
+  db.exec('CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)');
+  const applied = new Set((db.prepare('SELECT version FROM schema_migrations').all() as { version: number }[]).map((r) => r.version));
+  const newest = Math.max(0, ...applied);
+  const known = Math.max(0, ...migrations.map((m) => m.version));
+  if (newest > known) {
+    throw new Error(`database schema version ${newest} is newer than this callbridge knows (${known}); refusing to start`);
+  }
+  for (const m of [...migrations].sort((a, b) => a.version - b.version)) {
+    if (applied.has(m.version)) continue;
+    db.transaction(() => {
+      db.exec(m.sql);
+      db.prepare('INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)').run(m.version, m.name, new Date().toISOString());
+    })();
+  }
+}
+
+/** True when err is SQLite's UNIQUE constraint failure (optionally on the given column). */
+export function isUniqueViolation(err: unknown, column?: string): boolean {
+  const e = err as { code?: string; message?: string };
+  if (e?.code !== 'SQLITE_CONSTRAINT_UNIQUE' && e?.code !== 'SQLITE_CONSTRAINT_PRIMARYKEY') return false;
+  return column === undefined || (e.message ?? '').includes(column);
+}

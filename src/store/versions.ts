@@ -1,0 +1,88 @@
+/**
+ * Agent drafts and versions. The draft holds the conversation flow `{ nodes }`; a version is a
+ * tagged snapshot of it; the active version is the one published last.
+ * Callers check that the agent belongs to the organization before calling in here.
+ */
+import type { Db } from './db.ts';
+
+export type FlowNode = Record<string, unknown> & { id: string; type: string };
+
+export interface Draft {
+  agent_id: string;
+  nodes: FlowNode[];
+  updated_at: string;
+}
+
+export interface AgentVersion {
+  id: string;
+  agent_id: string;
+  created_at: string;
+  /** null until published; the API shows it as null. */
+  published_at: string | null;
+  tag: string;
+}
+
+export interface VersionWithNodes extends AgentVersion {
+  nodes: FlowNode[];
+}
+
+interface VersionRow extends AgentVersion {
+  nodes: string;
+}
+
+const withNodes = (r: VersionRow): VersionWithNodes => ({ ...toVersion(r), nodes: JSON.parse(r.nodes) as FlowNode[] });
+export const toVersion = (r: AgentVersion): AgentVersion => ({
+  id: r.id,
+  agent_id: r.agent_id,
+  created_at: r.created_at,
+  published_at: r.published_at,
+  tag: r.tag,
+});
+
+export class VersionRepo {
+  readonly #getDraft;
+  readonly #putDraft;
+  readonly #get;
+  readonly #list;
+  readonly #insert;
+  readonly #publish;
+
+  constructor(db: Db) {
+    this.#getDraft = db.prepare('SELECT agent_id, nodes, updated_at FROM agent_drafts WHERE agent_id = ?');
+    this.#putDraft = db.prepare(
+      'INSERT INTO agent_drafts (agent_id, nodes, updated_at) VALUES (?, ?, ?) ON CONFLICT(agent_id) DO UPDATE SET nodes = excluded.nodes, updated_at = excluded.updated_at',
+    );
+    this.#get = db.prepare('SELECT id, agent_id, tag, nodes, created_at, published_at FROM agent_versions WHERE id = ? AND agent_id = ?');
+    this.#list = db.prepare('SELECT id, agent_id, tag, nodes, created_at, published_at FROM agent_versions WHERE agent_id = ? ORDER BY created_at, id');
+    this.#insert = db.prepare('INSERT INTO agent_versions (id, agent_id, tag, nodes, created_at, published_at) VALUES (?, ?, ?, ?, ?, ?)');
+    this.#publish = db.prepare('UPDATE agent_versions SET published_at = ? WHERE id = ? AND published_at IS NULL');
+  }
+
+  getDraft(agentId: string): Draft | undefined {
+    const r = this.#getDraft.get(agentId) as { agent_id: string; nodes: string; updated_at: string } | undefined;
+    return r && { agent_id: r.agent_id, nodes: JSON.parse(r.nodes) as FlowNode[], updated_at: r.updated_at };
+  }
+
+  putDraft(agentId: string, nodes: FlowNode[], at: string): Draft {
+    this.#putDraft.run(agentId, JSON.stringify(nodes), at);
+    return { agent_id: agentId, nodes, updated_at: at };
+  }
+
+  get(agentId: string, id: string): VersionWithNodes | undefined {
+    const r = this.#get.get(id, agentId) as VersionRow | undefined;
+    return r && withNodes(r);
+  }
+
+  list(agentId: string): AgentVersion[] {
+    return (this.#list.all(agentId) as VersionRow[]).map(toVersion);
+  }
+
+  insert(v: VersionWithNodes): void {
+    this.#insert.run(v.id, v.agent_id, v.tag, JSON.stringify(v.nodes), v.created_at, v.published_at);
+  }
+
+  /** Marks the version published; false when it already was (the caller answers 409). */
+  markPublished(id: string, at: string): boolean {
+    return this.#publish.run(at, id).changes > 0;
+  }
+}
