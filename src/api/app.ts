@@ -37,6 +37,8 @@ export async function buildApp(deps: ApiDeps, registry: Registry = createRegistr
     forceCloseConnections: true,
   });
 
+  // The API speaks JSON only: a text/plain body is 415, not a string that fails validation later.
+  app.removeContentTypeParser('text/plain');
   installValidation(app);
   installErrorHandler(app);
   installRegionPinning(app, deps.config);

@@ -1,11 +1,107 @@
-// PLACEHOLDER: replaced by the telco-numbers work (helper). Interface used elsewhere: get().
+/**
+ * Imported carrier numbers of an organization. Every query is scoped by org_id: another org's
+ * number is "not found". The carrier auth_token is sealed (AES-256-GCM, secret-box.ts) on the
+ * way in and opened only by credentials(), for the outbound call that needs it; no other read
+ * selects the sealed column, so it cannot leak into an API response by accident.
+ */
 import type { Db } from './db.ts';
 import type { SecretBox } from './secret-box.ts';
-export interface TelcoNumber { id: string; phone_number: string; phone_sid: string; label: string; account_sid: string; created_at: string; updated_at: string }
+import { DomainError } from '../domain/errors.ts';
+
+/** The API's Telco number resource; also the row as read (without org and secret). */
+export interface TelcoNumber {
+  id: string;
+  phone_number: string;
+  phone_sid: string;
+  label: string;
+  account_sid: string;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface NewTelcoNumber {
+  id: string;
+  org_id: string;
+  phone_number: string;
+  phone_sid: string;
+  label: string;
+  account_sid: string;
+  /** Plain text; sealed before it reaches the database. */
+  auth_token: string;
+  created_at: string;
+}
+
+/** What a REST call to the carrier on behalf of this number needs. */
+export interface CarrierCredentials {
+  account_sid: string;
+  auth_token: string;
+}
+
+const COLUMNS = 'id, phone_number, phone_sid, label, account_sid, created_at, updated_at';
+
 export class TelcoNumberRepo {
-  constructor(private readonly db: Db, private readonly box: SecretBox) {}
+  readonly #box: SecretBox;
+  readonly #get;
+  readonly #byPhoneNumber;
+  readonly #list;
+  readonly #insert;
+  readonly #relabel;
+  readonly #secret;
+
+  constructor(db: Db, box: SecretBox) {
+    this.#box = box;
+    this.#get = db.prepare(`SELECT ${COLUMNS} FROM telco_numbers WHERE id = ? AND org_id = ?`);
+    this.#byPhoneNumber = db.prepare(`SELECT ${COLUMNS} FROM telco_numbers WHERE org_id = ? AND phone_number = ?`);
+    this.#list = db.prepare(`SELECT ${COLUMNS} FROM telco_numbers WHERE org_id = ? ORDER BY created_at, id`);
+    this.#insert = db.prepare(
+      `INSERT INTO telco_numbers (id, org_id, phone_number, phone_sid, label, account_sid, auth_token_enc, created_at, updated_at)
+       VALUES (@id, @org_id, @phone_number, @phone_sid, @label, @account_sid, @auth_token_enc, @created_at, @created_at)`,
+    );
+    this.#relabel = db.prepare('UPDATE telco_numbers SET label = ?, updated_at = ? WHERE id = ? AND org_id = ?');
+    this.#secret = db.prepare('SELECT account_sid, auth_token_enc FROM telco_numbers WHERE id = ? AND org_id = ?');
+  }
+
   get(orgId: string, id: string): TelcoNumber | undefined {
-    void this.box;
-    return this.db.prepare('SELECT id, phone_number, phone_sid, label, account_sid, created_at, updated_at FROM telco_numbers WHERE id = ? AND org_id = ?').get(id, orgId) as TelcoNumber | undefined;
+    return this.#get.get(id, orgId) as TelcoNumber | undefined;
+  }
+
+  /** The organization's import of an E.164 number (one at most: UNIQUE (org_id, phone_number)). */
+  byPhoneNumber(orgId: string, phoneNumber: string): TelcoNumber | undefined {
+    return this.#byPhoneNumber.get(orgId, phoneNumber) as TelcoNumber | undefined;
+  }
+
+  /** Oldest import first. */
+  list(orgId: string): TelcoNumber[] {
+    return this.#list.all(orgId) as TelcoNumber[];
+  }
+
+  /** @throws SQLite's UNIQUE constraint error when the org already imported the number. */
+  insert(n: NewTelcoNumber): void {
+    const { auth_token, ...rest } = n;
+    this.#insert.run({ ...rest, auth_token_enc: this.#box.seal(auth_token) });
+  }
+
+  /** @returns false when the org has no such number. */
+  relabel(orgId: string, id: string, label: string, at: string): boolean {
+    return this.#relabel.run(label, at, id, orgId).changes > 0;
+  }
+
+  /**
+   * The carrier credentials of a number, auth_token decrypted.
+   * @throws DomainError (internal) when the token cannot be opened, e.g. the encryption key changed.
+   */
+  credentials(orgId: string, id: string): CarrierCredentials | undefined {
+    const row = this.#secret.get(id, orgId) as { account_sid: string; auth_token_enc: string } | undefined;
+    if (!row) return undefined;
+    try {
+      return { account_sid: row.account_sid, auth_token: this.#box.open(row.auth_token_enc) };
+    } catch (err) {
+      throw new DomainError(
+        'internal',
+        'TELCO_SECRET_UNREADABLE',
+        `auth_token of telco number ${id} cannot be decrypted (was security.encryption_key changed?)`,
+        { cause: err },
+      );
+    }
   }
 }

@@ -1,7 +1,116 @@
-// PLACEHOLDER: replaced by the telco-numbers work (helper).
+/**
+ * REST client of the carrier, speaking the Twilio-style 2010-04-01 API. Import uses one call:
+ *
+ *   GET {api_base_url}/2010-04-01/Accounts/{AccountSid}/IncomingPhoneNumbers.json?PhoneNumber=%2B1...
+ *   Authorization: Basic base64(AccountSid ":" AuthToken)
+ *
+ *   200 { "incoming_phone_numbers": [ { "sid": "PN...", "phone_number": "+1...", ... } ], ... }
+ *
+ * A number listed there proves both that the credentials are good and that the account owns
+ * the number. Failures become DomainErrors the API maps to statuses; no message, cause or log
+ * line carries the auth token (it only ever travels in the Authorization header).
+ */
 import type { Config } from '../config.ts';
-export interface CarrierNumber { phone_sid: string; phone_number: string }
-export interface CarrierClient { lookupNumber(accountSid: string, authToken: string, phoneNumber: string): Promise<CarrierNumber> }
-export function createCarrierClient(_config: Config): CarrierClient {
-  return { lookupNumber: async () => { throw new Error('not implemented'); } };
+import { badGateway, DomainError, unavailable, validation } from '../domain/errors.ts';
+
+export interface CarrierNumber {
+  phone_sid: string;
+  phone_number: string;
+}
+
+export interface CarrierClient {
+  /**
+   * Finds an E.164 number among the account's incoming numbers.
+   * @throws DomainError validation (credentials rejected), not_found (not in the account),
+   *   bad_gateway (carrier down, slow or answering nonsense), unavailable (no carrier configured).
+   */
+  lookupNumber(accountSid: string, authToken: string, phoneNumber: string): Promise<CarrierNumber>;
+}
+
+/** Stable codes of carrier failures, for callers that branch on them rather than on text. */
+export const CARRIER_ERROR = {
+  credentials: 'TELCO_CREDENTIALS_REJECTED',
+  notInAccount: 'TELCO_NUMBER_NOT_IN_ACCOUNT',
+  failed: 'TELCO_CARRIER_FAILED',
+  notConfigured: 'TELCO_NOT_CONFIGURED',
+} as const;
+
+const credentialsRejected = () => validation('carrier rejected account_sid/auth_token', CARRIER_ERROR.credentials);
+const notInAccount = () =>
+  new DomainError('not_found', CARRIER_ERROR.notInAccount, 'phone_number is not a number of that carrier account');
+const failed = (detail: string, cause?: unknown) => badGateway(`carrier API failed: ${detail}`, CARRIER_ERROR.failed, cause);
+
+export function createCarrierClient(config: Config): CarrierClient {
+  const base = config.telco.api_base_url.replace(/\/+$/, '');
+  const timeoutMs = config.telco.timeout_ms;
+
+  return {
+    async lookupNumber(accountSid, authToken, phoneNumber) {
+      if (!base) throw unavailable('carrier API is not configured (telco.api_base_url)', CARRIER_ERROR.notConfigured);
+      // Appended to the base, not resolved against it, so a base with a path prefix keeps it.
+      const url = new URL(`${base}/2010-04-01/Accounts/${encodeURIComponent(accountSid)}/IncomingPhoneNumbers.json`);
+      url.searchParams.set('PhoneNumber', phoneNumber);
+      const signal = AbortSignal.timeout(timeoutMs);
+
+      let res: Response;
+      try {
+        res = await fetch(url, {
+          headers: { authorization: basicAuth(accountSid, authToken), accept: 'application/json' },
+          // A redirect would take the credentials somewhere nobody configured.
+          redirect: 'error',
+          signal,
+        });
+      } catch (err) {
+        throw failed(describeFetchError(err, timeoutMs), err);
+      }
+
+      if (!res.ok) {
+        // Free the connection; the carrier's error body adds nothing the status does not say.
+        await res.body?.cancel().catch(() => {});
+        if (res.status === 401 || res.status === 403) throw credentialsRejected();
+        if (res.status === 404) throw notInAccount();
+        throw failed(`HTTP ${res.status}`);
+      }
+
+      let body: unknown;
+      try {
+        body = await res.json();
+      } catch (err) {
+        throw failed(signal.aborted ? `no answer within ${timeoutMs} ms` : 'response is not JSON', err);
+      }
+      // The PhoneNumber filter matches numbers that contain the value, so keep the exact one.
+      const match = listedNumbers(body).find((n) => n.phone_number === phoneNumber);
+      if (!match) throw notInAccount();
+      return match;
+    },
+  };
+}
+
+function basicAuth(user: string, password: string): string {
+  return 'Basic ' + Buffer.from(`${user}:${password}`, 'utf8').toString('base64');
+}
+
+/** The numbers of an IncomingPhoneNumbers page. @throws DomainError bad_gateway on another shape. */
+function listedNumbers(body: unknown): CarrierNumber[] {
+  const list = isRecord(body) ? body.incoming_phone_numbers : undefined;
+  if (!Array.isArray(list)) throw failed('response has no incoming_phone_numbers list');
+  return list.flatMap((n: unknown) =>
+    isRecord(n) && typeof n.sid === 'string' && n.sid !== '' && typeof n.phone_number === 'string'
+      ? [{ phone_sid: n.sid, phone_number: n.phone_number }]
+      : [],
+  );
+}
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/** "no answer within 10000 ms", "ECONNREFUSED": enough for an operator to tell what broke. */
+function describeFetchError(err: unknown, timeoutMs: number): string {
+  if (err instanceof Error && (err.name === 'TimeoutError' || err.name === 'AbortError')) return `no answer within ${timeoutMs} ms`;
+  // undici reports "fetch failed" and puts the socket error (code ECONNREFUSED, ENOTFOUND...) in cause.
+  const cause = err instanceof Error ? err.cause : undefined;
+  if (isRecord(cause) && typeof cause.code === 'string') return cause.code;
+  if (cause instanceof Error) return cause.message;
+  return err instanceof Error ? err.message : 'request failed';
 }

@@ -72,11 +72,15 @@ export async function dialRoutes(app: FastifyInstance, deps: ApiDeps): Promise<v
   app.post(
     '/v1/agents/:id/dial',
     {
+      // The body is optional: no body means no variables.
+      preValidation: async (req) => {
+        if (req.body === undefined || req.body === null) req.body = {};
+      },
       schema: {
         tags: ['calls'],
         params: IdParams,
         querystring: Query,
-        body: Type.Optional(Body),
+        body: Body,
         response: { 200: Type.Object({ success: Type.Boolean() }), ...errorResponses(400, 401, 403, 404, 500, 503) },
       },
     },

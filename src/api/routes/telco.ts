@@ -1,4 +1,117 @@
-// PLACEHOLDER: replaced by the telco-numbers work (helper).
+/**
+ * Telco numbers: import a carrier number (validated against the carrier's REST API), list,
+ * relabel. The auth_token sent on import is write-only: sealed in the store, never returned.
+ */
 import type { FastifyInstance } from 'fastify';
+import { Type } from '@sinclair/typebox';
 import type { ApiDeps } from '../context.ts';
-export async function telcoRoutes(_app: FastifyInstance, _deps: ApiDeps): Promise<void> {}
+import { DateTime, errorResponses, IdParams, Obj, Uuid } from '../schemas.ts';
+import { conflict, notFound } from '../../domain/errors.ts';
+import { newId, nowIso } from '../../domain/ids.ts';
+import { E164_PATTERN } from '../../domain/phone.ts';
+import { isUniqueViolation } from '../../store/db.ts';
+import type { TelcoNumber } from '../../store/telco-numbers.ts';
+import type { Config } from '../../config.ts';
+
+/** The schemas depend on config (label length), so they are built per app. */
+function telcoSchemas(config: Config) {
+  const Label = (description: string) => Type.String({ minLength: 1, maxLength: config.limits.max_name_length, description });
+  const TelcoNumberResource = Obj(
+    {
+      id: Uuid('record id of this import'),
+      phone_number: Type.String({ description: 'E.164' }),
+      phone_sid: Type.String({ description: "the carrier's identifier of the number" }),
+      label: Type.String({ description: 'friendly name' }),
+      account_sid: Type.String({ description: 'carrier account the number belongs to' }),
+      created_at: DateTime(),
+      updated_at: DateTime(),
+    },
+    { title: 'TelcoNumber' },
+  );
+  const TelcoNumberImport = Obj({
+    phone_number: Type.String({ pattern: E164_PATTERN, description: 'E.164 number owned by the carrier account' }),
+    // Becomes a URL path segment at the carrier: letters, digits, _ and - only (no "..", no "/").
+    account_sid: Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_-]+$', description: 'carrier account sid' }),
+    auth_token: Type.String({ minLength: 1, maxLength: 256, writeOnly: true, description: 'carrier account auth token (write-only)' }),
+    label: Type.Optional(Label('friendly name; default: the phone number')),
+  });
+  const TelcoNumberPatch = Obj({ label: Label('new display label') });
+  return { TelcoNumberResource, TelcoNumberImport, TelcoNumberPatch };
+}
+
+/** The resource's fields only, in the document's order. */
+const toResource = (n: TelcoNumber): TelcoNumber => ({
+  id: n.id,
+  phone_number: n.phone_number,
+  phone_sid: n.phone_sid,
+  label: n.label,
+  account_sid: n.account_sid,
+  created_at: n.created_at,
+  updated_at: n.updated_at,
+});
+
+const alreadyImported = (phoneNumber: string, id?: string) =>
+  conflict(`phone_number ${phoneNumber} is already imported${id ? ` (telco number ${id})` : ''}`, 'TELCO_NUMBER_EXISTS');
+
+export async function telcoRoutes(app: FastifyInstance, deps: ApiDeps): Promise<void> {
+  const { store, config, carrier } = deps;
+  const { TelcoNumberResource, TelcoNumberImport, TelcoNumberPatch } = telcoSchemas(config);
+  const tags = ['telco'];
+
+  app.post(
+    '/v1/telco/numbers',
+    { schema: { tags, body: TelcoNumberImport, response: { 201: TelcoNumberResource, ...errorResponses(400, 401, 404, 409, 502) } } },
+    async (req, reply) => {
+      const input = req.body as { phone_number: string; account_sid: string; auth_token: string; label?: string };
+      const orgId = req.org.id;
+      // Checked before the carrier round trip so a repeated import costs the carrier nothing.
+      const existing = store.telcoNumbers.byPhoneNumber(orgId, input.phone_number);
+      if (existing) throw alreadyImported(input.phone_number, existing.id);
+
+      const found = await carrier.lookupNumber(input.account_sid, input.auth_token, input.phone_number);
+
+      const id = newId();
+      const created = store.tx(() => {
+        try {
+          store.telcoNumbers.insert({
+            id,
+            org_id: orgId,
+            phone_number: input.phone_number,
+            phone_sid: found.phone_sid,
+            label: input.label ?? input.phone_number,
+            account_sid: input.account_sid,
+            auth_token: input.auth_token,
+            created_at: nowIso(),
+          });
+        } catch (err) {
+          // Two imports of one number raced past the check above while the carrier answered.
+          if (isUniqueViolation(err, 'phone_number')) throw alreadyImported(input.phone_number);
+          throw err;
+        }
+        return store.telcoNumbers.get(orgId, id)!;
+      });
+      req.log.info({ telcoNumberId: id, phoneSid: found.phone_sid }, 'telco number imported');
+      return reply.code(201).send(toResource(created));
+    },
+  );
+
+  app.get(
+    '/v1/telco/numbers',
+    { schema: { tags, response: { 200: Type.Array(TelcoNumberResource), ...errorResponses(401) } } },
+    async (req) => store.telcoNumbers.list(req.org.id).map(toResource),
+  );
+
+  app.patch(
+    '/v1/telco/numbers/:id',
+    { schema: { tags, params: IdParams, body: TelcoNumberPatch, response: { 200: TelcoNumberResource, ...errorResponses(400, 401, 404) } } },
+    async (req) => {
+      const { id } = req.params as { id: string };
+      const { label } = req.body as { label: string };
+      const updated = store.tx(() => {
+        if (!store.telcoNumbers.relabel(req.org.id, id, label, nowIso())) throw notFound('telco number');
+        return store.telcoNumbers.get(req.org.id, id)!;
+      });
+      return toResource(updated);
+    },
+  );
+}

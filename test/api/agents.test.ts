@@ -1,0 +1,263 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestDaemon, type TestDaemon } from '../helpers/daemon.ts';
+
+const AGENT_FIELDS = [
+  'id',
+  'phone_number_id',
+  'name',
+  'llm',
+  'fallback_llm',
+  'status',
+  'prompt',
+  'first_message',
+  'first_message_interruption_time',
+  'default_language',
+  'summarize_calls',
+  'created_at',
+  'updated_at',
+  'noise_cancel_settings',
+  'vad_settings',
+  'enable_first_message_outbound',
+  'voice_settings',
+  'timeout_settings',
+  'keyterms',
+].sort();
+
+describe('agents', () => {
+  let d: TestDaemon;
+  beforeAll(async () => {
+    d = await startTestDaemon({
+      llm: { providers: [{ name: 'local', type: 'echo', models: ['echo'] }, { name: 'acme', type: 'openai', base_url: 'http://127.0.0.1:9', models: ['big', 'small'] }] },
+    });
+  });
+  afterAll(() => d.close());
+
+  const create = (body: Record<string, unknown>) => d.api('POST', '/v1/agents', body);
+
+  it('creates with only a name and applies the documented server defaults', async () => {
+    const r = await create({ name: 'Support' });
+    expect(r.status).toBe(201);
+    expect(Object.keys(r.body).sort()).toEqual(AGENT_FIELDS);
+    expect(r.body).toMatchObject({
+      name: 'Support',
+      phone_number_id: '',
+      status: 'active',
+      default_language: 'en',
+      llm: 'local/echo',
+      fallback_llm: 'local/echo',
+      vad_settings: { start_secs: 0.2, stop_secs: 0.8, silence_timeout_secs: 10 },
+      noise_cancel_settings: { enabled: false, level: 50 },
+      timeout_settings: { default_timeout: 1800, timeout_action: 'end_call', silence_counter: 2, silence_timeout_action: 'end_call' },
+      enable_first_message_outbound: true,
+      keyterms: [],
+    });
+    expect(r.body.id).toMatch(/^[0-9a-f-]{36}$/);
+    expect(new Date(r.body.created_at).toISOString()).toBe(r.body.created_at);
+    const got = await d.api('GET', `/v1/agents/${r.body.id}`);
+    expect(got.status).toBe(200);
+    expect(got.body).toEqual(r.body);
+  });
+
+  it('requires a name', async () => {
+    const r = await create({ prompt: 'x' });
+    expect(r.status).toBe(400);
+    expect(r.body.error).toContain('name');
+    const empty = await create({ name: '' });
+    expect(empty.status).toBe(400);
+  });
+
+  it('merges partial nested objects over the defaults on create', async () => {
+    const r = await create({ name: 'n', vad_settings: { stop_secs: 1.5 }, noise_cancel_settings: { enabled: true } });
+    expect(r.status).toBe(201);
+    expect(r.body.vad_settings).toEqual({ start_secs: 0.2, stop_secs: 1.5, silence_timeout_secs: 10 });
+    expect(r.body.noise_cancel_settings).toEqual({ enabled: true, level: 50 });
+  });
+
+  it('accepts every field of the create body', async () => {
+    const body = {
+      name: 'Full',
+      phone_number_id: null,
+      llm: 'acme/big',
+      fallback_llm: 'acme/small',
+      status: 'inactive',
+      prompt: 'Be brief.',
+      first_message: 'Hi {{name}}',
+      first_message_interruption_time: 2.5,
+      default_language: 'fr',
+      summarize_calls: true,
+      noise_cancel_settings: { enabled: true, level: 80 },
+      vad_settings: { start_secs: 0.3, stop_secs: 0.6, silence_timeout_secs: 20 },
+      enable_first_message_outbound: false,
+      timeout_settings: {
+        default_timeout: 600,
+        timeout_action: 'transfer_call',
+        transfer_number: '+15551230000',
+        transfer_message: 'Transferring',
+        silence_counter: 3,
+        silence_timeout_action: 'end_call',
+      },
+      keyterms: ['callbridge', 'SIP'],
+      voice_settings: { id: 'v1', provider: 'provider_3', speed: 1.2, stability: 0.5, similarity_boost: 0.7, volume: 1 },
+    };
+    const r = await create(body);
+    expect(r.status).toBe(201);
+    const { phone_number_id: _p, ...rest } = body;
+    expect(r.body).toMatchObject(rest);
+    expect(r.body.phone_number_id).toBe('');
+  });
+
+  it('rejects models outside the catalog, naming the field', async () => {
+    for (const field of ['llm', 'fallback_llm']) {
+      const r = await create({ name: 'x', [field]: 'acme/huge' });
+      expect(r.status, field).toBe(400);
+      expect(r.body.error).toContain(field);
+      expect(r.body.error).toContain('acme/big');
+    }
+  });
+
+  it('enforces the Limits table and enums', async () => {
+    const cases: Array<[Record<string, unknown>, number, string]> = [
+      [{ noise_cancel_settings: { level: 0 } }, 201, 'level 0'],
+      [{ noise_cancel_settings: { level: 100 } }, 201, 'level 100'],
+      [{ noise_cancel_settings: { level: 100.5 } }, 400, 'level > 100'],
+      [{ noise_cancel_settings: { level: -1 } }, 400, 'level < 0'],
+      [{ voice_settings: { id: 'v', provider: 'provider_6', speed: 0, stability: 2, similarity_boost: 1.99, volume: 0.01 } }, 201, 'tuning in range'],
+      [{ voice_settings: { id: 'v', provider: 'provider_1', speed: 2.01 } }, 400, 'speed > 2'],
+      [{ voice_settings: { id: 'v', provider: 'provider_1', stability: -0.1 } }, 400, 'stability < 0'],
+      [{ voice_settings: { id: 'v', provider: 'provider_1', similarity_boost: 3 } }, 400, 'similarity_boost > 2'],
+      [{ voice_settings: { id: 'v', provider: 'provider_1', volume: 2.5 } }, 400, 'volume > 2'],
+      [{ voice_settings: { id: 'v', provider: 'provider_7' } }, 400, 'provider enum'],
+      [{ voice_settings: { provider: 'provider_1' } }, 400, 'voice id required'],
+      [{ default_language: 'xx' }, 400, 'language enum'],
+      [{ default_language: 'multi' }, 201, 'language multi'],
+      [{ status: 'paused' }, 400, 'status enum'],
+      [{ timeout_settings: { default_timeout: 7200 } }, 201, 'default_timeout at the bound'],
+      [{ timeout_settings: { default_timeout: 7201 } }, 400, 'default_timeout above the bound'],
+      [{ timeout_settings: { default_timeout: 0 } }, 400, 'default_timeout zero'],
+      [{ timeout_settings: { timeout_action: 'hang_up' } }, 400, 'timeout_action enum'],
+      [{ timeout_settings: { silence_timeout_action: 'transfer' } }, 400, 'silence_timeout_action enum'],
+      [{ timeout_settings: { silence_counter: 1.5 } }, 400, 'silence_counter integer'],
+      [{ timeout_settings: { timeout_action: 'transfer_call' } }, 400, 'transfer without number'],
+      [{ timeout_settings: { silence_timeout_action: 'transfer_call', silence_transfer_number: '+4930123' } }, 201, 'silence transfer'],
+      [{ keyterms: ['a'.repeat(101)] }, 400, 'keyterm too long'],
+      [{ keyterms: Array.from({ length: 101 }, (_, i) => `k${i}`) }, 400, 'too many keyterms'],
+      [{ keyterms: [''] }, 400, 'empty keyterm'],
+      [{ summarize_calls: 'yes' }, 400, 'boolean type'],
+      [{ first_message_interruption_time: '3' }, 400, 'number type (no coercion)'],
+      [{ phone_number_id: 'not-a-uuid' }, 400, 'phone_number_id format'],
+    ];
+    for (const [extra, status, label] of cases) {
+      const r = await create({ name: 'limits', ...extra });
+      expect(r.status, `${label}: ${r.text}`).toBe(status);
+      if (status === 400) expect(typeof r.body.error, label).toBe('string');
+    }
+  });
+
+  it('names the unknown field, at top level and nested', async () => {
+    const top = await create({ name: 'x', colour: 'red' });
+    expect(top.status).toBe(400);
+    expect(top.body.error).toContain('colour');
+    const nested = await create({ name: 'x', vad_settings: { start: 1 } });
+    expect(nested.status).toBe(400);
+    expect(nested.body.error).toContain('vad_settings.start');
+  });
+
+  it('an empty or omitted keyterms list on create means the server default', async () => {
+    const d2 = await startTestDaemon({ agent_defaults: { keyterms: ['default-term'] } });
+    try {
+      expect((await d2.api('POST', '/v1/agents', { name: 'a', keyterms: [] })).body.keyterms).toEqual(['default-term']);
+      expect((await d2.api('POST', '/v1/agents', { name: 'a' })).body.keyterms).toEqual(['default-term']);
+      expect((await d2.api('POST', '/v1/agents', { name: 'a', keyterms: ['x'] })).body.keyterms).toEqual(['x']);
+    } finally {
+      await d2.close();
+    }
+  });
+
+  describe('PATCH', () => {
+    let agent: any;
+    beforeAll(async () => {
+      agent = (
+        await create({
+          name: 'Patchy',
+          prompt: 'p0',
+          keyterms: ['one', 'two'],
+          vad_settings: { start_secs: 0.1, stop_secs: 0.5, silence_timeout_secs: 5 },
+          voice_settings: { id: 'v', provider: 'provider_2', speed: 1.5 },
+        })
+      ).body;
+    });
+
+    it('changes only the sent fields', async () => {
+      const r = await d.api('PATCH', `/v1/agents/${agent.id}`, { prompt: 'p1' });
+      expect(r.status).toBe(200);
+      const { prompt: _a, updated_at: _b, ...before } = agent;
+      const { prompt, updated_at, ...after } = r.body;
+      expect(prompt).toBe('p1');
+      expect(after).toEqual(before);
+      expect(updated_at >= agent.updated_at).toBe(true);
+      expect((await d.api('GET', `/v1/agents/${agent.id}`)).body.prompt).toBe('p1');
+    });
+
+    it('merges vad_settings field by field', async () => {
+      const r = await d.api('PATCH', `/v1/agents/${agent.id}`, { vad_settings: { stop_secs: 0.9 } });
+      expect(r.body.vad_settings).toEqual({ start_secs: 0.1, stop_secs: 0.9, silence_timeout_secs: 5 });
+    });
+
+    it('replaces keyterms as a whole list, and [] empties it', async () => {
+      expect((await d.api('PATCH', `/v1/agents/${agent.id}`, { keyterms: ['three'] })).body.keyterms).toEqual(['three']);
+      expect((await d.api('PATCH', `/v1/agents/${agent.id}`, { keyterms: [] })).body.keyterms).toEqual([]);
+    });
+
+    it('validates like create and changes nothing on a bad request', async () => {
+      const before = (await d.api('GET', `/v1/agents/${agent.id}`)).body;
+      for (const body of [{ prompt: 'new', noise_cancel_settings: { level: 101 } }, { prompt: 'new', llm: 'nope/x' }, { prompt: 'new', extra: 1 }, { name: '' }]) {
+        const r = await d.api('PATCH', `/v1/agents/${agent.id}`, body);
+        expect(r.status, JSON.stringify(body)).toBe(400);
+      }
+      expect((await d.api('GET', `/v1/agents/${agent.id}`)).body).toEqual(before);
+    });
+
+    it('checks cross-field rules on the merged agent', async () => {
+      const r = await d.api('PATCH', `/v1/agents/${agent.id}`, { timeout_settings: { timeout_action: 'transfer_call' } });
+      expect(r.status).toBe(400);
+      expect(r.body.error).toContain('transfer_number');
+      const ok = await d.api('PATCH', `/v1/agents/${agent.id}`, { timeout_settings: { timeout_action: 'transfer_call', transfer_number: '+15550001111' } });
+      expect(ok.status).toBe(200);
+      expect(ok.body.timeout_settings).toMatchObject({ default_timeout: 1800, timeout_action: 'transfer_call', transfer_number: '+15550001111' });
+    });
+
+    it('404s for a missing agent and 400s for a malformed id', async () => {
+      expect((await d.api('PATCH', '/v1/agents/00000000-0000-4000-8000-000000000000', { name: 'x' })).status).toBe(404);
+      const bad = await d.api('PATCH', '/v1/agents/123', { name: 'x' });
+      expect(bad.status).toBe(400);
+      expect(bad.body.error).toContain('uuid');
+    });
+  });
+
+  it('lists agents with limit and offset', async () => {
+    const dl = await startTestDaemon();
+    try {
+      const ids: string[] = [];
+      for (let i = 0; i < 5; i++) ids.push((await dl.api('POST', '/v1/agents', { name: `a${i}` })).body.id);
+      const all = await dl.api('GET', '/v1/agents');
+      expect(all.status).toBe(200);
+      expect(all.body.map((a: any) => a.id)).toEqual(ids);
+      const page = await dl.api('GET', '/v1/agents?limit=2&offset=1');
+      expect(page.body.map((a: any) => a.id)).toEqual(ids.slice(1, 3));
+      expect((await dl.api('GET', '/v1/agents?limit=0')).status).toBe(400);
+      expect((await dl.api('GET', '/v1/agents?offset=-1')).status).toBe(400);
+      expect((await dl.api('GET', '/v1/agents?limit=abc')).status).toBe(400);
+    } finally {
+      await dl.close();
+    }
+  });
+
+  it('deletes an agent (204, then 404)', async () => {
+    const a = (await create({ name: 'gone' })).body;
+    const del = await d.api('DELETE', `/v1/agents/${a.id}`);
+    expect(del.status).toBe(204);
+    expect(del.text).toBe('');
+    expect((await d.api('GET', `/v1/agents/${a.id}`)).status).toBe(404);
+    expect((await d.api('DELETE', `/v1/agents/${a.id}`)).status).toBe(404);
+  });
+});

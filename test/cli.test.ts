@@ -1,0 +1,122 @@
+/** The real `callbridge` command in a child process: first start, keys create, bad config, SIGTERM. */
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { openStore } from '../src/store/index.ts';
+
+const BIN = join(import.meta.dirname, '..', 'bin', 'callbridge.js');
+const dirs: string[] = [];
+const tempDir = () => {
+  const d = mkdtempSync(join(tmpdir(), 'callbridge-cli-'));
+  dirs.push(d);
+  return d;
+};
+afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
+
+const freePort = () =>
+  new Promise<number>((resolve) => {
+    const s = createServer().listen(0, '127.0.0.1', () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => resolve(port));
+    });
+  });
+
+function envFor(dataDir: string, extra: Record<string, string> = {}) {
+  return { ...process.env, CALLBRIDGE_DATA_DIR: dataDir, CALLBRIDGE_HTTP_HOST: '127.0.0.1', CALLBRIDGE_LOG_LEVEL: 'info', ...extra };
+}
+
+async function waitReady(url: string, ms = 15000): Promise<void> {
+  const until = Date.now() + ms;
+  while (Date.now() < until) {
+    const ok = await fetch(url + '/readyz').then((r) => r.ok, () => false);
+    if (ok) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`daemon at ${url} not ready after ${ms} ms`);
+}
+
+describe('callbridge CLI', () => {
+  it('first start creates an organization and key, prints it once, writes it 0600; SIGTERM stops cleanly', async () => {
+    const dataDir = tempDir();
+    const port = await freePort();
+    const child = spawn(process.execPath, [BIN, 'start'], { env: envFor(dataDir, { CALLBRIDGE_HTTP_PORT: String(port) }) });
+    let out = '';
+    child.stdout.on('data', (b) => (out += b));
+    child.stderr.on('data', (b) => (out += b));
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    try {
+      await waitReady(`http://127.0.0.1:${port}`);
+      const keyFile = join(dataDir, 'initial-api-key');
+      const key = readFileSync(keyFile, 'utf8').trim();
+      expect(statSync(keyFile).mode & 0o777).toBe(0o600);
+      expect(key).toMatch(/^cbk_/);
+      // Printed once (the plain line), never inside a JSON log line.
+      expect(out.split(key).length - 1).toBe(1);
+      for (const line of out.split('\n').filter((l) => l.startsWith('{'))) expect(line).not.toContain(key);
+      const r = await fetch(`http://127.0.0.1:${port}/v1/agents`, { headers: { authorization: `Bearer ${key}` } });
+      expect(r.status).toBe(200);
+      // The log line that says where the key is.
+      expect(out).toContain('first start: created organization and API key');
+    } finally {
+      child.kill('SIGTERM');
+    }
+    expect(await exited).toBe(0);
+  });
+
+  it('a second start on the same data directory creates no new key', async () => {
+    const dataDir = tempDir();
+    const port = await freePort();
+    for (let i = 0; i < 2; i++) {
+      const child = spawn(process.execPath, [BIN, 'start'], { env: envFor(dataDir, { CALLBRIDGE_HTTP_PORT: String(port) }) });
+      let out = '';
+      child.stdout.on('data', (b) => (out += b));
+      const exited = new Promise((resolve) => child.on('exit', resolve));
+      await waitReady(`http://127.0.0.1:${port}`);
+      child.kill('SIGTERM');
+      await exited;
+      if (i === 1) expect(out).not.toContain('its API key is');
+    }
+  });
+
+  it('keys create --org NAME prints only the new key, which works', async () => {
+    const dataDir = tempDir();
+    const r = spawnSync(process.execPath, [BIN, 'keys', 'create', '--org', 'Acme'], { env: envFor(dataDir), encoding: 'utf8' });
+    expect(r.status).toBe(0);
+    expect(r.stdout).toMatch(/^cbk_[A-Za-z0-9_-]+\n$/);
+    const store = openStore(dataDir, '');
+    try {
+      expect(store.organizations.byApiKey(r.stdout.trim())?.name).toBe('Acme');
+    } finally {
+      store.close();
+    }
+    const missing = spawnSync(process.execPath, [BIN, 'keys', 'create'], { env: envFor(dataDir), encoding: 'utf8' });
+    expect(missing.status).toBe(2);
+    expect(missing.stderr).toContain('--org NAME is required');
+  });
+
+  it('a bad setting stops start-up with a message naming it', () => {
+    const dataDir = tempDir();
+    const cases: Array<[Record<string, string>, string]> = [
+      [{ CALLBRIDGE_HTTP_PORT: '99999' }, 'http.port'],
+      [{ CALLBRIDGE_REGION: 'mars-east1' }, 'region.self'],
+      [{ CALLBRIDGE_LOG_LEVEL: 'loud' }, 'log_level'],
+      [{ CALLBRIDGE_DEFAULT_LLM: 'nope/model' }, 'agent_defaults.llm'],
+    ];
+    for (const [env, name] of cases) {
+      const r = spawnSync(process.execPath, [BIN, 'start'], { env: envFor(dataDir, env), encoding: 'utf8', timeout: 15000 });
+      expect(r.status, JSON.stringify(env)).toBe(2);
+      expect(r.stderr).toContain(name);
+    }
+    const cfg = join(dataDir, 'bad.json');
+    writeFileSync(cfg, JSON.stringify({ http: { port: 'eighty' } }));
+    const f = spawnSync(process.execPath, [BIN, 'start'], { env: envFor(dataDir, { CALLBRIDGE_CONFIG: cfg }), encoding: 'utf8', timeout: 15000 });
+    expect(f.status).toBe(2);
+    expect(f.stderr).toContain('http.port');
+    const unknown = spawnSync(process.execPath, [BIN, 'frobnicate'], { encoding: 'utf8' });
+    expect(unknown.status).toBe(2);
+    expect(unknown.stderr).toContain('usage');
+  });
+});

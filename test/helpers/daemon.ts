@@ -1,0 +1,73 @@
+/**
+ * Starts a real daemon for a test: HTTP on 127.0.0.1 with an OS-chosen port, SQLite in a fresh
+ * temporary data directory. `api()` sends JSON requests with the daemon's initial API key.
+ */
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { loadConfig } from '../../src/config.ts';
+import { createLogger } from '../../src/log.ts';
+import { startDaemon, INITIAL_KEY_FILE, type Daemon } from '../../src/main.ts';
+
+export interface ApiResponse<T = any> {
+  status: number;
+  body: T;
+  text: string;
+  headers: Headers;
+}
+
+export interface TestDaemon {
+  daemon: Daemon;
+  url: string;
+  dataDir: string;
+  /** The initial API key of the daemon's first organization. */
+  key: string;
+  api<T = any>(method: string, path: string, body?: unknown, opts?: { key?: string | null; headers?: Record<string, string>; rawBody?: string }): Promise<ApiResponse<T>>;
+  /** A second organization with its own key (for isolation tests). */
+  newOrgKey(name: string): string;
+  /** Stops the daemon, keeping the data directory (for restart tests). */
+  stop(): Promise<void>;
+  /** Starts a new daemon on the same data directory. */
+  restart(): Promise<TestDaemon>;
+  /** Stops and deletes the data directory. */
+  close(): Promise<void>;
+}
+
+export async function startTestDaemon(overrides: Record<string, unknown> = {}, dataDir?: string): Promise<TestDaemon> {
+  const dir = dataDir ?? mkdtempSync(join(tmpdir(), 'callbridge-test-'));
+  const config = loadConfig({ data_dir: dir, http: { host: '127.0.0.1', port: 0 }, log_level: 'silent', ...overrides }, {});
+  const daemon = await startDaemon(config, createLogger('silent'), () => {});
+  const key = readFileSync(join(dir, INITIAL_KEY_FILE), 'utf8').trim();
+  const td: TestDaemon = {
+    daemon,
+    url: daemon.url,
+    dataDir: dir,
+    key,
+    async api(method, path, body, opts = {}) {
+      const headers: Record<string, string> = { ...(opts.headers ?? {}) };
+      const k = opts.key === undefined ? key : opts.key;
+      if (k !== null) headers.authorization = `Bearer ${k}`;
+      let payload: string | undefined = opts.rawBody;
+      if (body !== undefined) payload = JSON.stringify(body);
+      if (payload !== undefined && !Object.keys(headers).some((h) => h.toLowerCase() === 'content-type')) headers['content-type'] = 'application/json';
+      const res = await fetch(daemon.url + path, { method, headers, body: payload });
+      const text = await res.text();
+      let parsed: unknown = undefined;
+      if (text && (res.headers.get('content-type') ?? '').includes('json')) parsed = JSON.parse(text);
+      return { status: res.status, body: parsed as any, text, headers: res.headers };
+    },
+    newOrgKey(name) {
+      return daemon.store.organizations.createKey(name).key;
+    },
+    stop: () => daemon.close(),
+    async restart() {
+      await daemon.close();
+      return startTestDaemon(overrides, dir);
+    },
+    async close() {
+      await daemon.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+  return td;
+}
