@@ -15,7 +15,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 
 const BENCH_DIR = dirname(fileURLToPath(import.meta.url));
 
-export function listBenchmarks(dir: string = BENCH_DIR): string[] {
+function listBenchmarks(dir: string = BENCH_DIR): string[] {
   return readdirSync(dir, { withFileTypes: true })
     .filter((e) => e.isFile() && e.name.endsWith('.ts') && !e.name.endsWith('.d.ts'))
     .map((e) => basename(e.name, '.ts'))

@@ -6,6 +6,7 @@
 import convict from 'convict';
 import { isIP } from 'node:net';
 import { readFileSync } from 'node:fs';
+import { LANGUAGES as LANGUAGE_CODES } from './domain/agent.ts';
 
 export const REGIONS = ['us-central1', 'northamerica-northeast1'] as const;
 export type Region = (typeof REGIONS)[number];
@@ -338,6 +339,9 @@ function crossCheck(config: Config): void {
     if (!catalog.has(model)) {
       throw new ConfigError(`invalid configuration: agent_defaults.${key} "${model}" is not in the model catalog (${[...catalog].join(', ')})`);
     }
+  }
+  if (!(LANGUAGE_CODES as readonly string[]).includes(config.agent_defaults.default_language)) {
+    throw new ConfigError(`invalid configuration: agent_defaults.default_language must be one of ${LANGUAGE_CODES.join(', ')}`);
   }
   if (config.agent_defaults.default_timeout > config.limits.max_default_timeout) {
     throw new ConfigError('invalid configuration: agent_defaults.default_timeout is above limits.max_default_timeout');

@@ -116,14 +116,28 @@ export function trunkForCreate(input: SipTrunkInput & { pbx: Pbx }): SipTrunkSet
   return normalizeSettings(settings);
 }
 
-/** PATCH: only the sent fields change; presets are not re-applied (the user's values stay). */
+const SETTINGS_KEYS = [
+  'pbx',
+  'name',
+  'inbound_auth_type',
+  'inbound_host',
+  'inbound_acl',
+  'inbound_sip_username',
+  'outbound_host',
+  'outbound_sip_username',
+  'register',
+  'remain_in_dialog',
+  'caller_id_transforms',
+] as const satisfies readonly (keyof SipTrunkSettings)[];
+
+/**
+ * PATCH: only the sent fields change; presets are not re-applied, so values the user chose (or
+ * accepted) stay when pbx changes. `current` may carry more than settings; only settings are kept.
+ */
 export function applyTrunkPatch(current: SipTrunkSettings, input: SipTrunkInput): SipTrunkSettings {
-  const merged: SipTrunkSettings = { ...current };
-  for (const key of Object.keys(merged) as (keyof SipTrunkSettings)[]) {
-    const v = input[key];
-    if (v !== undefined) (merged as unknown as Record<string, unknown>)[key] = v;
-  }
-  return normalizeSettings(merged);
+  const merged = {} as Record<(typeof SETTINGS_KEYS)[number], unknown>;
+  for (const key of SETTINGS_KEYS) merged[key] = input[key] !== undefined ? input[key] : current[key];
+  return normalizeSettings(merged as SipTrunkSettings);
 }
 
 /** Checks every field and returns the stored form (trimmed, canonical CIDRs, pruned transforms). */
@@ -139,11 +153,23 @@ function normalizeSettings(s: SipTrunkSettings): SipTrunkSettings {
     name: s.name.trim(),
     inbound_host,
     outbound_host,
-    inbound_sip_username: s.inbound_sip_username.trim(),
-    outbound_sip_username: s.outbound_sip_username.trim(),
+    inbound_sip_username: checkUsername(s.inbound_sip_username, 'body.inbound_sip_username'),
+    outbound_sip_username: checkUsername(s.outbound_sip_username, 'body.outbound_sip_username'),
     inbound_acl: s.inbound_acl.map((c, i) => formatCidr(parseCidr(c, `body.inbound_acl.${i}`))),
     caller_id_transforms: normalizeTransforms(s.caller_id_transforms),
   };
+}
+
+/**
+ * A SIP digest username travels as a quoted string (RFC 8760 / RFC 7616 `username`): printable
+ * ASCII without space, quote or backslash keeps it free of escaping on every PBX.
+ */
+const USERNAME_RE = /^[!#-[\]-~]*$/;
+
+function checkUsername(raw: string, field: string): string {
+  const u = raw.trim();
+  if (!USERNAME_RE.test(u)) throw validation(`${field} may hold only printable ASCII without spaces, quotes or backslashes`);
+  return u;
 }
 
 /**

@@ -1,10 +1,239 @@
-// PLACEHOLDER: replaced by the sip-trunks work (helper). Interface used elsewhere: get().
+/**
+ * SIP trunks of an organization. Reads through the API are scoped by org_id (another org's trunk
+ * is "not found"); the lookups SIP needs (by digest username, credentials) are not, since an
+ * incoming request names no organization.
+ *
+ * Passwords are sealed with the SecretBox (AES-256-GCM) into the *_password_enc columns. No method
+ * returns them except credentials(), which exists for the SIP layer only.
+ */
 import type { Db } from './db.ts';
 import type { SecretBox } from './secret-box.ts';
+import type { CallerIdTransform, InboundAuthType, Pbx, RegistrationStatus, SipTrunk, SipTrunkSettings } from '../domain/sip-trunk.ts';
+
+interface SipTrunkRow {
+  id: string;
+  org_id: string;
+  pbx: Pbx;
+  name: string;
+  inbound_auth_type: InboundAuthType;
+  inbound_host: string;
+  inbound_acl: string;
+  inbound_sip_username: string | null;
+  inbound_sip_password_enc: string | null;
+  outbound_host: string;
+  outbound_sip_username: string;
+  outbound_sip_password_enc: string | null;
+  register: number;
+  remain_in_dialog: number;
+  caller_id_transforms: string;
+  inbound_registration_status: RegistrationStatus;
+  outbound_registration_status: RegistrationStatus;
+  created_at: string;
+  updated_at: string;
+}
+
+/** A trunk as the store holds it: the resource plus ownership and whether each password is set. */
+export interface StoredSipTrunk extends SipTrunk {
+  org_id: string;
+  has_inbound_sip_password: boolean;
+  has_outbound_sip_password: boolean;
+}
+
+/** Decrypted credentials, for the SIP layer (digest challenge checks and REGISTER/INVITE auth). */
+export interface SipTrunkCredentials {
+  inbound?: { username: string; password: string };
+  outbound?: { username: string; password: string };
+}
+
+/** A password change: a string sets it, null clears it, undefined keeps the stored one. */
+export interface PasswordChange {
+  inbound_sip_password?: string | null;
+  outbound_sip_password?: string | null;
+}
+
+const COLUMNS =
+  'id, org_id, pbx, name, inbound_auth_type, inbound_host, inbound_acl, inbound_sip_username, inbound_sip_password_enc, ' +
+  'outbound_host, outbound_sip_username, outbound_sip_password_enc, register, remain_in_dialog, caller_id_transforms, ' +
+  'inbound_registration_status, outbound_registration_status, created_at, updated_at';
+
+function fromRow(r: SipTrunkRow): StoredSipTrunk {
+  return {
+    id: r.id,
+    org_id: r.org_id,
+    pbx: r.pbx,
+    name: r.name,
+    inbound_auth_type: r.inbound_auth_type,
+    inbound_host: r.inbound_host,
+    inbound_acl: JSON.parse(r.inbound_acl) as string[],
+    inbound_sip_username: r.inbound_sip_username ?? '',
+    outbound_host: r.outbound_host,
+    outbound_sip_username: r.outbound_sip_username,
+    register: r.register === 1,
+    remain_in_dialog: r.remain_in_dialog === 1,
+    caller_id_transforms: JSON.parse(r.caller_id_transforms) as CallerIdTransform[],
+    inbound_registration_status: r.inbound_registration_status,
+    outbound_registration_status: r.outbound_registration_status,
+    created_at: r.created_at,
+    updated_at: r.updated_at,
+    has_inbound_sip_password: r.inbound_sip_password_enc !== null,
+    has_outbound_sip_password: r.outbound_sip_password_enc !== null,
+  };
+}
+
+/** The API view: the resource's fields only, so nothing stored by accident can leak. */
+export function toSipTrunkResource(t: StoredSipTrunk): SipTrunk {
+  return {
+    id: t.id,
+    pbx: t.pbx,
+    name: t.name,
+    inbound_auth_type: t.inbound_auth_type,
+    inbound_host: t.inbound_host,
+    inbound_acl: t.inbound_acl,
+    inbound_sip_username: t.inbound_sip_username,
+    outbound_host: t.outbound_host,
+    outbound_sip_username: t.outbound_sip_username,
+    register: t.register,
+    remain_in_dialog: t.remain_in_dialog,
+    caller_id_transforms: t.caller_id_transforms,
+    inbound_registration_status: t.inbound_registration_status,
+    outbound_registration_status: t.outbound_registration_status,
+    created_at: t.created_at,
+    updated_at: t.updated_at,
+  };
+}
+
+/** Columns written from settings: JSON for lists, 0/1 for booleans, NULL for "no username". */
+function settingsParams(s: SipTrunkSettings) {
+  return {
+    pbx: s.pbx,
+    name: s.name,
+    inbound_auth_type: s.inbound_auth_type,
+    inbound_host: s.inbound_host,
+    inbound_acl: JSON.stringify(s.inbound_acl),
+    // NULL, not "": the column is UNIQUE and any number of trunks may have no username.
+    inbound_sip_username: s.inbound_sip_username || null,
+    outbound_host: s.outbound_host,
+    outbound_sip_username: s.outbound_sip_username,
+    register: s.register ? 1 : 0,
+    remain_in_dialog: s.remain_in_dialog ? 1 : 0,
+    caller_id_transforms: JSON.stringify(s.caller_id_transforms),
+  };
+}
+
 export class SipTrunkRepo {
-  constructor(private readonly db: Db, private readonly box: SecretBox) {}
-  get(orgId: string, id: string): { id: string } | undefined {
-    void this.box;
-    return this.db.prepare('SELECT id FROM sip_trunks WHERE id = ? AND org_id = ?').get(id, orgId) as { id: string } | undefined;
+  readonly #get;
+  readonly #list;
+  readonly #insert;
+  readonly #update;
+  readonly #delete;
+  readonly #byUsername;
+  readonly #secrets;
+  readonly #setStatus;
+
+  constructor(
+    db: Db,
+    private readonly box: SecretBox,
+  ) {
+    this.#get = db.prepare(`SELECT ${COLUMNS} FROM sip_trunks WHERE id = ? AND org_id = ?`);
+    this.#list = db.prepare(`SELECT ${COLUMNS} FROM sip_trunks WHERE org_id = ? ORDER BY created_at, id LIMIT ? OFFSET ?`);
+    this.#insert = db.prepare(
+      `INSERT INTO sip_trunks (${COLUMNS}) VALUES (@id, @org_id, @pbx, @name, @inbound_auth_type, @inbound_host, @inbound_acl, ` +
+        '@inbound_sip_username, @inbound_enc, @outbound_host, @outbound_sip_username, @outbound_enc, @register, @remain_in_dialog, ' +
+        "@caller_id_transforms, 'not_registered', 'not_registered', @created_at, @created_at)",
+    );
+    // @keep_* = 1 leaves the sealed password as it is; otherwise @*_enc replaces it (NULL clears).
+    this.#update = db.prepare(
+      'UPDATE sip_trunks SET pbx = @pbx, name = @name, inbound_auth_type = @inbound_auth_type, inbound_host = @inbound_host, ' +
+        'inbound_acl = @inbound_acl, inbound_sip_username = @inbound_sip_username, ' +
+        'inbound_sip_password_enc = CASE WHEN @keep_inbound = 1 THEN inbound_sip_password_enc ELSE @inbound_enc END, ' +
+        'outbound_host = @outbound_host, outbound_sip_username = @outbound_sip_username, ' +
+        'outbound_sip_password_enc = CASE WHEN @keep_outbound = 1 THEN outbound_sip_password_enc ELSE @outbound_enc END, ' +
+        'register = @register, remain_in_dialog = @remain_in_dialog, caller_id_transforms = @caller_id_transforms, ' +
+        'updated_at = @updated_at WHERE id = @id AND org_id = @org_id',
+    );
+    this.#delete = db.prepare('DELETE FROM sip_trunks WHERE id = ? AND org_id = ?');
+    this.#byUsername = db.prepare(`SELECT ${COLUMNS} FROM sip_trunks WHERE inbound_sip_username = ?`);
+    this.#secrets = db.prepare(
+      'SELECT inbound_sip_username, inbound_sip_password_enc, outbound_sip_username, outbound_sip_password_enc FROM sip_trunks WHERE id = ?',
+    );
+    this.#setStatus = db.prepare(
+      'UPDATE sip_trunks SET inbound_registration_status = COALESCE(@inbound, inbound_registration_status), ' +
+        'outbound_registration_status = COALESCE(@outbound, outbound_registration_status) WHERE id = @id',
+    );
+  }
+
+  get(orgId: string, id: string): StoredSipTrunk | undefined {
+    const row = this.#get.get(id, orgId) as SipTrunkRow | undefined;
+    return row && fromRow(row);
+  }
+
+  list(orgId: string, limit: number, offset: number): StoredSipTrunk[] {
+    return (this.#list.all(orgId, limit, offset) as SipTrunkRow[]).map(fromRow);
+  }
+
+  /**
+   * The trunk whose digest username this is, in any organization: SIP picks the trunk by it, and
+   * the API checks it before a write to answer 409 instead of a constraint error.
+   */
+  byInboundUsername(username: string): StoredSipTrunk | undefined {
+    const row = this.#byUsername.get(username) as SipTrunkRow | undefined;
+    return row && fromRow(row);
+  }
+
+  /** @throws the SQLite UNIQUE error when inbound_sip_username is taken (isUniqueViolation). */
+  insert(t: { id: string; org_id: string; settings: SipTrunkSettings; passwords: PasswordChange; created_at: string }): void {
+    this.#insert.run({
+      id: t.id,
+      org_id: t.org_id,
+      ...settingsParams(t.settings),
+      inbound_enc: this.#seal(t.passwords.inbound_sip_password),
+      outbound_enc: this.#seal(t.passwords.outbound_sip_password),
+      created_at: t.created_at,
+    });
+  }
+
+  /** Writes the merged settings; passwords change only when the change names them. */
+  update(t: { id: string; org_id: string; settings: SipTrunkSettings; passwords: PasswordChange; updated_at: string }): void {
+    const { inbound_sip_password: inbound, outbound_sip_password: outbound } = t.passwords;
+    this.#update.run({
+      id: t.id,
+      org_id: t.org_id,
+      ...settingsParams(t.settings),
+      keep_inbound: inbound === undefined ? 1 : 0,
+      inbound_enc: this.#seal(inbound),
+      keep_outbound: outbound === undefined ? 1 : 0,
+      outbound_enc: this.#seal(outbound),
+      updated_at: t.updated_at,
+    });
+  }
+
+  /** Deletes the trunk; its assignments go with it (ON DELETE CASCADE). */
+  delete(orgId: string, id: string): boolean {
+    return this.#delete.run(id, orgId).changes > 0;
+  }
+
+  /** Decrypted credentials of a trunk, for the SIP layer only: never for an API response or a log. */
+  credentials(id: string): SipTrunkCredentials | undefined {
+    const row = this.#secrets.get(id) as
+      | { inbound_sip_username: string | null; inbound_sip_password_enc: string | null; outbound_sip_username: string; outbound_sip_password_enc: string | null }
+      | undefined;
+    if (!row) return undefined;
+    const out: SipTrunkCredentials = {};
+    if (row.inbound_sip_username && row.inbound_sip_password_enc) {
+      out.inbound = { username: row.inbound_sip_username, password: this.box.open(row.inbound_sip_password_enc) };
+    }
+    if (row.outbound_sip_username && row.outbound_sip_password_enc) {
+      out.outbound = { username: row.outbound_sip_username, password: this.box.open(row.outbound_sip_password_enc) };
+    }
+    return out;
+  }
+
+  /** Registration state as SIP observes it; an undefined side is left unchanged. */
+  setRegistrationStatus(id: string, status: { inbound?: RegistrationStatus; outbound?: RegistrationStatus }): void {
+    this.#setStatus.run({ id, inbound: status.inbound ?? null, outbound: status.outbound ?? null });
+  }
+
+  #seal(password: string | null | undefined): string | null {
+    return password ? this.box.seal(password) : null;
   }
 }

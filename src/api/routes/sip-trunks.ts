@@ -1,4 +1,360 @@
-// PLACEHOLDER: replaced by the sip-trunks work (helper).
+/**
+ * SIP trunks and the agent assignments on them: create, list, get, partial update, delete.
+ *
+ * The assignment routes live under the static segment /v1/sip-trunks/assignments/, which the
+ * router (find-my-way) prefers to the parametric /v1/sip-trunks/:id, so both coexist.
+ * Passwords are write-only: no response schema names them, and the store hands back none.
+ */
 import type { FastifyInstance } from 'fastify';
+import { Type } from '@sinclair/typebox';
 import type { ApiDeps } from '../context.ts';
-export async function sipTrunkRoutes(_app: FastifyInstance, _deps: ApiDeps): Promise<void> {}
+import { DateTime, errorResponses, IdParams, NullableString, Obj, Pagination, Uuid } from '../schemas.ts';
+import {
+  applyTrunkPatch,
+  CALLER_ID_TRANSFORM_TYPES,
+  checkTrunk,
+  INBOUND_AUTH_TYPES,
+  PBX_TYPES,
+  REGISTRATION_STATUSES,
+  trunkForCreate,
+  type Pbx,
+  type SipTrunkInput,
+} from '../../domain/sip-trunk.ts';
+import { DIAL_STRING_PATTERN } from '../../domain/phone.ts';
+import { conflict, notFound, validation } from '../../domain/errors.ts';
+import { newId, nowIso } from '../../domain/ids.ts';
+import { isUniqueViolation } from '../../store/db.ts';
+import { toSipTrunkResource } from '../../store/sip-trunks.ts';
+import type { Store } from '../../store/index.ts';
+
+const StrEnum = (values: readonly string[], description?: string) => Type.Unsafe<string>({ type: 'string', enum: [...values], description });
+/** Write-only: a string sets the password, null clears it, absent keeps it. */
+const Password = (description: string) =>
+  Type.Optional(Type.Unsafe<string | null>({ type: ['string', 'null'], minLength: 1, maxLength: 256, description, writeOnly: true }));
+const DialString = (description: string) =>
+  Type.Optional(NullableString({ pattern: DIAL_STRING_PATTERN, description: `${description}; E.164 or digits, * and #; null = none` }));
+
+function trunkSchemas(maxNameLength: number) {
+  const Transform = Obj(
+    {
+      type: StrEnum(CALLER_ID_TRANSFORM_TYPES),
+      value: Type.Optional(Type.String({ maxLength: 32, description: 'add_prefix, add_suffix: text added; replace: text searched for' })),
+      value2: Type.Optional(Type.String({ maxLength: 32, description: 'replace: the replacement' })),
+      number: Type.Optional(Type.Integer({ minimum: 1, maximum: 32, description: 'strip_digits_start, strip_digits_end: characters removed' })),
+    },
+    { title: 'CallerIdTransform' },
+  );
+  const fields = {
+    name: Type.Optional(Type.String({ maxLength: maxNameLength })),
+    inbound_auth_type: Type.Optional(StrEnum(INBOUND_AUTH_TYPES, 'digest: username/password; acl: source address; none: no inbound calls')),
+    inbound_host: Type.Optional(Type.String({ maxLength: 253, description: 'host name or IP the PBX sends from (acl)' })),
+    inbound_acl: Type.Optional(Type.Array(Type.String({ maxLength: 64 }), { maxItems: 100, description: 'CIDRs allowed to send calls (acl)' })),
+    inbound_sip_username: Type.Optional(Type.String({ maxLength: 128, description: 'digest username; unique across all trunks' })),
+    inbound_sip_password: Password('digest password the PBX authenticates with'),
+    outbound_host: Type.Optional(Type.String({ maxLength: 300, description: 'host[:port][;transport=udp|tcp|tls]' })),
+    outbound_sip_username: Type.Optional(Type.String({ maxLength: 128 })),
+    outbound_sip_password: Password('password callbridge authenticates with toward outbound_host'),
+    register: Type.Optional(Type.Boolean({ description: 'REGISTER with outbound_host and keep it refreshed' })),
+    remain_in_dialog: Type.Optional(Type.Boolean({ description: 'on transfer, stay in the dialog until the PBX reports the outcome' })),
+    caller_id_transforms: Type.Optional(Type.Array(Transform, { maxItems: 20 })),
+  };
+  const SipTrunkCreate = Obj({ pbx: StrEnum(PBX_TYPES), ...fields }, { title: 'SipTrunkCreate' });
+  const SipTrunkPatch = Obj({ pbx: Type.Optional(StrEnum(PBX_TYPES)), ...fields }, { title: 'SipTrunkPatch' });
+  const SipTrunk = Type.Object(
+    {
+      id: Uuid(),
+      pbx: StrEnum(PBX_TYPES),
+      name: Type.String(),
+      inbound_auth_type: StrEnum(INBOUND_AUTH_TYPES),
+      inbound_host: Type.String(),
+      inbound_acl: Type.Array(Type.String()),
+      inbound_sip_username: Type.String(),
+      outbound_host: Type.String(),
+      outbound_sip_username: Type.String(),
+      register: Type.Boolean(),
+      remain_in_dialog: Type.Boolean(),
+      caller_id_transforms: Type.Array(Transform),
+      inbound_registration_status: StrEnum(REGISTRATION_STATUSES),
+      outbound_registration_status: StrEnum(REGISTRATION_STATUSES),
+      created_at: DateTime(),
+      updated_at: DateTime(),
+    },
+    { title: 'SipTrunk' },
+  );
+  return { SipTrunkCreate, SipTrunkPatch, SipTrunk };
+}
+
+const AssignmentCreate = Obj(
+  {
+    agent_id: Uuid('agent of this organization'),
+    number: DialString('dialed number routed to the agent on a digest trunk; unique within the trunk'),
+    alternate_number: DialString('dialed number routed to the agent on an ACL trunk; unique across all trunks'),
+  },
+  { title: 'SipTrunkAssignmentCreate' },
+);
+const AssignmentPatch = Obj(
+  {
+    number: DialString('new number'),
+    alternate_number: DialString('new alternate number'),
+  },
+  { title: 'SipTrunkAssignmentPatch' },
+);
+const Assignment = Type.Object(
+  {
+    id: Uuid(),
+    agent_id: Uuid(),
+    sip_trunk_id: Uuid(),
+    number: Type.String({ description: 'empty when unset' }),
+    alternate_number: Type.String({ description: 'empty when unset' }),
+    created_at: DateTime(),
+  },
+  { title: 'SipTrunkAssignment' },
+);
+const AssignmentParams = Obj({ assignmentId: Uuid('id of the assignment') });
+
+/**
+ * Runs a write, turning a UNIQUE failure that slipped past the checks (a concurrent writer) into
+ * the same 409 the checks give.
+ */
+function withConflicts<T>(fn: () => T): T {
+  try {
+    return fn();
+  } catch (err) {
+    if (isUniqueViolation(err, 'inbound_sip_username')) throw usernameTaken();
+    if (isUniqueViolation(err, 'alternate_number')) throw alternateTaken();
+    if (isUniqueViolation(err, 'sip_trunk_assignments.number')) throw numberTaken();
+    throw err;
+  }
+}
+
+// The messages name no other trunk or organization: uniqueness is global, ownership is not shared.
+const usernameTaken = () => conflict('inbound_sip_username is already used by another SIP trunk', 'SIP_USERNAME_TAKEN');
+const numberTaken = () => conflict('number is already assigned on this SIP trunk', 'SIP_NUMBER_TAKEN');
+const alternateTaken = () => conflict('alternate_number is already assigned (alternate numbers are unique across all SIP trunks)', 'SIP_ALTERNATE_NUMBER_TAKEN');
+
+function checkUsernameFree(store: Store, username: string, trunkId: string): void {
+  if (!username) return;
+  const holder = store.sipTrunks.byInboundUsername(username);
+  if (holder && holder.id !== trunkId) throw usernameTaken();
+}
+
+function checkNumbersFree(store: Store, trunkId: string, assignmentId: string, number: string | null, alternate: string | null): void {
+  if (number !== null) {
+    const holder = store.assignments.byTrunkNumber(trunkId, number);
+    if (holder && holder.id !== assignmentId) throw numberTaken();
+  }
+  if (alternate !== null) {
+    const holder = store.assignments.byAlternateNumber(alternate);
+    if (holder && holder.id !== assignmentId) throw alternateTaken();
+  }
+}
+
+/** An assignment that routes nothing would be dead weight: one of the two numbers must stay. */
+function checkHasNumber(number: string | null, alternate: string | null): void {
+  if (number === null && alternate === null) throw validation('body.number or body.alternate_number is required (an assignment must keep at least one)');
+}
+
+export async function sipTrunkRoutes(app: FastifyInstance, deps: ApiDeps): Promise<void> {
+  const { store, config } = deps;
+  const { SipTrunkCreate, SipTrunkPatch, SipTrunk } = trunkSchemas(config.limits.max_name_length);
+  const tags = ['sip-trunks'];
+
+  app.post(
+    '/v1/sip-trunks',
+    { schema: { tags, summary: 'Create a SIP trunk', body: SipTrunkCreate, response: { 201: SipTrunk, ...errorResponses(400, 401, 409) } } },
+    async (req, reply) => {
+      const input = req.body as SipTrunkInput & { pbx: Pbx };
+      const settings = trunkForCreate(input);
+      checkTrunk(settings, { inbound: Boolean(input.inbound_sip_password), outbound: Boolean(input.outbound_sip_password) });
+      const id = newId();
+      const trunk = withConflicts(() =>
+        store.tx(() => {
+          checkUsernameFree(store, settings.inbound_sip_username, id);
+          store.sipTrunks.insert({
+            id,
+            org_id: req.org.id,
+            settings,
+            passwords: { inbound_sip_password: input.inbound_sip_password, outbound_sip_password: input.outbound_sip_password },
+            created_at: nowIso(),
+          });
+          return store.sipTrunks.get(req.org.id, id)!;
+        }),
+      );
+      req.log.info({ sipTrunkId: id, pbx: settings.pbx }, 'sip trunk created');
+      return reply.code(201).send(toSipTrunkResource(trunk));
+    },
+  );
+
+  app.get(
+    '/v1/sip-trunks',
+    {
+      schema: {
+        tags,
+        summary: 'List the SIP trunks',
+        querystring: Pagination(config.limits.max_page_size),
+        response: { 200: Type.Array(SipTrunk), ...errorResponses(400, 401) },
+      },
+    },
+    async (req) => {
+      const q = req.query as { limit?: number; offset?: number };
+      return store.sipTrunks.list(req.org.id, q.limit ?? 100, q.offset ?? 0).map(toSipTrunkResource);
+    },
+  );
+
+  // Static segment: registered alongside /v1/sip-trunks/:id, preferred by the router for this path.
+  app.get(
+    '/v1/sip-trunks/assignments/:assignmentId',
+    { schema: { tags, summary: 'Get an assignment', params: AssignmentParams, response: { 200: Assignment, ...errorResponses(400, 401, 404) } } },
+    async (req) => {
+      const { assignmentId } = req.params as { assignmentId: string };
+      const assignment = store.assignments.get(req.org.id, assignmentId);
+      if (!assignment) throw notFound('assignment');
+      return assignment;
+    },
+  );
+
+  app.patch(
+    '/v1/sip-trunks/assignments/:assignmentId',
+    {
+      schema: {
+        tags,
+        summary: 'Change the numbers of an assignment (null clears one)',
+        params: AssignmentParams,
+        body: AssignmentPatch,
+        response: { 200: Assignment, ...errorResponses(400, 401, 404, 409) },
+      },
+    },
+    async (req) => {
+      const { assignmentId } = req.params as { assignmentId: string };
+      const input = req.body as { number?: string | null; alternate_number?: string | null };
+      return withConflicts(() =>
+        store.tx(() => {
+          const current = store.assignments.get(req.org.id, assignmentId);
+          if (!current) throw notFound('assignment');
+          const number = input.number === undefined ? current.number || null : input.number;
+          const alternate = input.alternate_number === undefined ? current.alternate_number || null : input.alternate_number;
+          checkHasNumber(number, alternate);
+          checkNumbersFree(store, current.sip_trunk_id, assignmentId, number, alternate);
+          store.assignments.update(assignmentId, { number, alternate_number: alternate });
+          return store.assignments.get(req.org.id, assignmentId)!;
+        }),
+      );
+    },
+  );
+
+  app.delete(
+    '/v1/sip-trunks/assignments/:assignmentId',
+    { schema: { tags, summary: 'Delete an assignment', params: AssignmentParams, response: { 204: Type.Null(), ...errorResponses(400, 401, 404) } } },
+    async (req, reply) => {
+      const { assignmentId } = req.params as { assignmentId: string };
+      if (!store.tx(() => store.assignments.delete(req.org.id, assignmentId))) throw notFound('assignment');
+      req.log.info({ assignmentId }, 'sip trunk assignment deleted');
+      return reply.code(204).send();
+    },
+  );
+
+  app.get(
+    '/v1/sip-trunks/:id',
+    { schema: { tags, summary: 'Get a SIP trunk', params: IdParams, response: { 200: SipTrunk, ...errorResponses(400, 401, 404) } } },
+    async (req) => {
+      const { id } = req.params as { id: string };
+      const trunk = store.sipTrunks.get(req.org.id, id);
+      if (!trunk) throw notFound('sip trunk');
+      return toSipTrunkResource(trunk);
+    },
+  );
+
+  app.patch(
+    '/v1/sip-trunks/:id',
+    {
+      schema: {
+        tags,
+        summary: 'Change a SIP trunk (only the sent fields)',
+        params: IdParams,
+        body: SipTrunkPatch,
+        response: { 200: SipTrunk, ...errorResponses(400, 401, 404, 409) },
+      },
+    },
+    async (req) => {
+      const { id } = req.params as { id: string };
+      const input = req.body as SipTrunkInput;
+      const updated = withConflicts(() =>
+        store.tx(() => {
+          const current = store.sipTrunks.get(req.org.id, id);
+          if (!current) throw notFound('sip trunk');
+          const settings = applyTrunkPatch(current, input);
+          checkTrunk(settings, {
+            inbound: input.inbound_sip_password === undefined ? current.has_inbound_sip_password : Boolean(input.inbound_sip_password),
+            outbound: input.outbound_sip_password === undefined ? current.has_outbound_sip_password : Boolean(input.outbound_sip_password),
+          });
+          checkUsernameFree(store, settings.inbound_sip_username, id);
+          store.sipTrunks.update({
+            id,
+            org_id: req.org.id,
+            settings,
+            passwords: { inbound_sip_password: input.inbound_sip_password, outbound_sip_password: input.outbound_sip_password },
+            updated_at: nowIso(),
+          });
+          return store.sipTrunks.get(req.org.id, id)!;
+        }),
+      );
+      req.log.info({ sipTrunkId: id }, 'sip trunk updated');
+      return toSipTrunkResource(updated);
+    },
+  );
+
+  app.delete(
+    '/v1/sip-trunks/:id',
+    {
+      schema: { tags, summary: 'Delete a SIP trunk and its assignments', params: IdParams, response: { 204: Type.Null(), ...errorResponses(400, 401, 404) } },
+    },
+    async (req, reply) => {
+      const { id } = req.params as { id: string };
+      if (!store.tx(() => store.sipTrunks.delete(req.org.id, id))) throw notFound('sip trunk');
+      req.log.info({ sipTrunkId: id }, 'sip trunk deleted');
+      return reply.code(204).send();
+    },
+  );
+
+  app.post(
+    '/v1/sip-trunks/:id/assignments',
+    {
+      schema: {
+        tags,
+        summary: 'Assign an agent to numbers on the trunk',
+        params: IdParams,
+        body: AssignmentCreate,
+        response: { 201: Assignment, ...errorResponses(400, 401, 404, 409) },
+      },
+    },
+    async (req, reply) => {
+      const { id } = req.params as { id: string };
+      const input = req.body as { agent_id: string; number?: string | null; alternate_number?: string | null };
+      const number = input.number ?? null;
+      const alternate = input.alternate_number ?? null;
+      checkHasNumber(number, alternate);
+      const assignmentId = newId();
+      const assignment = withConflicts(() =>
+        store.tx(() => {
+          if (!store.sipTrunks.get(req.org.id, id)) throw notFound('sip trunk');
+          if (!store.agents.get(req.org.id, input.agent_id)) throw validation('body.agent_id does not name an agent of this organization');
+          checkNumbersFree(store, id, assignmentId, number, alternate);
+          store.assignments.insert({ id: assignmentId, sip_trunk_id: id, agent_id: input.agent_id, number, alternate_number: alternate, created_at: nowIso() });
+          return store.assignments.get(req.org.id, assignmentId)!;
+        }),
+      );
+      req.log.info({ sipTrunkId: id, assignmentId, agentId: input.agent_id }, 'sip trunk assignment created');
+      return reply.code(201).send(assignment);
+    },
+  );
+
+  app.get(
+    '/v1/sip-trunks/:id/assignments',
+    { schema: { tags, summary: 'List the assignments of a trunk', params: IdParams, response: { 200: Type.Array(Assignment), ...errorResponses(400, 401, 404) } } },
+    async (req) => {
+      const { id } = req.params as { id: string };
+      if (!store.sipTrunks.get(req.org.id, id)) throw notFound('sip trunk');
+      return store.assignments.listByTrunk(id);
+    },
+  );
+}

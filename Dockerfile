@@ -1,0 +1,30 @@
+# syntax=docker/dockerfile:1
+# Build stage: compile TypeScript and native modules (better-sqlite3) with the full toolchain.
+FROM node:20-bookworm AS build
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --no-audit --no-fund
+COPY tsconfig.json tsconfig.build.json ./
+COPY src ./src
+RUN npm run build && npm prune --omit=dev
+
+# Runtime stage: compiled JavaScript and production dependencies only, as a non-root user.
+FROM node:20-bookworm-slim
+ENV NODE_ENV=production \
+    CALLBRIDGE_DATA_DIR=/data \
+    CALLBRIDGE_HTTP_HOST=0.0.0.0 \
+    CALLBRIDGE_HTTP_PORT=8080
+WORKDIR /app
+COPY --from=build /app/node_modules ./node_modules
+COPY --from=build /app/dist ./dist
+COPY package.json ./
+COPY bin ./bin
+COPY config ./config
+RUN mkdir -p /data && chown node:node /data
+USER node
+VOLUME ["/data"]
+# REST API and voice WebSocket; SIP over UDP and TCP; RTP range (see CALLBRIDGE_RTP_PORT_*).
+EXPOSE 8080 5060/udp 5060/tcp 20000-30000/udp
+HEALTHCHECK --interval=15s --timeout=3s CMD node -e "fetch('http://127.0.0.1:'+(process.env.CALLBRIDGE_HTTP_PORT||8080)+'/readyz').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"
+STOPSIGNAL SIGTERM
+CMD ["node", "bin/callbridge.js", "start"]

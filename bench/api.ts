@@ -1,0 +1,378 @@
+/**
+ * bench/api: requests per second and p50/p99 latency of the REST API for `GET` and `PATCH
+ * /v1/agents/:id`, beside a baseline measured in the same run: a bare Fastify route returning a
+ * constant of the same size (bench/baseline-server.ts).
+ *
+ * Both servers run as child processes on 127.0.0.1; the load comes from this process.
+ *   1. saturation: autocannon, BENCH_CONNECTIONS connections (10), pipelining 1, for
+ *      BENCH_DURATION_SECS (8) after a short warm-up: daemon GET, baseline GET, daemon PATCH
+ *      (PATCH's baseline is the baseline's GET: there is no cheaper "bare" write to compare with).
+ *   2. fixed rate: BENCH_RATE (1000) GET requests per second, open loop and evenly spaced,
+ *      against the daemon then the baseline; p50/p99 latency.
+ *
+ * Targets (the issue): agent GET >= half the baseline's throughput; p99 < 5 ms at 1,000 req/s.
+ * Any non-2xx response or connection error invalidates the run: reported, then run() throws.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { createServer, type AddressInfo } from 'node:net';
+import { createSocket } from 'node:dgram';
+import http from 'node:http';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { performance } from 'node:perf_hooks';
+import type { EventEmitter } from 'node:events';
+import { formatValue, printFigures, ratio, table, type Figure } from './lib/result.ts';
+
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
+const HOST = '127.0.0.1';
+
+function envNumber(name: string, fallback: number): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const n = Number(raw);
+  if (!Number.isFinite(n) || n <= 0) throw new RangeError(`${name} must be a positive number, got "${raw}"`);
+  return n;
+}
+
+// ---------------------------------------------------------------------------------------------
+// autocannon (CommonJS, no bundled types): the part of its API used here.
+
+interface AutocannonOptions {
+  url: string;
+  connections?: number;
+  pipelining?: number;
+  duration?: number;
+  method?: string;
+  headers?: Record<string, string>;
+  body?: string;
+  overallRate?: number;
+}
+interface AutocannonHistogram {
+  average: number;
+  total: number;
+  p50: number;
+  p99: number;
+}
+interface AutocannonResult {
+  requests: AutocannonHistogram;
+  latency: AutocannonHistogram;
+  duration: number;
+  errors: number;
+  timeouts: number;
+  non2xx: number;
+  statusCodeStats: Record<string, { count: number }>;
+}
+type AutocannonInstance = EventEmitter & PromiseLike<AutocannonResult>;
+const autocannon = createRequire(import.meta.url)('autocannon') as (opts: AutocannonOptions) => AutocannonInstance;
+
+// ---------------------------------------------------------------------------------------------
+// Child processes.
+
+interface Child {
+  name: string;
+  proc: ChildProcess;
+  /** Last output of the child, for the error message when it fails. API keys are redacted. */
+  output(): string;
+  exited: Promise<number | null>;
+}
+
+function startChild(name: string, args: string[], env: Record<string, string>): Child {
+  const proc = spawn(process.execPath, args, { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let tail = '';
+  const keep = (chunk: Buffer) => {
+    tail = (tail + chunk.toString('utf8')).slice(-8000);
+  };
+  proc.stdout?.on('data', keep);
+  proc.stderr?.on('data', keep);
+  const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
+  proc.once('error', (err) => keep(Buffer.from(`\nspawn failed: ${err.message}\n`)));
+  return { name, proc, exited, output: () => tail.replace(/cbk_[A-Za-z0-9_-]+/g, 'cbk_<redacted>') };
+}
+
+/** SIGTERM by PID, SIGKILL after 5 s. Idempotent. */
+async function stopChild(child: Child): Promise<void> {
+  const { proc } = child;
+  if (proc.exitCode !== null || proc.signalCode !== null || proc.pid === undefined) return;
+  process.kill(proc.pid, 'SIGTERM');
+  const timer = setTimeout(() => {
+    if (proc.exitCode === null && proc.signalCode === null && proc.pid !== undefined) process.kill(proc.pid, 'SIGKILL');
+  }, 5000);
+  await child.exited;
+  clearTimeout(timer);
+}
+
+/** A port free on 127.0.0.1 for TCP (and UDP when asked), found by binding port 0 and closing. */
+async function freePort(udpToo = false): Promise<number> {
+  for (let attempt = 0; attempt < 20; attempt++) {
+    const port = await new Promise<number>((resolve, reject) => {
+      const srv = createServer();
+      srv.once('error', reject);
+      srv.listen(0, HOST, () => {
+        const p = (srv.address() as AddressInfo).port;
+        srv.close(() => resolve(p));
+      });
+    });
+    if (!udpToo) return port;
+    const udpFree = await new Promise<boolean>((resolve) => {
+      const sock = createSocket('udp4');
+      sock.once('error', () => resolve(false));
+      sock.bind(port, HOST, () => sock.close(() => resolve(true)));
+    });
+    if (udpFree) return port;
+  }
+  throw new Error('no free port found on 127.0.0.1');
+}
+
+async function waitUntil(child: Child, what: string, timeoutMs: number, check: () => Promise<boolean>): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (child.proc.exitCode !== null || child.proc.signalCode !== null) {
+      throw new Error(`${child.name} exited (${child.proc.exitCode ?? child.proc.signalCode}) before ${what}:\n${child.output()}`);
+    }
+    if (await check().catch(() => false)) return;
+    if (Date.now() > deadline) throw new Error(`${child.name}: no ${what} within ${timeoutMs} ms:\n${child.output()}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Load and its figures.
+
+interface Target {
+  url: string;
+  method: 'GET' | 'PATCH';
+  headers?: Record<string, string>;
+  body?: string;
+}
+
+interface Measurement {
+  label: string;
+  rps: number;
+  p50: number;
+  p99: number;
+  completed: number;
+  non2xx: number;
+  errors: number;
+  /** Fixed-rate runs: the rate asked for and the largest delay of a send behind its schedule. */
+  askedRate?: number;
+  maxSendLagMs?: number;
+}
+
+/** Nearest-rank percentile of ascending samples. */
+function percentile(sorted: Float64Array, q: number): number {
+  if (sorted.length === 0) return Number.NaN;
+  const i = Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1));
+  return sorted[i] as number;
+}
+
+/**
+ * Closed loop at full speed with autocannon. Latencies are taken from autocannon's per-response
+ * event (sub-millisecond; its own histogram keeps whole milliseconds).
+ */
+async function saturate(label: string, target: Target, connections: number, durationSecs: number, warmupSecs: number): Promise<Measurement> {
+  const opts: AutocannonOptions = { url: target.url, method: target.method, connections, pipelining: 1 };
+  if (target.headers) opts.headers = target.headers;
+  if (target.body !== undefined) opts.body = target.body;
+  if (warmupSecs > 0) await autocannon({ ...opts, duration: warmupSecs });
+  const samples: number[] = [];
+  const instance = autocannon({ ...opts, duration: durationSecs });
+  instance.on('response', (_client: unknown, _status: number, _bytes: number, ms: number) => {
+    samples.push(ms);
+  });
+  const res = await instance;
+  const sorted = Float64Array.from(samples).sort();
+  return {
+    label,
+    rps: res.requests.total / res.duration,
+    p50: percentile(sorted, 0.5),
+    p99: percentile(sorted, 0.99),
+    completed: res.requests.total,
+    non2xx: res.non2xx,
+    errors: res.errors + res.timeouts,
+  };
+}
+
+/**
+ * Open loop at a fixed rate: request i is sent at start + i/rate whatever the earlier ones are
+ * doing (autocannon's overallRate sends each second's quota in one burst at the start of the
+ * second, which measures a burst, not a rate). Keep-alive sockets, as many as needed. Latency:
+ * from the send to the end of the response body.
+ */
+async function fixedRate(label: string, target: Target, rate: number, durationSecs: number, agent: http.Agent): Promise<Measurement> {
+  const url = new URL(target.url);
+  const total = Math.round(rate * durationSecs);
+  const samples = new Float64Array(total);
+  let completed = 0;
+  let non2xx = 0;
+  let errors = 0;
+  let sent = 0;
+  let maxLag = 0;
+  const start = performance.now();
+  let finished!: () => void;
+  const done = new Promise<void>((resolve) => (finished = resolve));
+  const settle = () => {
+    if (sent === total && completed + errors === total) finished();
+  };
+  const fire = (scheduled: number) => {
+    const t0 = performance.now();
+    maxLag = Math.max(maxLag, t0 - scheduled);
+    const req = http.request({ agent, host: url.hostname, port: url.port, path: url.pathname, method: target.method, headers: target.headers }, (res) => {
+      res.resume();
+      res.once('end', () => {
+        samples[completed++] = performance.now() - t0;
+        if ((res.statusCode ?? 0) < 200 || (res.statusCode ?? 0) > 299) non2xx++;
+        settle();
+      });
+    });
+    req.setTimeout(10_000, () => req.destroy(new Error('timeout')));
+    req.once('error', () => {
+      errors++;
+      settle();
+    });
+    req.end(target.body);
+  };
+  const tick = () => {
+    const due = Math.min(total, Math.floor(((performance.now() - start) * rate) / 1000) + 1);
+    while (sent < due) fire(start + (sent++ * 1000) / rate);
+    if (sent < total) setTimeout(tick, 1);
+  };
+  tick();
+  await done;
+  const elapsed = (performance.now() - start) / 1000;
+  const sorted = samples.subarray(0, completed).sort();
+  return { label, rps: completed / elapsed, p50: percentile(sorted, 0.5), p99: percentile(sorted, 0.99), completed, non2xx, errors, askedRate: rate, maxSendLagMs: maxLag };
+}
+
+// ---------------------------------------------------------------------------------------------
+
+export async function run(): Promise<void> {
+  const durationSecs = envNumber('BENCH_DURATION_SECS', 8);
+  const connections = Math.round(envNumber('BENCH_CONNECTIONS', 10));
+  const rate = Math.round(envNumber('BENCH_RATE', 1000));
+  const warmupSecs = Math.min(2, durationSecs);
+
+  const dataDir = mkdtempSync(join(tmpdir(), 'callbridge-bench-'));
+  const children: Child[] = [];
+  const killAll = () => {
+    for (const c of children) if (c.proc.exitCode === null && c.proc.signalCode === null && c.proc.pid !== undefined) process.kill(c.proc.pid, 'SIGKILL');
+  };
+  process.once('exit', killAll);
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 256 });
+  try {
+    // The daemon, as an operator starts it.
+    const port = await freePort();
+    const sipPort = await freePort(true);
+    const daemon = startChild('daemon', [join(ROOT, 'bin', 'callbridge.js'), 'start'], {
+      CALLBRIDGE_DATA_DIR: dataDir,
+      CALLBRIDGE_HTTP_HOST: HOST,
+      CALLBRIDGE_HTTP_PORT: String(port),
+      CALLBRIDGE_SIP_HOST: HOST,
+      CALLBRIDGE_SIP_PORT: String(sipPort),
+      CALLBRIDGE_LOG_LEVEL: 'warn',
+    });
+    children.push(daemon);
+    const base = `http://${HOST}:${port}`;
+    await waitUntil(daemon, 'GET /readyz 200', 30_000, async () => (await fetch(`${base}/readyz`)).status === 200);
+    const key = readFileSync(join(dataDir, 'initial-api-key'), 'utf8').trim();
+    const auth = { authorization: `Bearer ${key}` };
+    const created = await fetch(`${base}/v1/agents`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ name: 'bench' }) });
+    if (created.status !== 201) throw new Error(`POST /v1/agents: ${created.status} ${await created.text()}`);
+    const agentJson = await created.text();
+    const agentId = (JSON.parse(agentJson) as { id: string }).id;
+    const agentUrl = `${base}/v1/agents/${agentId}`;
+
+    // The baseline returns the very agent JSON the daemon serves, so both move the same bytes.
+    const baseline = startChild('baseline', ['--import', 'tsx', join(ROOT, 'bench', 'baseline-server.ts')], {
+      BENCH_BASELINE_HOST: HOST,
+      BENCH_BASELINE_PORT: '0',
+      BENCH_BASELINE_BODY: agentJson,
+    });
+    children.push(baseline);
+    let baselinePort = 0;
+    baseline.proc.stdout?.on('data', (chunk: Buffer) => {
+      const m = /LISTENING (\d+)/.exec(chunk.toString('utf8'));
+      if (m) baselinePort = Number(m[1]);
+    });
+    await waitUntil(baseline, 'LISTENING line', 30_000, async () => baselinePort > 0);
+    const baselineUrl = `http://${HOST}:${baselinePort}/v1/agents/${agentId}`;
+
+    const check = await fetch(agentUrl, { headers: auth });
+    const checkBody = await check.text();
+    const baseBody = await (await fetch(baselineUrl)).text();
+    if (check.status !== 200) throw new Error(`GET ${agentUrl}: ${check.status} ${checkBody}`);
+    process.stdout.write(
+      `daemon pid ${daemon.proc.pid} on ${base}, baseline pid ${baseline.proc.pid} on port ${baselinePort}; ` +
+        `response bodies ${Buffer.byteLength(checkBody)} B (daemon) and ${Buffer.byteLength(baseBody)} B (baseline)\n` +
+        `saturation: ${connections} connections, pipelining 1, ${durationSecs} s each after ${warmupSecs} s warm-up; fixed rate: ${rate} req/s for ${durationSecs} s\n`,
+    );
+
+    const get: Target = { url: agentUrl, method: 'GET', headers: auth };
+    const patch: Target = {
+      url: agentUrl,
+      method: 'PATCH',
+      headers: { ...auth, 'content-type': 'application/json' },
+      body: JSON.stringify({ prompt: 'You are the benchmark agent. Answer in one short sentence.' }),
+    };
+    const bare: Target = { url: baselineUrl, method: 'GET' };
+
+    const progress = (what: string) => process.stdout.write(`  measuring ${what}...\n`);
+    progress('daemon GET, saturated');
+    const getSat = await saturate('daemon GET', get, connections, durationSecs, warmupSecs);
+    progress('baseline GET, saturated');
+    const baseSat = await saturate('baseline GET', bare, connections, durationSecs, warmupSecs);
+    progress('daemon PATCH, saturated');
+    const patchSat = await saturate('daemon PATCH', patch, connections, durationSecs, Math.min(1, warmupSecs));
+    progress(`daemon GET at ${rate} req/s`);
+    await fixedRate('warm-up', get, rate, 1, agent);
+    const getRate = await fixedRate(`daemon GET @${rate}/s`, get, rate, durationSecs, agent);
+    progress(`baseline GET at ${rate} req/s`);
+    await fixedRate('warm-up', bare, rate, 1, agent);
+    const baseRate = await fixedRate(`baseline GET @${rate}/s`, bare, rate, durationSecs, agent);
+
+    const all = [getSat, baseSat, patchSat, getRate, baseRate];
+    const rows = [['run', 'req/s', 'p50 ms', 'p99 ms', 'completed', 'non-2xx', 'errors', 'max send lag ms']];
+    for (const m of all) {
+      rows.push([m.label, formatValue(m.rps), formatValue(m.p50), formatValue(m.p99), String(m.completed), String(m.non2xx), String(m.errors), m.maxSendLagMs === undefined ? '' : formatValue(m.maxSendLagMs)]);
+    }
+    process.stdout.write(`\n${table(rows)}\n`);
+
+    const figures: Figure[] = [
+      { name: 'api_get_rps', value: getSat.rps, unit: 'req/s', baseline: baseSat.rps, note: `GET agent, ${connections} connections` },
+      { name: 'api_get_p50', value: getSat.p50, unit: 'ms', baseline: baseSat.p50, note: 'GET agent, saturated' },
+      { name: 'api_get_p99', value: getSat.p99, unit: 'ms', baseline: baseSat.p99, note: 'GET agent, saturated' },
+      { name: 'api_patch_rps', value: patchSat.rps, unit: 'req/s', baseline: baseSat.rps, note: 'PATCH agent; baseline = bare GET' },
+      { name: 'api_patch_p50', value: patchSat.p50, unit: 'ms', baseline: baseSat.p50, note: 'PATCH agent, saturated; baseline = bare GET' },
+      { name: 'api_patch_p99', value: patchSat.p99, unit: 'ms', baseline: baseSat.p99, note: 'PATCH agent, saturated; baseline = bare GET' },
+      { name: `api_get_p50_at_${rate}rps`, value: getRate.p50, unit: 'ms', baseline: baseRate.p50, note: `GET agent at a fixed ${rate} req/s` },
+      { name: `api_get_p99_at_${rate}rps`, value: getRate.p99, unit: 'ms', baseline: baseRate.p99, note: `GET agent at a fixed ${rate} req/s` },
+    ];
+
+    const getRatio = ratio(getSat.rps, baseSat.rps);
+    const verdict = (ok: boolean) => (ok ? 'met' : 'NOT MET');
+    process.stdout.write(
+      `\ntargets:\n` +
+        `  GET throughput >= 0.5 x baseline: ${verdict(getRatio >= 0.5)} (ratio ${getRatio})\n` +
+        `  GET p99 < 5 ms at 1000 req/s: ${rate === 1000 ? `${verdict(getRate.p99 < 5)} (${formatValue(getRate.p99)} ms)` : `not measured (BENCH_RATE=${rate})`}\n`,
+    );
+    for (const m of [getRate, baseRate]) {
+      if (m.askedRate !== undefined && m.rps < m.askedRate * 0.95) {
+        process.stdout.write(`  note: ${m.label} completed only ${formatValue(m.rps)} req/s of ${m.askedRate} asked: the server (or this load generator) could not keep the rate\n`);
+      }
+    }
+
+    const bad = all.filter((m) => m.non2xx > 0 || m.errors > 0);
+    for (const m of bad) process.stdout.write(`\nWARNING: ${m.label}: ${m.non2xx} non-2xx responses, ${m.errors} connection errors or timeouts; the figures are not valid\n`);
+    process.stdout.write(`non-2xx responses: ${all.reduce((s, m) => s + m.non2xx, 0)}, connection errors: ${all.reduce((s, m) => s + m.errors, 0)}\n`);
+
+    printFigures('bench/api figures (ratio = value / baseline; for latency lower is better)', figures);
+    if (bad.length > 0) throw new Error(`bench/api: non-2xx responses or errors in ${bad.map((m) => m.label).join(', ')}`);
+  } finally {
+    agent.destroy();
+    for (const c of children.reverse()) await stopChild(c).catch(() => undefined);
+    process.removeListener('exit', killAll);
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+}

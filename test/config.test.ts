@@ -1,0 +1,70 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import { describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig, modelCatalog } from '../src/config.ts';
+import { createLogger } from '../src/log.ts';
+
+const EXAMPLE = join(import.meta.dirname, '..', 'config', 'example.json');
+
+describe('configuration', () => {
+  it('has working defaults with no file and no env', () => {
+    const c = loadConfig({}, {});
+    expect(c.data_dir).toBe('./data');
+    expect(c.http).toMatchObject({ host: '0.0.0.0', port: 8080, body_limit: 1048576 });
+    expect(c.sip).toEqual({ host: '0.0.0.0', port: 5060 });
+    expect(modelCatalog(c)).toEqual(['local/echo']);
+    expect(c.agent_defaults).toMatchObject({ vad_start_secs: 0.2, vad_stop_secs: 0.8, vad_silence_timeout_secs: 10, noise_level: 50, default_timeout: 1800, silence_counter: 2 });
+    expect(c.limits.max_default_timeout).toBe(7200);
+  });
+
+  it('loads config/example.json, and env vars override the file', () => {
+    const c = loadConfig({}, { CALLBRIDGE_CONFIG: EXAMPLE });
+    expect(c.region.peer_northamerica_northeast1).toBe('https://ca.voice.example.com');
+    expect(modelCatalog(c)).toEqual(['anthropic/claude-sonnet', 'local/echo', 'openai/gpt-4o-mini']);
+    const e = loadConfig({}, { CALLBRIDGE_CONFIG: EXAMPLE, CALLBRIDGE_HTTP_PORT: '9090', CALLBRIDGE_REGION: 'northamerica-northeast1' });
+    expect(e.http.port).toBe(9090);
+    expect(e.region.self).toBe('northamerica-northeast1');
+  });
+
+  it('rejects bad settings with a message naming them', () => {
+    const bad: Array<[Record<string, string>, Record<string, unknown>, RegExp]> = [
+      [{ CALLBRIDGE_HTTP_PORT: '70000' }, {}, /http\.port/],
+      [{ CALLBRIDGE_RTP_PORT_MIN: '30001' }, {}, /rtp\.port_min/],
+      [{ CALLBRIDGE_TOKEN_SECRET: 'short' }, {}, /security\.token_secret/],
+      [{ CALLBRIDGE_REGION_US_CENTRAL1_URL: 'ftp://x' }, {}, /region\.peer_us_central1/],
+      [{}, { llm: { providers: [{ name: 'x', type: 'openai', models: ['m'] }] } }, /base_url/],
+      [{}, { llm: { providers: [{ name: 'x', type: 'echo', models: [] }] } }, /models/],
+      [{}, { agent_defaults: { llm: 'missing/model' } }, /agent_defaults\.llm/],
+      [{}, { agent_defaults: { default_language: 'xx' } }, /agent_defaults\.default_language/],
+      [{}, { agent_defaults: { default_timeout: 9000 } }, /default_timeout/],
+      [{}, { not_a_setting: 1 }, /not_a_setting/],
+    ];
+    for (const [env, overrides, re] of bad) {
+      expect(() => loadConfig(overrides, env), JSON.stringify({ env, overrides })).toThrow(ConfigError);
+      expect(() => loadConfig(overrides, env)).toThrow(re);
+    }
+    const dir = mkdtempSync(join(tmpdir(), 'cfg-'));
+    writeFileSync(join(dir, 'broken.json'), '{ "http": ');
+    expect(() => loadConfig({}, { CALLBRIDGE_CONFIG: join(dir, 'broken.json') })).toThrow(/CALLBRIDGE_CONFIG/);
+  });
+});
+
+describe('log redaction', () => {
+  it('never writes secrets, whatever object they are in', () => {
+    let out = '';
+    const sink = new Writable({
+      write(chunk, _enc, cb) {
+        out += chunk;
+        cb();
+      },
+    });
+    const log = createLogger('trace', sink as never);
+    log.info({ req: { headers: { authorization: 'Bearer cbk_SECRET1' } } }, 'request');
+    log.info({ body: { auth_token: 'SECRET2', inbound_sip_password: 'SECRET3', outbound_sip_password: 'SECRET4' } }, 'body');
+    log.info({ token: 'SECRET5', webrtc_token: 'SECRET6', config: { api_key: 'SECRET7', api_secret: 'SECRET8' } }, 'misc');
+    expect(out).not.toMatch(/SECRET\d/);
+    expect(out.match(/\[redacted\]/g)?.length).toBe(8);
+  });
+});

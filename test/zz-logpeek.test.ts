@@ -1,0 +1,21 @@
+import { it } from 'vitest';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { readFileSync } from 'node:fs';
+import { startFakeCarrier } from '/work/main/test/helpers/fake-carrier.ts';
+import { loadConfig } from '/work/main/src/config.ts';
+import { createLogger } from '/work/main/src/log.ts';
+import { INITIAL_KEY_FILE, startDaemon } from '/work/main/src/main.ts';
+it('peek', async () => {
+  const carrier = await startFakeCarrier();
+  const dir = mkdtempSync(join(tmpdir(), 'x-'));
+  const lines: string[] = [];
+  const logger = createLogger('debug', { write: (l: string) => void lines.push(l) });
+  const daemon = await startDaemon(loadConfig({ data_dir: dir, http: { host: '127.0.0.1', port: 0 }, telco: { api_base_url: 'http://127.0.0.1:1' } }, {}), logger, () => {});
+  const key = readFileSync(join(dir, INITIAL_KEY_FILE), 'utf8').trim();
+  const r = await fetch(daemon.url + '/v1/telco/numbers', { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify({ phone_number: '+15550000001', account_sid: 'AC1', auth_token: 'SECRET' }) });
+  console.log(r.status, await r.text());
+  console.log(lines.join(''));
+  await daemon.close(); await carrier.close();
+});
