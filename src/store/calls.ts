@@ -96,10 +96,15 @@ export class CallRepo {
       where.push(`agent_id IN (${f.agentIds.map(() => '?').join(', ')})`);
       args.push(...f.agentIds);
     }
-    if (f.status) (where.push('status = ?'), args.push(f.status));
-    if (f.direction) (where.push('direction = ?'), args.push(f.direction));
-    if (f.from) (where.push('started_at >= ?'), args.push(f.from));
-    if (f.to) (where.push('started_at < ?'), args.push(f.to));
+    const add = (clause: string, value: string | undefined) => {
+      if (value === undefined) return;
+      where.push(clause);
+      args.push(value);
+    };
+    add('status = ?', f.status);
+    add('direction = ?', f.direction);
+    add('started_at >= ?', f.from);
+    add('started_at < ?', f.to);
     const sql = `SELECT * FROM calls WHERE ${where.join(' AND ')} ORDER BY started_at DESC, id LIMIT ? OFFSET ?`;
     return (this.db.prepare(sql).all(...args, f.limit, f.offset) as CallRow[]).map(fromRow);
   }
