@@ -14,7 +14,7 @@ describe('authentication, bad input, organization isolation', () => {
   afterAll(() => d.close());
 
   it('401 with an error body for a missing, malformed or unknown key', async () => {
-    for (const headers of [{}, { authorization: 'Basic abc' }, { authorization: 'Bearer' }]) {
+    for (const headers of [{}, { authorization: 'Basic abc' }, { authorization: 'Bearer' }] as Record<string, string>[]) {
       const r = await d.api('GET', '/v1/agents', undefined, { key: null, headers });
       expect(r.status).toBe(401);
       expect(r.body.error).toMatch(/API key/);

@@ -212,8 +212,10 @@ describe('telco numbers', () => {
       carrier.addNumber(ACCOUNT, TOKEN, phone);
       const before = await listLength();
       const send = () => d.api('POST', '/v1/telco/numbers', { phone_number: phone, account_sid: ACCOUNT, auth_token: TOKEN });
-      const statuses = (await Promise.all([send(), send()])).map((r) => r.status).sort();
-      expect(statuses).toEqual([201, 409]);
+      // Both usually pass the pre-check while the carrier answers, so the UNIQUE constraint decides.
+      const answers = await Promise.all([send(), send()]);
+      expect(answers.map((r) => r.status).sort()).toEqual([201, 409]);
+      expect(answers.find((r) => r.status === 409)!.body.error).toMatch(`phone_number ${phone} is already imported`);
       expect(await listLength()).toBe(before + 1);
     });
 
@@ -333,11 +335,14 @@ describe('telco numbers', () => {
     expect(r.status).toBe(200);
     const numbers = r.body.paths['/v1/telco/numbers'];
     expect(numbers.post.tags).toEqual(['telco']);
-    expect(Object.keys(numbers.post.responses).sort()).toEqual(['201', '400', '401', '404', '409', '502']);
+    expect(Object.keys(numbers.post.responses).sort()).toEqual(['201', '400', '401', '404', '409', '502', '503']);
     expect(Object.keys(numbers.get.responses).sort()).toEqual(['200', '401']);
     const one = r.body.paths['/v1/telco/numbers/{id}'];
     expect(Object.keys(one.patch.responses).sort()).toEqual(['200', '400', '401', '404']);
     expect(r.text).not.toContain('auth_token_enc');
+    const body = numbers.post.requestBody.content['application/json'].schema;
+    expect(body.required.sort()).toEqual(['account_sid', 'auth_token', 'phone_number']);
+    expect(body.properties.auth_token.writeOnly).toBe(true);
   });
 
   // Last: restart() replaces the daemon the tests above share.
@@ -382,6 +387,19 @@ describe('telco numbers: carrier unreachable or slow', () => {
     } finally {
       await d.close();
       await carrier.close();
+    }
+  });
+});
+
+describe('telco numbers: no carrier configured', () => {
+  it('answers 503 when telco.api_base_url is empty', async () => {
+    const d = await startTestDaemon({ telco: { api_base_url: '' } });
+    try {
+      const r = await d.api('POST', '/v1/telco/numbers', { phone_number: '+15550300002', account_sid: ACCOUNT, auth_token: TOKEN });
+      expect(r.status).toBe(503);
+      expect(r.body).toEqual({ error: 'carrier API is not configured (telco.api_base_url)' });
+    } finally {
+      await d.close();
     }
   });
 });

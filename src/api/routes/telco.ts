@@ -60,7 +60,7 @@ export async function telcoRoutes(app: FastifyInstance, deps: ApiDeps): Promise<
 
   app.post(
     '/v1/telco/numbers',
-    { schema: { tags, body: TelcoNumberImport, response: { 201: TelcoNumberResource, ...errorResponses(400, 401, 404, 409, 502) } } },
+    { schema: { tags, body: TelcoNumberImport, response: { 201: TelcoNumberResource, ...errorResponses(400, 401, 404, 409, 502, 503) } } },
     async (req, reply) => {
       const input = req.body as { phone_number: string; account_sid: string; auth_token: string; label?: string };
       const orgId = req.org.id;
