@@ -5,8 +5,9 @@
  *
  * Both servers run as child processes on 127.0.0.1; the load comes from this process.
  *   1. saturation: autocannon, BENCH_CONNECTIONS connections (10), pipelining 1, for
- *      BENCH_DURATION_SECS (8) after a short warm-up: daemon GET, baseline GET, daemon PATCH
- *      (PATCH's baseline is the baseline's GET: there is no cheaper "bare" write to compare with).
+ *      BENCH_DURATION_SECS (8) each after a short warm-up: daemon GET, baseline GET, daemon PATCH,
+ *      interleaved in BENCH_ROUNDS (2) rounds (PATCH's baseline is the baseline's GET: there is
+ *      no cheaper "bare" write to compare with).
  *   2. fixed rate: BENCH_RATE (1000) GET requests per second, open loop and evenly spaced,
  *      against the daemon then the baseline; p50/p99 latency.
  *
@@ -19,7 +20,7 @@ import { createRequire } from 'node:module';
 import { createServer, type AddressInfo } from 'node:net';
 import { createSocket } from 'node:dgram';
 import http from 'node:http';
-import { tmpdir } from 'node:os';
+import { cpus, loadavg, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
@@ -156,9 +157,10 @@ interface Measurement {
   completed: number;
   non2xx: number;
   errors: number;
-  /** Fixed-rate runs: the rate asked for and the largest delay of a send behind its schedule. */
+  /** Fixed-rate runs: the rate asked for, and p99 / max delay of a send behind its schedule. */
   askedRate?: number;
-  maxSendLagMs?: number;
+  sendLagP99Ms?: number;
+  sendLagMaxMs?: number;
 }
 
 /** Nearest-rank percentile of ascending samples. */
@@ -168,31 +170,69 @@ function percentile(sorted: Float64Array, q: number): number {
   return sorted[i] as number;
 }
 
+interface Slice {
+  samples: number[];
+  completed: number;
+  seconds: number;
+  non2xx: number;
+  errors: number;
+}
+
 /**
- * Closed loop at full speed with autocannon. Latencies are taken from autocannon's per-response
- * event (sub-millisecond; its own histogram keeps whole milliseconds).
+ * One closed-loop slice at full speed with autocannon. Latencies come from autocannon's
+ * per-response event (sub-millisecond; its own histogram keeps whole milliseconds).
  */
-async function saturate(label: string, target: Target, connections: number, durationSecs: number, warmupSecs: number): Promise<Measurement> {
-  const opts: AutocannonOptions = { url: target.url, method: target.method, connections, pipelining: 1 };
+async function loadSlice(target: Target, connections: number, seconds: number): Promise<Slice> {
+  const opts: AutocannonOptions = { url: target.url, method: target.method, connections, pipelining: 1, duration: seconds };
   if (target.headers) opts.headers = target.headers;
   if (target.body !== undefined) opts.body = target.body;
-  if (warmupSecs > 0) await autocannon({ ...opts, duration: warmupSecs });
   const samples: number[] = [];
-  const instance = autocannon({ ...opts, duration: durationSecs });
+  const instance = autocannon(opts);
   instance.on('response', (_client: unknown, _status: number, _bytes: number, ms: number) => {
     samples.push(ms);
   });
   const res = await instance;
-  const sorted = Float64Array.from(samples).sort();
-  return {
-    label,
-    rps: res.requests.total / res.duration,
-    p50: percentile(sorted, 0.5),
-    p99: percentile(sorted, 0.99),
-    completed: res.requests.total,
-    non2xx: res.non2xx,
-    errors: res.errors + res.timeouts,
-  };
+  return { samples, completed: res.requests.total, seconds: res.duration, non2xx: res.non2xx, errors: res.errors + res.timeouts };
+}
+
+/**
+ * Saturation of several targets, interleaved: each round gives every target one slice of
+ * durationSecs / rounds, so a neighbour process that loads the machine for a while weighs on all
+ * of them alike instead of on whichever ran then. Each target gets its warm-up first.
+ */
+async function saturate(
+  runs: { label: string; target: Target; warmupSecs: number }[],
+  connections: number,
+  durationSecs: number,
+  rounds: number,
+  progress: (what: string) => void,
+): Promise<Measurement[]> {
+  for (const r of runs) {
+    progress(`warm-up ${r.label} (${r.warmupSecs} s)`);
+    if (r.warmupSecs > 0) await loadSlice(r.target, connections, r.warmupSecs);
+  }
+  const slices: Slice[][] = runs.map(() => []);
+  const sliceSecs = Math.max(1, Math.round(durationSecs / rounds));
+  for (let round = 1; round <= rounds; round++) {
+    for (const [i, r] of runs.entries()) {
+      progress(`${r.label}, saturated, round ${round}/${rounds} (${sliceSecs} s)`);
+      slices[i]?.push(await loadSlice(r.target, connections, sliceSecs));
+    }
+  }
+  return runs.map((r, i) => {
+    const parts = slices[i] ?? [];
+    const sum = (f: (s: Slice) => number) => parts.reduce((acc, s) => acc + f(s), 0);
+    const sorted = Float64Array.from(parts.flatMap((s) => s.samples)).sort();
+    return {
+      label: r.label,
+      rps: sum((s) => s.completed) / sum((s) => s.seconds),
+      p50: percentile(sorted, 0.5),
+      p99: percentile(sorted, 0.99),
+      completed: sum((s) => s.completed),
+      non2xx: sum((s) => s.non2xx),
+      errors: sum((s) => s.errors),
+    };
+  });
 }
 
 /**
@@ -209,7 +249,7 @@ async function fixedRate(label: string, target: Target, rate: number, durationSe
   let non2xx = 0;
   let errors = 0;
   let sent = 0;
-  let maxLag = 0;
+  const lags = new Float64Array(total);
   const start = performance.now();
   let finished!: () => void;
   const done = new Promise<void>((resolve) => (finished = resolve));
@@ -218,7 +258,7 @@ async function fixedRate(label: string, target: Target, rate: number, durationSe
   };
   const fire = (scheduled: number) => {
     const t0 = performance.now();
-    maxLag = Math.max(maxLag, t0 - scheduled);
+    lags[sent - 1] = t0 - scheduled;
     const req = http.request({ agent, host: url.hostname, port: url.port, path: url.pathname, method: target.method, headers: target.headers }, (res) => {
       res.resume();
       res.once('end', () => {
@@ -243,7 +283,19 @@ async function fixedRate(label: string, target: Target, rate: number, durationSe
   await done;
   const elapsed = (performance.now() - start) / 1000;
   const sorted = samples.subarray(0, completed).sort();
-  return { label, rps: completed / elapsed, p50: percentile(sorted, 0.5), p99: percentile(sorted, 0.99), completed, non2xx, errors, askedRate: rate, maxSendLagMs: maxLag };
+  lags.sort();
+  return {
+    label,
+    rps: completed / elapsed,
+    p50: percentile(sorted, 0.5),
+    p99: percentile(sorted, 0.99),
+    completed,
+    non2xx,
+    errors,
+    askedRate: rate,
+    sendLagP99Ms: percentile(lags, 0.99),
+    sendLagMaxMs: lags[lags.length - 1] ?? 0,
+  };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -252,8 +304,11 @@ export async function run(): Promise<void> {
   const durationSecs = envNumber('BENCH_DURATION_SECS', 8);
   const connections = Math.round(envNumber('BENCH_CONNECTIONS', 10));
   const rate = Math.round(envNumber('BENCH_RATE', 1000));
+  const rounds = Math.round(envNumber('BENCH_ROUNDS', 2));
   const warmupSecs = Math.min(2, durationSecs);
 
+  const load = () => loadavg().map((l) => l.toFixed(2)).join(' ');
+  process.stdout.write(`machine: ${cpus().length} CPUs (${cpus()[0]?.model.trim() ?? 'unknown'}), node ${process.version}, load average ${load()}\n`);
   const dataDir = mkdtempSync(join(tmpdir(), 'callbridge-bench-'));
   const children: Child[] = [];
   const killAll = () => {
@@ -306,7 +361,8 @@ export async function run(): Promise<void> {
     process.stdout.write(
       `daemon pid ${daemon.proc.pid} on ${base}, baseline pid ${baseline.proc.pid} on port ${baselinePort}; ` +
         `response bodies ${Buffer.byteLength(checkBody)} B (daemon) and ${Buffer.byteLength(baseBody)} B (baseline)\n` +
-        `saturation: ${connections} connections, pipelining 1, ${durationSecs} s each after ${warmupSecs} s warm-up; fixed rate: ${rate} req/s for ${durationSecs} s\n`,
+        `saturation: ${connections} connections, pipelining 1, ${durationSecs} s each in ${rounds} interleaved rounds after a warm-up; ` +
+        `fixed rate: ${rate} req/s for ${durationSecs} s after 1 s warm-up\n`,
     );
 
     const get: Target = { url: agentUrl, method: 'GET', headers: auth };
@@ -319,12 +375,17 @@ export async function run(): Promise<void> {
     const bare: Target = { url: baselineUrl, method: 'GET' };
 
     const progress = (what: string) => process.stdout.write(`  measuring ${what}...\n`);
-    progress('daemon GET, saturated');
-    const getSat = await saturate('daemon GET', get, connections, durationSecs, warmupSecs);
-    progress('baseline GET, saturated');
-    const baseSat = await saturate('baseline GET', bare, connections, durationSecs, warmupSecs);
-    progress('daemon PATCH, saturated');
-    const patchSat = await saturate('daemon PATCH', patch, connections, durationSecs, Math.min(1, warmupSecs));
+    const [getSat, baseSat, patchSat] = (await saturate(
+      [
+        { label: 'daemon GET', target: get, warmupSecs },
+        { label: 'baseline GET', target: bare, warmupSecs },
+        { label: 'daemon PATCH', target: patch, warmupSecs: Math.min(1, warmupSecs) },
+      ],
+      connections,
+      durationSecs,
+      rounds,
+      progress,
+    )) as [Measurement, Measurement, Measurement];
     progress(`daemon GET at ${rate} req/s`);
     await fixedRate('warm-up', get, rate, 1, agent);
     const getRate = await fixedRate(`daemon GET @${rate}/s`, get, rate, durationSecs, agent);
@@ -333,9 +394,9 @@ export async function run(): Promise<void> {
     const baseRate = await fixedRate(`baseline GET @${rate}/s`, bare, rate, durationSecs, agent);
 
     const all = [getSat, baseSat, patchSat, getRate, baseRate];
-    const rows = [['run', 'req/s', 'p50 ms', 'p99 ms', 'completed', 'non-2xx', 'errors', 'max send lag ms']];
+    const rows = [['run', 'req/s', 'p50 ms', 'p99 ms', 'completed', 'non-2xx', 'errors', 'send lag p99/max ms']];
     for (const m of all) {
-      rows.push([m.label, formatValue(m.rps), formatValue(m.p50), formatValue(m.p99), String(m.completed), String(m.non2xx), String(m.errors), m.maxSendLagMs === undefined ? '' : formatValue(m.maxSendLagMs)]);
+      rows.push([m.label, formatValue(m.rps), formatValue(m.p50), formatValue(m.p99), String(m.completed), String(m.non2xx), String(m.errors), m.sendLagMaxMs === undefined ? '' : `${formatValue(m.sendLagP99Ms ?? 0)} / ${formatValue(m.sendLagMaxMs)}`]);
     }
     process.stdout.write(`\n${table(rows)}\n`);
 
@@ -359,9 +420,16 @@ export async function run(): Promise<void> {
     );
     for (const m of [getRate, baseRate]) {
       if (m.askedRate !== undefined && m.rps < m.askedRate * 0.95) {
-        process.stdout.write(`  note: ${m.label} completed only ${formatValue(m.rps)} req/s of ${m.askedRate} asked: the server (or this load generator) could not keep the rate\n`);
+        process.stdout.write(`  WARNING: ${m.label} completed only ${formatValue(m.rps)} req/s of ${m.askedRate} asked: the server (or this load generator) could not keep the rate\n`);
       }
     }
+
+    for (const m of [getRate, baseRate]) {
+      if ((m.sendLagP99Ms ?? 0) > 1) {
+        process.stdout.write(`  WARNING: ${m.label}: sends ran late behind schedule (p99 ${formatValue(m.sendLagP99Ms ?? 0)} ms): this process was short of CPU, so the machine was busy; treat the fixed-rate latencies as suspect and rerun on a quiet machine\n`);
+      }
+    }
+    process.stdout.write(`  load average after the run: ${load()}\n`);
 
     const bad = all.filter((m) => m.non2xx > 0 || m.errors > 0);
     for (const m of bad) process.stdout.write(`\nWARNING: ${m.label}: ${m.non2xx} non-2xx responses, ${m.errors} connection errors or timeouts; the figures are not valid\n`);

@@ -87,8 +87,9 @@ export interface PbxPreset {
  * - 3cx, yeastar: the PBX registers to callbridge as a "SIP trunk provider" and authenticates
  *   with digest; callbridge sends calls back on that registration, so it registers nowhere. Both
  *   report transfer outcome by NOTIFY, so callbridge stays in the dialog until it arrives.
- * - webex: Webex Calling accepts trunks only over TLS and only from a registered gateway, so
- *   callbridge registers; inbound calls come from Webex's SBC addresses (ACL).
+ * - webex: Webex Calling accepts trunks only over TLS, and its usual set-up is a
+ *   registration-based local gateway, so callbridge registers; inbound calls come from Webex's
+ *   SBC addresses (ACL). A certificate-based trunk sets register false.
  */
 export const PBX_PRESETS: Record<Pbx, PbxPreset> = {
   generic: { inbound_auth_type: 'digest', register: false, remain_in_dialog: false, outbound_transport: 'udp' },
