@@ -36,7 +36,8 @@ export function installRegionPinning(app: FastifyInstance, config: Config): void
     const hasBody = req.method !== 'GET' && req.method !== 'HEAD';
     let upstream: Response;
     try {
-      upstream = await fetch(new URL(req.url, base), {
+      // Appended, not resolved, so a base URL with a path prefix keeps it.
+      upstream = await fetch(base.replace(/\/+$/, '') + req.url, {
         method: req.method,
         headers,
         body: hasBody ? (Readable.toWeb(req.raw) as ReadableStream) : undefined,

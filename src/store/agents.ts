@@ -78,6 +78,7 @@ export class AgentRepo {
   readonly #update;
   readonly #delete;
   readonly #setActiveVersion;
+  readonly #byPhoneNumber;
 
   constructor(db: Db) {
     this.#get = db.prepare(`SELECT ${COLUMNS} FROM agents WHERE id = ? AND org_id = ?`);
@@ -90,6 +91,12 @@ export class AgentRepo {
     );
     this.#delete = db.prepare('DELETE FROM agents WHERE id = ? AND org_id = ?');
     this.#setActiveVersion = db.prepare('UPDATE agents SET active_version_id = ?, updated_at = ? WHERE id = ?');
+    this.#byPhoneNumber = db.prepare('SELECT id FROM agents WHERE phone_number_id = ?');
+  }
+
+  /** Id of the agent that holds an imported number (at most one: a unique index says so). */
+  holderOfPhoneNumber(phoneNumberId: string): string | undefined {
+    return (this.#byPhoneNumber.get(phoneNumberId) as { id: string } | undefined)?.id;
   }
 
   get(orgId: string, id: string): StoredAgent | undefined {

@@ -56,8 +56,8 @@ function checkPhoneNumber(store: Store, orgId: string, agentId: string, phoneNum
   if (!store.telcoNumbers.get(orgId, phoneNumberId)) {
     throw validation('phone_number_id does not name a telco number of this organization');
   }
-  const holder = store.db.prepare('SELECT id FROM agents WHERE phone_number_id = ? AND id != ?').get(phoneNumberId, agentId) as { id: string } | undefined;
-  if (holder) throw conflict(`phone_number_id is already assigned to agent ${holder.id}`);
+  const holder = store.agents.holderOfPhoneNumber(phoneNumberId);
+  if (holder && holder !== agentId) throw conflict(`phone_number_id is already assigned to agent ${holder}`);
 }
 
 export async function agentRoutes(app: FastifyInstance, deps: ApiDeps): Promise<void> {
