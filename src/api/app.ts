@@ -7,6 +7,7 @@ import swagger from '@fastify/swagger';
 import { randomUUID } from 'node:crypto';
 import type { Registry } from 'prom-client';
 import type { ApiDeps } from './context.ts';
+import type { Logger } from '../log.ts';
 import { installErrorHandler } from './errors.ts';
 import { installValidation } from './validation.ts';
 import { installRegionPinning } from './region.ts';
@@ -45,12 +46,17 @@ export async function buildApp(deps: ApiDeps, registry: Registry = createRegistr
   installAuth(app, deps.store);
   installHttpMetrics(app, registry);
   // One line per request at the end, with status and time: enough at 3 a.m., quiet otherwise.
-  app.addHook('onResponse', async (req, reply) => {
+  app.addHook('onResponse', (req, reply, done) => {
     const level = reply.statusCode >= 500 ? 'error' : 'info';
-    req.log[level]({ method: req.method, url: req.url.split('?')[0], status: reply.statusCode, ms: Math.round(reply.elapsedTime * 100) / 100 }, 'request');
+    if ((req.log as Logger).isLevelEnabled(level)) {
+      req.log[level]({ method: req.method, url: req.url.split('?')[0], status: reply.statusCode, ms: Math.round(reply.elapsedTime * 100) / 100 }, 'request');
+    }
+    done();
   });
-  app.addHook('onSend', async (req, reply) => {
+  // Set first, so every answer carries it, the hooks' early 4xx replies included.
+  app.addHook('onRequest', (req, reply, done) => {
     reply.header('x-request-id', req.id);
+    done();
   });
 
   await app.register(swagger, {

@@ -6,14 +6,23 @@ import { sendError } from './errors.ts';
 
 export function installAuth(app: FastifyInstance, store: Store): void {
   app.decorateRequest('org', null as unknown as Organization);
-  app.addHook('onRequest', async (req, reply) => {
+  // A callback hook, not an async one: it runs on every request and never waits for anything.
+  app.addHook('onRequest', (req, reply, done) => {
     // Unmatched routes fall through to the 404 handler; public routes need no key.
-    if (!req.routeOptions.url || req.routeOptions.config?.public) return;
+    if (!req.routeOptions.url || req.routeOptions.config?.public) return done();
     const header = req.headers.authorization;
     const match = header ? /^Bearer\s+(\S+)\s*$/i.exec(header) : null;
-    if (!match) return sendError(reply, 401, 'missing API key: send Authorization: Bearer <key>');
+    // Replying ends the request without done(); the reply is not returned (it is thenable).
+    if (!match) {
+      sendError(reply, 401, 'missing API key: send Authorization: Bearer <key>');
+      return;
+    }
     const org = store.organizations.byApiKey(match[1] as string);
-    if (!org) return sendError(reply, 401, 'invalid API key');
+    if (!org) {
+      sendError(reply, 401, 'invalid API key');
+      return;
+    }
     req.org = org;
+    done();
   });
 }

@@ -5,7 +5,7 @@
  * may belong to the other region's store.
  */
 import { Readable } from 'node:stream';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { REGIONS, type Config, type Region } from '../config.ts';
 import { sendError } from './errors.ts';
 
@@ -16,45 +16,61 @@ export function peerUrl(config: Config, region: Region): string {
 }
 
 export function installRegionPinning(app: FastifyInstance, config: Config): void {
-  app.addHook('onRequest', async (req, reply) => {
+  // A callback hook: almost every request is served here, and that path must not pay for a
+  // promise. Only a proxied request goes asynchronous.
+  app.addHook('onRequest', (req, reply, done) => {
     const raw = req.headers['x-service-region'];
-    if (raw === undefined) return;
+    if (raw === undefined) return done();
     const region = Array.isArray(raw) ? raw[0] : raw;
-    if (region === config.region.self) return;
+    if (region === config.region.self) return done();
+    // Replying ends the request; done() is not called then. Never return the reply here: it is
+    // thenable, and Fastify would take this callback hook for an async one.
     if (!(REGIONS as readonly string[]).includes(region as string)) {
-      return sendError(reply, 400, `x-service-region must be one of ${REGIONS.join(', ')}`);
+      sendError(reply, 400, `x-service-region must be one of ${REGIONS.join(', ')}`);
+      return;
     }
     const base = peerUrl(config, region as Region);
-    if (!base) return sendError(reply, 503, `region ${region} is not configured on this deployment`);
-
-    const headers = new Headers();
-    for (const [k, v] of Object.entries(req.headers)) {
-      if (v === undefined || HOP_BY_HOP.has(k)) continue;
-      headers.set(k, Array.isArray(v) ? v.join(', ') : v);
+    if (!base) {
+      sendError(reply, 503, `region ${region} is not configured on this deployment`);
+      return;
     }
-    headers.set('x-forwarded-for', req.ip);
-    const hasBody = req.method !== 'GET' && req.method !== 'HEAD';
-    let upstream: Response;
-    try {
-      // Appended, not resolved, so a base URL with a path prefix keeps it.
-      upstream = await fetch(base.replace(/\/+$/, '') + req.url, {
-        method: req.method,
-        headers,
-        body: hasBody ? (Readable.toWeb(req.raw) as ReadableStream) : undefined,
-        // Streams a request body through without buffering it (undici requires this flag).
-        ...(hasBody ? { duplex: 'half' } : {}),
-        redirect: 'manual',
-        signal: AbortSignal.timeout(config.region.proxy_timeout_ms),
-      } as RequestInit);
-    } catch (err) {
-      req.log.warn({ err, region }, 'region proxy failed');
-      return sendError(reply, 502, `region ${region} did not answer`);
-    }
-    reply.code(upstream.status);
-    upstream.headers.forEach((value, key) => {
-      if (!HOP_BY_HOP.has(key) && key !== 'content-encoding') reply.header(key, value);
+    proxy(req, reply, base, region as Region, config.region.proxy_timeout_ms).catch((err: unknown) => {
+      req.log.error({ err }, 'region proxy failed');
+      if (!reply.sent) sendError(reply, 502, `region ${region} did not answer`);
     });
-    reply.header('x-served-by-region', region);
-    return reply.send(Buffer.from(await upstream.arrayBuffer()));
   });
+}
+
+/** Forwards the request to the peer region and relays its answer. */
+async function proxy(req: FastifyRequest, reply: FastifyReply, base: string, region: Region, timeoutMs: number): Promise<void> {
+  const headers = new Headers();
+  for (const [k, v] of Object.entries(req.headers)) {
+    if (v === undefined || HOP_BY_HOP.has(k)) continue;
+    headers.set(k, Array.isArray(v) ? v.join(', ') : v);
+  }
+  headers.set('x-forwarded-for', req.ip);
+  const hasBody = req.method !== 'GET' && req.method !== 'HEAD';
+  let upstream: Response;
+  try {
+    // Appended, not resolved, so a base URL with a path prefix keeps it.
+    upstream = await fetch(base.replace(/\/+$/, '') + req.url, {
+      method: req.method,
+      headers,
+      body: hasBody ? (Readable.toWeb(req.raw) as ReadableStream) : undefined,
+      // Streams a request body through without buffering it (undici requires this flag).
+      ...(hasBody ? { duplex: 'half' } : {}),
+      redirect: 'manual',
+      signal: AbortSignal.timeout(timeoutMs),
+    } as RequestInit);
+  } catch (err) {
+    req.log.warn({ err, region }, 'region proxy failed');
+    sendError(reply, 502, `region ${region} did not answer`);
+    return;
+  }
+  reply.code(upstream.status);
+  upstream.headers.forEach((value, key) => {
+    if (!HOP_BY_HOP.has(key) && key !== 'content-encoding') reply.header(key, value);
+  });
+  reply.header('x-served-by-region', region);
+  reply.send(Buffer.from(await upstream.arrayBuffer()));
 }

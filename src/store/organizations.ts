@@ -10,6 +10,13 @@ export interface Organization {
 }
 
 const KEY_PREFIX = 'cbk_';
+/**
+ * Known keys are remembered for a short while: hashing the key and querying SQLite on every
+ * request was a sixth of an agent GET's CPU (bench/api). Only hits are cached, so a key created
+ * by the CLI in another process works at once; a revoked key stops working within the TTL.
+ */
+const KEY_CACHE_TTL_MS = 30_000;
+const KEY_CACHE_MAX = 10_000;
 const hashKey = (key: string) => createHash('sha256').update(key).digest('hex');
 
 export class OrganizationRepo {
@@ -18,6 +25,7 @@ export class OrganizationRepo {
   readonly #insertOrg;
   readonly #insertKey;
   readonly #count;
+  readonly #keyCache = new Map<string, { org: Organization; until: number }>();
 
   constructor(private readonly db: Db) {
     this.#byId = db.prepare('SELECT id, name, created_at FROM organizations WHERE id = ?');
@@ -36,7 +44,17 @@ export class OrganizationRepo {
   /** The organization a bearer key belongs to, or undefined for an unknown or revoked key. */
   byApiKey(key: string): Organization | undefined {
     if (!key.startsWith(KEY_PREFIX)) return undefined;
-    return this.#byKeyHash.get(hashKey(key)) as Organization | undefined;
+    const now = Date.now();
+    const hit = this.#keyCache.get(key);
+    if (hit && hit.until > now) return hit.org;
+    const org = this.#byKeyHash.get(hashKey(key)) as Organization | undefined;
+    if (!org) {
+      this.#keyCache.delete(key);
+      return undefined;
+    }
+    if (this.#keyCache.size >= KEY_CACHE_MAX) this.#keyCache.clear();
+    this.#keyCache.set(key, { org, until: now + KEY_CACHE_TTL_MS });
+    return org;
   }
 
   activeKeyCount(): number {
