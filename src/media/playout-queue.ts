@@ -17,7 +17,7 @@
  * audio is queued than ever before, and frames and tick records are reused objects.
  */
 
-import { systemClock, type Clock } from './types.ts';
+import { systemClock, systemTimers, type Clock, type Timers } from './types.ts';
 
 export interface PlayoutQueueOptions {
   /** Sample rate of the PCM pushed, Hz. Default 24000 (the voice protocol's rate). */
@@ -225,16 +225,8 @@ export class PlayoutQueue {
   }
 }
 
-/** Timers, injectable so tests run on virtual time. */
-export interface TimerApi {
-  setTimeout(callback: () => void, delayMs: number): unknown;
-  clearTimeout(handle: unknown): void;
-}
-
-export const systemTimers: TimerApi = {
-  setTimeout: (callback, delayMs) => setTimeout(callback, delayMs),
-  clearTimeout: (handle) => clearTimeout(handle as ReturnType<typeof setTimeout>),
-};
+/** Timers of the pacer (the media engine's one Timers interface). */
+export type TimerApi = Timers;
 
 export interface PacerOptions {
   /** Tick period, ms. Default 20. */

@@ -41,19 +41,9 @@ import {
 import { DtmfReceiver, dtmfDurationUnits, planDtmfPackets, type DtmfDigit } from './dtmf.ts';
 import { ListenerError, MediaClosedError, SocketError, type MediaError } from './errors.ts';
 import type { RtpPortPair } from './port-allocator.ts';
-import { systemClock, type Clock, type ReceivedRtp } from './types.ts';
+import { systemClock, systemTimers, type Clock, type ReceivedRtp, type Timers } from './types.ts';
 
-/** Timer functions, injectable so tests can drive them (with a matching Clock). */
-export interface Timers {
-  setTimeout(fn: () => void, ms: number): unknown;
-  clearTimeout(handle: unknown): void;
-}
-
-/** Unref'd: the sockets keep the process alive while a call lasts, the timers need not. */
-export const systemTimers: Timers = {
-  setTimeout: (fn, ms) => setTimeout(fn, ms).unref(),
-  clearTimeout: (handle) => clearTimeout(handle as NodeJS.Timeout),
-};
+export type { Timers };
 
 /** Structurally a pino logger (child per call); only warn is used. */
 export interface MediaLogger {

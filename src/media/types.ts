@@ -81,3 +81,15 @@ export interface Clock {
 }
 
 export const systemClock: Clock = { now: () => performance.now() };
+
+/** Timer functions, injectable so tests drive them on virtual time (with a matching Clock). */
+export interface Timers {
+  setTimeout(callback: () => void, delayMs: number): unknown;
+  clearTimeout(handle: unknown): void;
+}
+
+/** Unref'd: a call's sockets keep the process alive while it lasts; its timers need not. */
+export const systemTimers: Timers = {
+  setTimeout: (callback, delayMs) => setTimeout(callback, delayMs).unref(),
+  clearTimeout: (handle) => clearTimeout(handle as NodeJS.Timeout),
+};

@@ -1,0 +1,113 @@
+/**
+ * The agent's direction: 24 kHz PCM16 (`response_audio`, any chunk size) -> playout queue ->
+ * one paced 20 ms frame per tick -> resample to the codec's rate -> encode -> send.
+ *
+ * `clear()` is barge-in (the voice protocol's `interruption`): everything not yet played is
+ * dropped at once and the amount is reported. The first frame after silence or a clear carries
+ * the RTP marker bit (RFC 3551 section 4.1).
+ */
+import type { Clock, Codec, Resampler } from './types.ts';
+import { PlayoutQueue, startPacing, type ClearResult, type Pacer, type TimerApi } from './playout-queue.ts';
+import { createResampler } from './resampler.ts';
+
+/** Sends one encoded frame; timestampIncrement is in the codec's RTP clock units. */
+export type SendFrame = (payload: Uint8Array, marker: boolean, timestampIncrement: number) => void;
+
+export interface OutboundPathOptions {
+  codec: Codec;
+  send: SendFrame;
+  /** Rate of the audio pushed in; the voice protocol's is 24 kHz. */
+  inRate?: number;
+  /** Longest backlog kept (ms) before the oldest audio is dropped; default the queue's. */
+  maxQueuedMs?: number;
+  clock?: Clock;
+  timers?: TimerApi;
+  onError?: (err: unknown) => void;
+}
+
+export interface OutboundPathStats {
+  framesSent: number;
+  queuedMs: number;
+  /** Unplayed audio dropped by clear(), in total. */
+  droppedMs: number;
+  lateTicksSkipped: number;
+}
+
+export class OutboundPath {
+  readonly codec: Codec;
+  readonly #queue: PlayoutQueue;
+  readonly #resampler: Resampler | null;
+  readonly #encoded: Uint8Array;
+  readonly #send: SendFrame;
+  readonly #options: OutboundPathOptions;
+  readonly #timestampIncrement: number;
+  #pacer: Pacer | null = null;
+  #framesSent = 0;
+  #droppedMs = 0;
+  #closed = false;
+
+  constructor(options: OutboundPathOptions) {
+    this.codec = options.codec;
+    this.#options = options;
+    this.#send = options.send;
+    const inRate = options.inRate ?? 24000;
+    this.#queue = new PlayoutQueue({ sampleRate: inRate, frameMs: this.codec.frameMs, maxQueuedMs: options.maxQueuedMs });
+    this.#resampler = inRate === this.codec.sampleRate ? null : createResampler(inRate, this.codec.sampleRate);
+    // Opus frames stay well under 1,500 bytes; G.711 is one byte per sample.
+    this.#encoded = new Uint8Array(Math.max(1500, this.codec.samplesPerFrame));
+    this.#timestampIncrement = (this.codec.clockRate * this.codec.frameMs) / 1000;
+  }
+
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  /** Queues agent audio (PCM16 at inRate, any length; a Buffer is read as little-endian bytes). */
+  push(audio: Int16Array | Uint8Array): void {
+    if (!this.#closed) this.#queue.push(audio);
+  }
+
+  /** Barge-in: drops all unplayed audio now and says how much. */
+  clear(): ClearResult {
+    const r = this.#queue.clear();
+    this.#droppedMs += r.droppedMs;
+    return r;
+  }
+
+  /** Starts the drift-free 20 ms pacing. Idempotent. */
+  start(): void {
+    if (this.#pacer || this.#closed) return;
+    this.#pacer = startPacing(this.#queue, (frame, tick) => {
+      if (frame) this.encodeAndSend(frame, tick.spurtStart);
+    }, { clock: this.#options.clock, timers: this.#options.timers, onError: this.#options.onError });
+  }
+
+  /**
+   * Resamples, encodes and sends one frame at inRate. The pacer calls it; exposed so a
+   * benchmark or a test can drive the path without timers.
+   */
+  encodeAndSend(frame: Int16Array, marker: boolean): void {
+    const pcm = this.#resampler ? this.#resampler.process(frame) : frame;
+    const bytes = this.codec.encode(pcm, this.#encoded);
+    this.#send(this.#encoded.subarray(0, bytes), marker, this.#timestampIncrement);
+    this.#framesSent++;
+  }
+
+  /** Pulls the next queued frame without pacing (tests and benchmarks). */
+  pullFrame(): Int16Array | null {
+    return this.#queue.pull();
+  }
+
+  stats(): OutboundPathStats {
+    return { framesSent: this.#framesSent, queuedMs: this.#queue.queuedMs, droppedMs: this.#droppedMs, lateTicksSkipped: this.#pacer?.stats().skipped ?? 0 };
+  }
+
+  /** Idempotent: stops pacing, drops the queue, frees the resampler. */
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#pacer?.close();
+    this.#queue.clear();
+    this.#resampler?.close();
+  }
+}
