@@ -137,7 +137,6 @@ async function pathRound(phone: dgram.Socket, packets: Buffer[], allocator: Port
   const pcmHolder = { buffer: Buffer.alloc(0) };
   const latencies = new Float64Array(FRAMES);
   let i = 0;
-  let jsonBytes = 0;
   let lastJson = '';
   session.on('rtp', (p: ReceivedRtp) => {
     const t0 = performance.now();
@@ -159,13 +158,12 @@ async function pathRound(phone: dgram.Socket, packets: Buffer[], allocator: Port
   const cpu0 = process.cpuUsage();
   await closedLoop(phone, target, packets, FRAMES);
   const cpu = process.cpuUsage(cpu0);
-  jsonBytes = lastJson.length;
   const st = inbound.stats();
   if (st.decoded < FRAMES * 0.95) throw new Error(`inbound path decoded only ${st.decoded} of ${FRAMES} frames: ${JSON.stringify(st)}`);
   session.close();
   inbound.close();
   outbound.close();
-  return { cpuUsPerFrame: (cpu.user + cpu.system) / FRAMES, latencies, jsonBytes };
+  return { cpuUsPerFrame: (cpu.user + cpu.system) / FRAMES, latencies, jsonBytes: lastJson.length };
 }
 
 export async function run(): Promise<void> {
