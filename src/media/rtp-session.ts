@@ -7,17 +7,19 @@
  *   every ~5 s: SR or RR + SDES(CNAME) --> rtcp socket;  incoming SR/RR --> 'report' (loss, RTT)
  *   close(): RR/SR + SDES + BYE, sockets closed, ports back to the allocator, 'close'
  *
- * Symmetric RTP (RFC 4961; "comedia"): we send to the address and port the peer's RTP actually
- * comes from, which is the only address that works through the peer's NAT. Until the first
- * packet arrives we use the SDP address (constructor or setRemote()). Once latched, packets from
- * another source are dropped (counted) unless the latched source has been silent for
- * relatchAfterMs: a media path that moved (NAT rebinding, a new media server after a transfer)
- * then takes over, while a stray or spoofed stream cannot steal a live call.
+ * This file is the socket wiring, the public API and the event lifecycle; the parts it
+ * composes live next to it (docs/media-rtp.md has the file map):
+ *   rtp-symmetric-latch.ts  where we send, which sources we accept (RFC 4961)
+ *   rtp-receive-stats.ts    per-source sequence, loss and jitter (RFC 3550 A.1, A.3, A.8)
+ *   rtp-media-clock.ts      the timestamp of the stream we send, talk-spurt gaps
+ *   rtp-packet-writer.ts    the 12-byte header written into a reused buffer
+ *   rtcp-reporter.ts        SR/RR state, the peer's reports, the round trip
+ *   rtcp.ts                 RTCP packets on the wire, NTP time, the report interval
+ *   dtmf.ts                 RFC 4733 payloads, the send schedule, the receiver
  *
- * Received packets are parsed with rtp.js (0.36 us per packet, measured; docs/media-rtp.md).
- * Sending writes the fixed header with a DataView into a preallocated buffer (0.035 us) rather
- * than building an rtp.js packet (1.8 us and ~1 kB of garbage per packet): at 50 packets/s per
- * call and hundreds of calls per core, the send side is the one that matters.
+ * Received packets are parsed with rtp.js (0.36 us per packet, measured; docs/media-rtp.md):
+ * typed parsing of CSRCs, extensions and padding is worth its small cost on receive. Sending
+ * avoids rtp.js for a DataView write (rtp-packet-writer.ts), where the cost matters.
  *
  * Garbage on the wire never throws: it is counted in stats().dropped. Listener exceptions are
  * caught and reported as an 'error' event (when someone listens) and to the logger. Nothing is
@@ -26,41 +28,24 @@
 import { randomBytes, randomInt } from 'node:crypto';
 import type { RemoteInfo } from 'node:dgram';
 import { EventEmitter } from 'node:events';
-import {
-  ByePacket,
-  CompoundPacket,
-  ReceiverReportPacket,
-  ReceptionReport,
-  RtpPacket,
-  SdesChunk,
-  SdesPacket,
-  SenderReportPacket,
-  type RtcpPacket,
-  type SdesItemType,
-} from 'rtp.js/packets';
+import { RtpPacket, type RtcpPacket } from 'rtp.js/packets';
 import { DtmfReceiver, dtmfDurationUnits, planDtmfPackets, type DtmfDigit } from './dtmf.ts';
 import { ListenerError, MediaClosedError, SocketError, type MediaError } from './errors.ts';
 import type { RtpPortPair } from './port-allocator.ts';
+import { isMuxedRtcp, nextReportDelayMs, parseCompound } from './rtcp.ts';
+import { RtcpReporter, type RemoteReport } from './rtcp-reporter.ts';
+import { RtpMediaClock } from './rtp-media-clock.ts';
+import { RTP_HEADER_BYTES, RtpPacketWriter } from './rtp-packet-writer.ts';
+import { RtpReceiveStats } from './rtp-receive-stats.ts';
+import { SymmetricLatch, type RemoteAddress, type SdpRemote } from './rtp-symmetric-latch.ts';
 import { systemClock, systemTimers, type Clock, type ReceivedRtp, type Timers } from './types.ts';
 
-export type { Timers };
+// Part of this module's API since before the split; importers keep importing them from here.
+export type { RemoteAddress, RemoteReport, SdpRemote, Timers };
 
 /** Structurally a pino logger (child per call); only warn is used. */
 export interface MediaLogger {
   warn(obj: object, msg?: string): void;
-}
-
-export interface RemoteAddress {
-  address: string;
-  port: number;
-}
-
-/** Where to send, as the SDP says (c= address, m= port, optional a=rtcp port, RFC 3605). */
-export interface SdpRemote {
-  address: string;
-  port: number;
-  /** Default port + 1. */
-  rtcpPort?: number;
 }
 
 export interface RtpSessionOptions {
@@ -107,22 +92,6 @@ export interface SendOptions {
   timestampIncrement: number;
   /** Force the marker bit on or off; by default it is set on the first packet of a talk spurt. */
   marker?: boolean;
-}
-
-/** What the peer's last RTCP report said about the stream we send. */
-export interface RemoteReport {
-  /** 0..1, over the peer's last report interval. */
-  fractionLost: number;
-  /** Cumulative packets lost (RFC 3550 6.4.1). */
-  packetsLost: number;
-  /** Interarrival jitter the peer measured, in ms. */
-  jitterMs: number;
-  /** Extended highest sequence number the peer received. */
-  extendedHighestSeq: number;
-  /** Round trip computed from this report's LSR/DLSR (RFC 3550 6.4.1), when it had one. */
-  rttMs: number | undefined;
-  /** Arrival time on the session's clock. */
-  atMs: number;
 }
 
 export interface RtpSessionStats {
@@ -193,153 +162,7 @@ export type RtpSessionEvents = {
   close: [];
 };
 
-const RTP_HEADER = 12;
 const SEQ_MOD = 0x10000;
-const TWO_32 = 0x100000000;
-/** Seconds from 1900 (NTP epoch) to 1970 (Unix epoch). */
-const NTP_UNIX_OFFSET_S = 2208988800;
-const RTCP_SR = 200;
-const RTCP_RR = 201;
-const RTCP_BYE = 203;
-const SDES_CNAME = 1 as SdesItemType;
-
-/**
- * Per-source reception state, RFC 3550 appendix A.1 (sequence validity, extended sequence
- * number), A.3 (loss) and A.8 (jitter), written as close to the RFC's C as TypeScript allows.
- */
-class SourceState {
-  static readonly MAX_DROPOUT = 3000;
-  static readonly MAX_MISORDER = 100;
-  static readonly MIN_SEQUENTIAL = 2;
-
-  maxSeq = 0;
-  cycles = 0;
-  baseSeq = 0;
-  badSeq = 0;
-  probation: number;
-  received = 0;
-  expectedPrior = 0;
-  receivedPrior = 0;
-  /** Relative transit time of the previous packet, in timestamp units (A.8). */
-  transit = 0;
-  hasTransit = false;
-  /** Interarrival jitter estimate, in timestamp units (A.8). */
-  jitter = 0;
-
-  constructor(
-    readonly ssrc: number,
-    seq: number,
-  ) {
-    // A.1: a new source is on probation until MIN_SEQUENTIAL packets arrive in sequence.
-    this.initSeq(seq);
-    this.maxSeq = (seq - 1) & 0xffff;
-    this.probation = SourceState.MIN_SEQUENTIAL;
-  }
-
-  initSeq(seq: number): void {
-    this.baseSeq = seq;
-    this.maxSeq = seq;
-    this.badSeq = SEQ_MOD + 1; // so seq === badSeq is false
-    this.cycles = 0;
-    this.received = 0;
-    this.receivedPrior = 0;
-    this.expectedPrior = 0;
-  }
-
-  /** A.1 update_seq: 1 valid, 0 on probation (still delivered), -1 rejected. */
-  update(seq: number): 1 | 0 | -1 {
-    const udelta = (seq - this.maxSeq) & 0xffff;
-    if (this.probation > 0) {
-      if (seq === ((this.maxSeq + 1) & 0xffff)) {
-        this.probation--;
-        this.maxSeq = seq;
-        if (this.probation === 0) {
-          this.initSeq(seq);
-          this.received++;
-          return 1;
-        }
-      } else {
-        this.probation = SourceState.MIN_SEQUENTIAL - 1;
-        this.maxSeq = seq;
-      }
-      return 0;
-    }
-    if (udelta < SourceState.MAX_DROPOUT) {
-      // In order, with a permissible gap; a smaller number means the 16-bit counter wrapped.
-      if (seq < this.maxSeq) this.cycles += SEQ_MOD;
-      this.maxSeq = seq;
-    } else if (udelta <= SEQ_MOD - SourceState.MAX_MISORDER) {
-      // A very large jump: accept it only when the next packet follows it (the sender restarted
-      // without changing SSRC); otherwise it is garbage.
-      if (seq === this.badSeq) {
-        this.initSeq(seq);
-      } else {
-        this.badSeq = (seq + 1) & 0xffff;
-        return -1;
-      }
-    }
-    // else: a duplicate or a reordered packet; counted as received, as A.1 does.
-    this.received++;
-    return 1;
-  }
-
-  get extendedMax(): number {
-    return this.cycles + this.maxSeq;
-  }
-
-  /** A.3: expected - received; negative with duplicates. */
-  get lost(): number {
-    return this.extendedMax - this.baseSeq + 1 - this.received;
-  }
-
-  /**
-   * A.8: J += (|D(i-1,i)| - J) / 16, with D the difference of relative transit times. The
-   * arrival is converted to timestamp units; the transit difference is taken modulo 2^32 so the
-   * 32-bit RTP timestamp may wrap.
-   */
-  updateJitter(arrivalUnits: number, timestamp: number): void {
-    const transit = arrivalUnits - timestamp;
-    if (this.hasTransit) {
-      let d = transit - this.transit;
-      d -= TWO_32 * Math.round(d / TWO_32);
-      if (d < 0) d = -d;
-      this.jitter += (d - this.jitter) / 16;
-    }
-    this.transit = transit;
-    this.hasTransit = true;
-  }
-
-  /** A.3 interval figures for a reception report block; advances the "prior" counters. */
-  intervalReport(): { fraction: number; cumulative: number } {
-    const expected = this.extendedMax - this.baseSeq + 1;
-    const expectedInterval = expected - this.expectedPrior;
-    this.expectedPrior = expected;
-    const receivedInterval = this.received - this.receivedPrior;
-    this.receivedPrior = this.received;
-    const lostInterval = expectedInterval - receivedInterval;
-    const fraction = expectedInterval === 0 || lostInterval <= 0 ? 0 : Math.floor((lostInterval * 256) / expectedInterval);
-    return { fraction: Math.min(fraction, 255), cumulative: expected - this.received };
-  }
-}
-
-/** Middle 32 bits of a 64-bit NTP timestamp (the LSR field, RFC 3550 6.4.1). */
-function ntpMiddle(seconds: number, fraction: number): number {
-  return (((seconds & 0xffff) << 16) | (fraction >>> 16)) >>> 0;
-}
-
-/**
- * Cumulative packets lost of a reception report, read from its bytes: rtp.js 0.15.5's
- * getTotalLost() masks 12 bits instead of 24 (so 5000 reads back as 904) and decodes negative
- * values as sign-magnitude. The field is a 24-bit two's complement integer.
- */
-function readCumulativeLost(report: ReceptionReport): number {
-  const view = report.getView();
-  return ((view.getUint32(4) & 0xffffff) << 8) >> 8;
-}
-
-function validPort(port: number): boolean {
-  return Number.isInteger(port) && port > 0 && port < 65536;
-}
 
 export class RtpSession extends EventEmitter<RtpSessionEvents> {
   readonly ssrc: number;
@@ -351,41 +174,26 @@ export class RtpSession extends EventEmitter<RtpSessionEvents> {
   readonly #timers: Timers;
   readonly #random: () => number;
   readonly #logger: MediaLogger | undefined;
-  readonly #symmetric: boolean;
-  readonly #relatchAfterMs: number;
   readonly #rtcpIntervalMs: number;
   readonly #rtcpMux: boolean;
-  readonly #talkspurtGapMs: number;
   readonly #dtmfPayloadType: number | undefined;
   readonly #dtmfUpdateIntervalMs: number;
-  /** NTP time (ms since 1900) minus clock time: maps the monotonic clock to SR wallclock. */
-  readonly #ntpOffsetMs: number;
   #mediaTimeoutMs: number;
   #closed = false;
 
-  // Where to send.
-  #sdpRtp: RemoteAddress | undefined;
-  #sdpRtcp: RemoteAddress | undefined;
-  #latchedRtp: RemoteAddress | undefined;
-  #latchedRtcp: RemoteAddress | undefined;
-  #lastFromLatchedMs = -Infinity;
+  /** Where to send, and which sources we accept. */
+  readonly #latch: SymmetricLatch;
 
-  // Sending: the media clock. nextTs is the timestamp of the next sample we send; nextTsAtMs the
-  // clock time at which that sample is due, so a pause in send() shows as nextTsAtMs in the past.
+  // Sending.
+  readonly #mediaClock: RtpMediaClock;
+  readonly #writer: RtpPacketWriter;
   #seq: number;
-  #nextTs: number;
-  #nextTsAtMs = Number.NaN;
-  #lastIncrement = 0;
-  #lastSentTs = 0;
-  #lastSendMs = Number.NaN;
+  /** The next audio packet starts a talk spurt: marker bit (RFC 3551 4.1). */
   #markNext = true;
+  /** ... and its timestamp jumps over the pause even if send() was not late (startTalkspurt). */
   #catchUpNext = false;
-  #sendBuf: Buffer;
-  #sendView: DataView;
   #packetsSent = 0;
   #octetsSent = 0;
-  #sentAtLastReport = 0;
-  #sentAtReportBefore = 0;
 
   // Sending DTMF: one event at a time; audio is muted while one is on the wire.
   #dtmfQueue: Promise<void> = Promise.resolve();
@@ -394,7 +202,7 @@ export class RtpSession extends EventEmitter<RtpSessionEvents> {
   #dtmfSent = 0;
 
   // Receiving.
-  #source: SourceState | undefined;
+  #source: RtpReceiveStats | undefined;
   #packetsReceived = 0;
   #octetsReceived = 0;
   #lastRtpMs: number;
@@ -415,13 +223,10 @@ export class RtpSession extends EventEmitter<RtpSessionEvents> {
   };
 
   // RTCP.
+  readonly #rtcp: RtcpReporter;
   #rtcpTimer: unknown;
   #rtcpSent = 0;
   #rtcpReceived = 0;
-  #fractionLost = 0;
-  #lastSr: { ssrc: number; ntpMiddle: number; arrivalMs: number } | undefined;
-  #remoteReport: RemoteReport | undefined;
-  #rttMs: number | undefined;
 
   /**
    * Takes ownership of the ports (closing the session closes them) and starts the media timeout
@@ -440,11 +245,13 @@ export class RtpSession extends EventEmitter<RtpSessionEvents> {
     this.#timers = options.timers ?? systemTimers;
     this.#random = options.random ?? Math.random;
     this.#logger = options.logger;
-    this.#symmetric = options.symmetric ?? true;
-    this.#relatchAfterMs = options.relatchAfterMs ?? 500;
+    this.#latch = new SymmetricLatch({
+      symmetric: options.symmetric ?? true,
+      relatchAfterMs: options.relatchAfterMs ?? 500,
+      onLatch: (remote) => this.#fire('latch', remote),
+    });
     this.#rtcpIntervalMs = options.rtcpIntervalMs ?? 5000;
     this.#rtcpMux = options.rtcpMux ?? false;
-    this.#talkspurtGapMs = options.talkspurtGapMs ?? 200;
     this.#mediaTimeoutMs = options.mediaTimeoutMs ?? 30_000;
     this.#dtmfPayloadType = options.dtmfPayloadType;
     this.#dtmfUpdateIntervalMs = options.dtmfUpdateIntervalMs ?? 50;
@@ -454,13 +261,20 @@ export class RtpSession extends EventEmitter<RtpSessionEvents> {
 
     this.ssrc = (options.ssrc ?? randomBytes(4).readUInt32BE(0)) >>> 0;
     this.#seq = (options.initialSequence ?? randomInt(0, SEQ_MOD)) & 0xffff;
-    this.#nextTs = (options.initialTimestamp ?? randomBytes(4).readUInt32BE(0)) >>> 0;
+    const initialTimestamp = options.initialTimestamp ?? randomBytes(4).readUInt32BE(0);
+    this.#mediaClock = new RtpMediaClock(clockRate, initialTimestamp, options.talkspurtGapMs ?? 200);
     this.cname = options.cname ?? randomBytes(12).toString('base64url');
-    this.#sendBuf = Buffer.alloc(1500);
-    this.#sendView = new DataView(this.#sendBuf.buffer, this.#sendBuf.byteOffset, this.#sendBuf.byteLength);
+    this.#writer = new RtpPacketWriter(this.ssrc);
 
     const now = this.#clock.now();
-    this.#ntpOffsetMs = Date.now() + NTP_UNIX_OFFSET_S * 1000 - now;
+    this.#rtcp = new RtcpReporter({
+      ssrc: this.ssrc,
+      cname: this.cname,
+      clockRate,
+      nowMs: now,
+      onReport: (report) => this.#fire('report', report),
+      onBye: (reason) => this.#fire('bye', reason),
+    });
     this.#lastRtpMs = now;
     this.#dtmfReceiver = new DtmfReceiver({
       clockRate,
@@ -488,8 +302,7 @@ export class RtpSession extends EventEmitter<RtpSessionEvents> {
 
   /** Where RTP goes now: the latched source, else the SDP address; undefined when unknown. */
   get remote(): (RemoteAddress & { latched: boolean }) | undefined {
-    const dest = this.#latchedRtp ?? this.#sdpRtp;
-    return dest && { address: dest.address, port: dest.port, latched: dest === this.#latchedRtp };
+    return this.#latch.remote;
   }
 
   /**
@@ -498,18 +311,7 @@ export class RtpSession extends EventEmitter<RtpSessionEvents> {
    * @throws RangeError on a bad port or an empty address.
    */
   setRemote(remote: SdpRemote): void {
-    const rtcpPort = remote.rtcpPort ?? remote.port + 1;
-    if (!validPort(remote.port) || !validPort(rtcpPort) || remote.address.length === 0) {
-      throw new RangeError(`remote ${remote.address}:${remote.port} (rtcp ${rtcpPort}) is invalid`);
-    }
-    const old = this.#sdpRtp;
-    this.#sdpRtp = { address: remote.address, port: remote.port };
-    this.#sdpRtcp = { address: remote.address, port: rtcpPort };
-    if (!old || old.address !== remote.address || old.port !== remote.port) {
-      this.#latchedRtp = undefined;
-      this.#latchedRtcp = undefined;
-      this.#lastFromLatchedMs = -Infinity;
-    }
+    this.#latch.setSdp(remote);
   }
 
   /** Changes the media timeout (0 disables it, e.g. while the peer holds the call). */
@@ -543,10 +345,10 @@ export class RtpSession extends EventEmitter<RtpSessionEvents> {
     }
     if (this.#closed) return false;
     const now = this.#clock.now();
-    const pause = this.#catchUp(now, this.#catchUpNext);
+    const pause = this.#mediaClock.catchUp(now, this.#catchUpNext);
     this.#catchUpNext = false;
-    const timestamp = this.#nextTs;
-    this.#advanceMediaClock(now, timestampIncrement);
+    const timestamp = this.#mediaClock.next;
+    this.#mediaClock.advance(now, timestampIncrement);
     if (this.#dtmfMuted) {
       // RFC 4733 2.5.1.1 lets audio continue during an event, but two signals of one key would
       // reach the peer; gateways mute. The media clock runs on, so audio resumes in time.
@@ -556,8 +358,7 @@ export class RtpSession extends EventEmitter<RtpSessionEvents> {
     const marker = options.marker ?? (this.#markNext || pause);
     this.#markNext = false;
     if (!this.#sendPacket(payload, payloadType, timestamp, marker)) return false;
-    this.#lastSentTs = timestamp;
-    this.#lastSendMs = now;
+    this.#mediaClock.sent(timestamp, now);
     return true;
   }
 
@@ -586,7 +387,7 @@ export class RtpSession extends EventEmitter<RtpSessionEvents> {
   /** Counters and the RFC 3550 reception figures. Cheap; no side effects on RTCP state. */
   stats(): RtpSessionStats {
     const src = this.#source;
-    const valid = src !== undefined && src.probation === 0;
+    const valid = src !== undefined && src.validated;
     return {
       ssrc: this.ssrc,
       remoteSsrc: src?.ssrc,
@@ -595,11 +396,11 @@ export class RtpSession extends EventEmitter<RtpSessionEvents> {
       packetsReceived: this.#packetsReceived,
       bytesReceived: this.#octetsReceived,
       packetsLost: valid ? src.lost : 0,
-      fractionLost: this.#fractionLost,
+      fractionLost: this.#rtcp.fractionLost,
       extendedHighestSeq: valid ? src.extendedMax : undefined,
       jitterMs: src ? (src.jitter * 1000) / this.clockRate : 0,
-      rttMs: this.#rttMs,
-      remote: this.#remoteReport && { ...this.#remoteReport },
+      rttMs: this.#rtcp.rttMs,
+      remote: this.#rtcp.remoteReport,
       rtcpSent: this.#rtcpSent,
       rtcpReceived: this.#rtcpReceived,
       dtmfReceived: this.#dtmfReceiver.digits,
@@ -644,13 +445,12 @@ export class RtpSession extends EventEmitter<RtpSessionEvents> {
 
   readonly #onRtpDatagram = (msg: Buffer, rinfo: RemoteInfo): void => {
     if (this.#closed) return;
-    // RFC 5761 section 4: with rtcp-mux, RTCP shares the port; its second octet (marker + PT)
-    // falls in 192-223, which no RTP payload type we use (0-127 minus 64-95) can produce.
-    if (msg.length >= 2 && msg[1]! >= 192 && msg[1]! <= 223 && msg[0]! >> 6 === 2) {
+    if (isMuxedRtcp(msg)) {
+      // RFC 5761: RTCP multiplexed on the RTP port.
       this.#handleRtcp(msg, rinfo, true);
       return;
     }
-    if (msg.length < RTP_HEADER) {
+    if (msg.length < RTP_HEADER_BYTES) {
       this.#dropped.tooShort++;
       return;
     }
@@ -666,7 +466,7 @@ export class RtpSession extends EventEmitter<RtpSessionEvents> {
       return;
     }
     const now = this.#clock.now();
-    if (this.#symmetric && !this.#acceptSource(rinfo, now)) {
+    if (!this.#latch.acceptRtp(rinfo, now)) {
       this.#dropped.wrongSource++;
       return;
     }
@@ -676,7 +476,7 @@ export class RtpSession extends EventEmitter<RtpSessionEvents> {
     if (src === undefined || src.ssrc !== ssrc) {
       // A new SSRC is a new source (RFC 3550 8.2 / A.1): fresh sequence and jitter state.
       const previous = src?.ssrc;
-      src = this.#source = new SourceState(ssrc, seq);
+      src = this.#source = new RtpReceiveStats(ssrc, seq);
       this.#dtmfReceiver.reset();
       this.#fire('ssrc', { previous, current: ssrc });
     }
@@ -714,19 +514,6 @@ export class RtpSession extends EventEmitter<RtpSessionEvents> {
     });
   };
 
-  /** Latching: true when this datagram's source is (or now becomes) the one we talk to. */
-  #acceptSource(rinfo: RemoteInfo, now: number): boolean {
-    const latched = this.#latchedRtp;
-    if (latched === undefined || rinfo.port !== latched.port || rinfo.address !== latched.address) {
-      if (latched !== undefined && now - this.#lastFromLatchedMs < this.#relatchAfterMs) return false;
-      const next = { address: rinfo.address, port: rinfo.port };
-      this.#latchedRtp = next;
-      this.#fire('latch', { ...next });
-    }
-    this.#lastFromLatchedMs = now;
-    return true;
-  }
-
   readonly #onRtcpDatagram = (msg: Buffer, rinfo: RemoteInfo): void => {
     if (this.#closed) return;
     this.#handleRtcp(msg, rinfo, false);
@@ -735,74 +522,21 @@ export class RtpSession extends EventEmitter<RtpSessionEvents> {
   #handleRtcp(msg: Buffer, rinfo: RemoteInfo, muxed: boolean): void {
     let packets: RtcpPacket[];
     try {
-      packets = new CompoundPacket(new DataView(msg.buffer, msg.byteOffset, msg.length)).getPackets();
+      packets = parseCompound(msg);
     } catch {
       this.#dropped.rtcpMalformed++;
       return;
     }
     const now = this.#clock.now();
     this.#rtcpReceived++;
-    if (!muxed && this.#symmetric) {
-      // RTCP latches like RTP, to wherever the peer's RTCP comes from (it only carries reports).
-      const l = this.#latchedRtcp;
-      if (!l || l.port !== rinfo.port || l.address !== rinfo.address) {
-        this.#latchedRtcp = { address: rinfo.address, port: rinfo.port };
-      }
-    }
+    // RTCP arriving on the RTP port does not latch: with rtcp-mux our reports follow RTP's latch.
+    if (!muxed) this.#latch.acceptRtcp(rinfo);
     for (const packet of packets) {
       try {
-        switch (packet.getPacketType() as number) {
-          case RTCP_SR: {
-            const sr = packet as SenderReportPacket;
-            this.#lastSr = {
-              ssrc: sr.getSsrc(),
-              ntpMiddle: ntpMiddle(sr.getNtpSeconds(), sr.getNtpFraction()),
-              arrivalMs: now,
-            };
-            this.#handleReports(sr.getReports(), now);
-            break;
-          }
-          case RTCP_RR:
-            this.#handleReports((packet as ReceiverReportPacket).getReports(), now);
-            break;
-          case RTCP_BYE: {
-            const bye = packet as ByePacket;
-            const src = this.#source;
-            if (src && bye.getSsrcs().includes(src.ssrc)) this.#fire('bye', bye.getReason());
-            break;
-          }
-          default:
-            break; // SDES, APP, feedback: nothing we act on
-        }
+        this.#rtcp.receive(packet, now, this.#source?.ssrc);
       } catch {
         this.#dropped.rtcpMalformed++;
       }
-    }
-  }
-
-  /** Report blocks about our SSRC: the peer's view of our stream, and the round trip. */
-  #handleReports(reports: ReceptionReport[], now: number): void {
-    for (const block of reports) {
-      if (block.getSsrc() !== this.ssrc) continue;
-      const lsr = block.getLastSRTimestamp();
-      let rttMs: number | undefined;
-      if (lsr !== 0) {
-        // RFC 3550 6.4.1: RTT = A - LSR - DLSR, all in 1/65536 s, modulo 2^32.
-        const a = this.#ntpMiddleAt(now);
-        const rtt = (a - lsr - block.getDelaySinceLastSR()) >>> 0;
-        if (rtt < 0x80000000) rttMs = (rtt * 1000) / 65536;
-      }
-      if (rttMs !== undefined) this.#rttMs = rttMs;
-      const report: RemoteReport = {
-        fractionLost: block.getFractionLost() / 256,
-        packetsLost: readCumulativeLost(block),
-        jitterMs: (block.getJitter() * 1000) / this.clockRate,
-        extendedHighestSeq: block.getHighestSeqNumber(),
-        rttMs,
-        atMs: now,
-      };
-      this.#remoteReport = report;
-      this.#fire('report', { ...report });
     }
   }
 
@@ -813,73 +547,29 @@ export class RtpSession extends EventEmitter<RtpSessionEvents> {
 
   // ---- sending -------------------------------------------------------------------------
 
-  /**
-   * If send() paused longer than the talk-spurt gap (or a talk spurt was asked for), moves the
-   * timestamp on by the whole frames that passed, so the timestamp keeps tracking the sampling
-   * instant (RFC 3550 5.1). Returns whether a pause was detected.
-   */
-  #catchUp(now: number, force: boolean): boolean {
-    if (Number.isNaN(this.#nextTsAtMs)) return false; // first packet: the marker is set anyway
-    const behindMs = now - this.#nextTsAtMs;
-    if (!force && behindMs <= this.#talkspurtGapMs) return false;
-    if (behindMs > 0) {
-      const frame = this.#lastIncrement > 0 ? this.#lastIncrement : 1;
-      const units = Math.floor((behindMs * this.clockRate) / 1000 / frame) * frame;
-      this.#nextTs = (this.#nextTs + units) >>> 0;
-      this.#nextTsAtMs += (units * 1000) / this.clockRate;
-    }
-    return true;
-  }
-
-  #advanceMediaClock(now: number, increment: number): void {
-    this.#nextTs = (this.#nextTs + increment) >>> 0;
-    const due = Number.isNaN(this.#nextTsAtMs) ? now : Math.max(this.#nextTsAtMs, now);
-    this.#nextTsAtMs = due + (increment * 1000) / this.clockRate;
-    if (increment > 0) this.#lastIncrement = increment;
-  }
-
   /** Writes the header and payload into the send buffer and sends; advances the sequence. */
   #sendPacket(payload: Uint8Array, payloadType: number, timestamp: number, marker: boolean): boolean {
-    const dest = this.#latchedRtp ?? this.#sdpRtp;
+    const dest = this.#latch.rtpDestination;
     if (dest === undefined) {
       this.#dropped.noRemote++;
       return false;
     }
-    const length = RTP_HEADER + payload.byteLength;
-    if (length > this.#sendBuf.length) this.#newSendBuffer(length);
-    const buf = this.#sendBuf;
-    const view = this.#sendView;
-    //  0                   1                   2                   3
-    //  0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1
-    // |V=2|P|X|  CC   |M|     PT      |       sequence number         |
-    // |                           timestamp                           |
-    // |           synchronization source (SSRC) identifier            |
-    buf[0] = 0x80;
-    buf[1] = (marker ? 0x80 : 0) | payloadType;
-    view.setUint16(2, this.#seq);
-    view.setUint32(4, timestamp);
-    view.setUint32(8, this.ssrc);
-    buf.set(payload, RTP_HEADER);
+    const length = this.#writer.write(this.#seq, timestamp, payloadType, marker, payload);
     const socket = this.#ports.rtp;
     try {
-      socket.send(buf, 0, length, dest.port, dest.address);
+      socket.send(this.#writer.buffer, 0, length, dest.port, dest.address);
     } catch (err) {
       this.#dropped.socketErrors++;
       this.#report(new SocketError(err));
       return false;
     }
     // The send normally completed synchronously. If the kernel queue was full, libuv keeps a
-    // reference to buf until the datagram leaves: hand it over and write the next one elsewhere.
-    if (socket.getSendQueueCount() > 0) this.#newSendBuffer(this.#sendBuf.length);
+    // reference to the buffer until the datagram leaves: hand it over, write the next elsewhere.
+    if (socket.getSendQueueCount() > 0) this.#writer.detach();
     this.#seq = (this.#seq + 1) & 0xffff;
     this.#packetsSent++;
     this.#octetsSent += payload.byteLength;
     return true;
-  }
-
-  #newSendBuffer(size: number): void {
-    this.#sendBuf = Buffer.alloc(Math.max(size, 1500));
-    this.#sendView = new DataView(this.#sendBuf.buffer, this.#sendBuf.byteOffset, this.#sendBuf.byteLength);
   }
 
   #runDtmf(plan: ReturnType<typeof planDtmfPackets>, durationMs: number, payloadType: number): Promise<void> {
@@ -889,8 +579,8 @@ export class RtpSession extends EventEmitter<RtpSessionEvents> {
         return;
       }
       const startMs = this.#clock.now();
-      this.#catchUp(startMs, false);
-      const timestamp = this.#nextTs;
+      this.#mediaClock.catchUp(startMs, false);
+      const timestamp = this.#mediaClock.next;
       const units = dtmfDurationUnits(durationMs, this.clockRate);
       const sending: { timer: unknown; reject: (err: Error) => void } = { timer: undefined, reject };
       this.#dtmfSending = sending;
@@ -918,33 +608,15 @@ export class RtpSession extends EventEmitter<RtpSessionEvents> {
   /** At the first end packet: audio may flow again, from the event's end on (RFC 4733 2.5.1.4). */
   #endDtmfMute(eventTs: number, units: number, endMs: number): void {
     this.#dtmfMuted = false;
-    const end = (eventTs + units) >>> 0;
-    // Serial-number comparison: only move forward (audio that ran on while muted may be ahead).
-    if (((end - this.#nextTs) | 0) > 0) this.#nextTs = end;
-    if (Number.isNaN(this.#nextTsAtMs) || this.#nextTsAtMs < endMs) this.#nextTsAtMs = endMs;
-    if (this.#lastIncrement === 0) this.#lastIncrement = Math.round((this.clockRate * 20) / 1000);
+    this.#mediaClock.resumeAfterEvent(eventTs, units, endMs);
     this.#markNext = true;
   }
 
   // ---- RTCP ----------------------------------------------------------------------------
 
-  #ntpMsAt(now: number): number {
-    return this.#ntpOffsetMs + now;
-  }
-
-  #ntpMiddleAt(now: number): number {
-    const ms = this.#ntpMsAt(now);
-    const seconds = Math.floor(ms / 1000);
-    const fraction = Math.floor(((ms - seconds * 1000) / 1000) * TWO_32);
-    return ntpMiddle(seconds >>> 0, fraction >>> 0);
-  }
-
   #scheduleRtcp(first: boolean): void {
     if (this.#rtcpIntervalMs <= 0 || this.#closed) return;
-    // RFC 3550 6.2 / 6.3.1, simplified for two parties: the interval is randomised over
-    // [0.5, 1.5] x the mean so sessions do not synchronise; the first report comes after half.
-    const mean = first ? this.#rtcpIntervalMs / 2 : this.#rtcpIntervalMs;
-    const delay = mean * (0.5 + this.#random());
+    const delay = nextReportDelayMs(this.#rtcpIntervalMs, first, this.#random);
     this.#rtcpTimer = this.#timers.setTimeout(() => {
       this.#rtcpTimer = undefined;
       if (this.#closed) return;
@@ -953,89 +625,21 @@ export class RtpSession extends EventEmitter<RtpSessionEvents> {
     }, delay);
   }
 
-  /**
-   * One compound packet (RFC 3550 6.1): SR when we sent RTP since the report before last
-   * (6.4), else RR; one report block for the peer's source; SDES CNAME; BYE when leaving.
-   */
+  /** One compound report (RFC 3550 6.1; see RtcpReporter.buildReport), with BYE when leaving. */
   #sendReport(bye: boolean): void {
-    const dest = this.#rtcpMux ? (this.#latchedRtp ?? this.#sdpRtp) : this.#rtcpDestination();
+    const dest = this.#rtcpMux ? this.#latch.rtpDestination : this.#latch.rtcpDestination;
     if (dest === undefined) return;
     try {
       const now = this.#clock.now();
-      const blocks: ReceptionReport[] = [];
-      const src = this.#source;
-      if (src !== undefined && src.probation === 0) {
-        const { fraction, cumulative } = src.intervalReport();
-        this.#fractionLost = fraction / 256;
-        const block = new ReceptionReport();
-        block.setSsrc(src.ssrc);
-        block.setFractionLost(fraction);
-        // Negative totals (duplicates) are sent as 0: rtp.js encodes negatives non-standardly.
-        block.setTotalLost(Math.min(Math.max(cumulative, 0), 0x7fffff));
-        block.setHighestSeqNumber(src.extendedMax >>> 0);
-        block.setJitter(Math.round(src.jitter) >>> 0);
-        const lastSr = this.#lastSr;
-        if (lastSr !== undefined && lastSr.ssrc === src.ssrc) {
-          block.setLastSRTimestamp(lastSr.ntpMiddle);
-          block.setDelaySinceLastSR(Math.round(((now - lastSr.arrivalMs) * 65536) / 1000) >>> 0);
-        }
-        blocks.push(block);
-      }
-      const compound = new CompoundPacket();
-      const weSent = this.#packetsSent > this.#sentAtReportBefore;
-      this.#sentAtReportBefore = this.#sentAtLastReport;
-      this.#sentAtLastReport = this.#packetsSent;
-      if (weSent) {
-        const sr = new SenderReportPacket();
-        sr.setSsrc(this.ssrc);
-        const ms = this.#ntpMsAt(now);
-        const seconds = Math.floor(ms / 1000);
-        sr.setNtpSeconds(seconds >>> 0);
-        sr.setNtpFraction(Math.floor(((ms - seconds * 1000) / 1000) * TWO_32) >>> 0);
-        sr.setRtpTimestamp(this.#rtpTimestampAt(now));
-        sr.setPacketCount(this.#packetsSent >>> 0);
-        sr.setOctetCount(this.#octetsSent >>> 0);
-        for (const block of blocks) sr.addReport(block);
-        compound.addPacket(sr);
-      } else {
-        const rr = new ReceiverReportPacket();
-        rr.setSsrc(this.ssrc);
-        for (const block of blocks) rr.addReport(block);
-        compound.addPacket(rr);
-      }
-      const sdes = new SdesPacket();
-      const chunk = new SdesChunk();
-      chunk.setSsrc(this.ssrc);
-      chunk.addItem(SDES_CNAME, this.cname);
-      sdes.addChunk(chunk);
-      compound.addPacket(sdes);
-      if (bye) {
-        const byePacket = new ByePacket();
-        byePacket.addSsrc(this.ssrc);
-        compound.addPacket(byePacket);
-      }
-      const view = compound.getView();
+      const sent = { packets: this.#packetsSent, octets: this.#octetsSent, rtpTimestamp: this.#mediaClock.timestampAt(now) };
+      const packet = this.#rtcp.buildReport(now, this.#source, sent, bye);
       const socket = this.#rtcpMux ? this.#ports.rtp : this.#ports.rtcp;
-      socket.send(Buffer.from(view.buffer, view.byteOffset, view.byteLength), dest.port, dest.address);
+      socket.send(packet, dest.port, dest.address);
       this.#rtcpSent++;
     } catch (err) {
       this.#dropped.socketErrors++;
       this.#report(new SocketError(err));
     }
-  }
-
-  /** The peer's RTCP source once it sent any, else the SDP's RTCP port, else latched RTP + 1. */
-  #rtcpDestination(): RemoteAddress | undefined {
-    if (this.#latchedRtcp) return this.#latchedRtcp;
-    if (this.#sdpRtcp) return this.#sdpRtcp;
-    const rtp = this.#latchedRtp;
-    return rtp && validPort(rtp.port + 1) ? { address: rtp.address, port: rtp.port + 1 } : undefined;
-  }
-
-  /** The RTP timestamp that corresponds to now (for the SR), extrapolated from the last packet. */
-  #rtpTimestampAt(now: number): number {
-    if (Number.isNaN(this.#lastSendMs)) return this.#nextTs;
-    return (this.#lastSentTs + Math.round(((now - this.#lastSendMs) * this.clockRate) / 1000)) >>> 0;
   }
 
   // ---- timers and events ---------------------------------------------------------------
