@@ -12,6 +12,7 @@
  * what comes out. The PRNG is seeded (mulberry32), so re-running reproduces the file exactly.
  */
 import { writeFileSync } from 'node:fs';
+import { prng } from '../test/media/signal-analysis.ts';
 
 const SEED = 0x5eed_0003;
 const FRAMES = 1500;
@@ -25,19 +26,8 @@ const START_SEQ = 65536 - 300;
 const START_TS = 2 ** 32 - SAMPLES_PER_FRAME * 700;
 const START_MS = 1000;
 
-/** mulberry32: a small, well-mixed 32-bit PRNG; good enough for test data, and seedable. */
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-const rand = mulberry32(SEED);
+// The same seeded PRNG as the test signals, so the fixture is reproducible.
+const rand = prng(SEED);
 type Packet = [seq: number, timestamp: number, arrivalMs: number, marker: number, frame: number];
 const packets: Packet[] = [];
 let lost = 0;
