@@ -22,6 +22,34 @@ export const SIP_ERROR_CODES = [
   'SIP_TOO_LARGE',
   /** The start line names a SIP version other than 2.0 (answered 505, RFC 3261 21.5.6). */
   'SIP_VERSION',
+  // --- transport (transport*.ts) ---
+  /** The transport layer is closed, or not started yet. */
+  'SIP_TRANSPORT_CLOSED',
+  /** The options are unusable (a TLS listener without certificate and key, a bad address). */
+  'SIP_TRANSPORT_CONFIG',
+  /** A listening socket could not be bound (address in use, not available). */
+  'SIP_TRANSPORT_BIND',
+  /** No listener (socket) of the protocol and address family needed to send. */
+  'SIP_TRANSPORT_NO_LISTENER',
+  /** A destination host name could not be resolved. */
+  'SIP_TRANSPORT_RESOLVE',
+  /** A TCP/TLS connection could not be opened (refused, timed out, TLS handshake failed). */
+  'SIP_TRANSPORT_CONNECT',
+  /** The socket refused or failed the write (connection gone, EMSGSIZE, unreachable). */
+  'SIP_TRANSPORT_SEND',
+  /** A socket reported an error outside any send (reported, never fatal). */
+  'SIP_TRANSPORT_SOCKET',
+  /** A listener of one of the transport's events threw (caught, logged, never rethrown). */
+  'SIP_TRANSPORT_LISTENER',
+  // --- transactions (transaction*.ts) ---
+  /** A client transaction got no final response in time (Timer B or F; the TU treats it as 408). */
+  'SIP_TX_TIMEOUT',
+  /** The transport could not send a transaction's message (the TU treats it as 503). */
+  'SIP_TX_TRANSPORT',
+  /** The transaction layer is closed: no new transactions, pending ones ended. */
+  'SIP_TX_CLOSED',
+  /** A listener of a transaction's or the layer's events threw (caught, logged, never rethrown). */
+  'SIP_TX_LISTENER',
 ] as const;
 
 export type SipErrorCode = (typeof SIP_ERROR_CODES)[number];
@@ -105,5 +133,49 @@ export class SipVersionError extends SipParseError {
   override name = 'SipVersionError';
   constructor(version: string, options: SipParseErrorOptions = {}) {
     super('Version Not Supported', `version ${version}`, { status: 505, ...options }, 'SIP_VERSION');
+  }
+}
+
+/**
+ * Errors of the transport layer (transport*.ts, RFC 3261 18): sockets that cannot be bound,
+ * destinations that cannot be reached, writes that fail. `send()` rejects with one of these, which
+ * the transaction layer reports to its user as a transport error (RFC 3261 17.1.1.2, 17.1.2.2:
+ * "503 Service Unavailable" to the TU, 8.1.3.1). `endpoint` names the remote side when there is
+ * one, `connectionId` the stream connection involved.
+ */
+export class SipTransportError extends SipError {
+  override name = 'SipTransportError';
+  constructor(
+    code: SipErrorCode,
+    message: string,
+    options: { cause?: unknown; endpoint?: { protocol: string; address: string; port: number }; connectionId?: string } = {},
+  ) {
+    super(code, message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.endpoint = options.endpoint;
+    this.connectionId = options.connectionId;
+  }
+  /** The remote endpoint the operation was for, when there is one. */
+  readonly endpoint: { protocol: string; address: string; port: number } | undefined;
+  /** The stream connection involved, when there is one. */
+  readonly connectionId: string | undefined;
+}
+
+/**
+ * Errors of the transaction layer (transaction*.ts, RFC 3261 17). A client transaction that ends
+ * without a final response reports one of these, and its `status` is the response the TU should
+ * act on as if it had been received: 408 for a timeout (Timer B, F: RFC 3261 8.1.3.1), 503 for a
+ * transport error (8.1.3.1, 17.1.1.2), 487 when a CANCELled INVITE never got its final response
+ * (9.1). `timer` names the RFC timer that fired, when one did.
+ */
+export class SipTransactionError extends SipError {
+  override name = 'SipTransactionError';
+  /** The status the TU should treat the outcome as (408, 503, 487). */
+  readonly status: number;
+  /** The RFC 3261 timer that fired ("B", "F", "H"...), for timeouts. */
+  readonly timer: string | undefined;
+  constructor(code: SipErrorCode, message: string, options: { status?: number; timer?: string; cause?: unknown } = {}) {
+    super(code, message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.status = options.status ?? (code === 'SIP_TX_TIMEOUT' ? 408 : 503);
+    this.timer = options.timer;
   }
 }
