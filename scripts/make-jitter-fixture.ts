@@ -12,7 +12,7 @@
  * what comes out. The PRNG is seeded (mulberry32), so re-running reproduces the file exactly.
  */
 import { writeFileSync } from 'node:fs';
-import { prng } from '../test/media/signal-analysis.ts';
+import { prng } from '../test/helpers/prng.ts';
 
 const SEED = 0x5eed_0003;
 const FRAMES = 1500;

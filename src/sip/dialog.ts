@@ -18,6 +18,7 @@ import { SipDialogError } from './dialog-errors.ts';
 import { createRequest, createResponse, generateTag, hostKind, type HeaderValue, type NameAddr, type SipRequest, type SipResponse, type Uri } from './message.ts';
 import type { ClientTransaction, ServerTransaction, TransactionLayer, TransactionLogger } from './transaction.ts';
 import { systemTransactionTimers, type TransactionTimers } from './transaction-timers.ts';
+import { emitSafely } from './transaction-runner.ts';
 import type { Endpoint, Inbound, TransportProtocol } from './transport-types.ts';
 
 export { SipDialogError, type SipDialogErrorCode } from './dialog-errors.ts';
@@ -152,18 +153,9 @@ function withoutTag(n: NameAddr): NameAddr {
   return c;
 }
 
+/** Dialog listeners are called like the transaction layer's, reported with the dialog's code. */
 function safeEmit(emitter: EventEmitter, event: string, args: unknown[], logger: TransactionLogger | undefined): boolean {
-  let threw = false;
-  for (const listener of emitter.rawListeners(event)) {
-    try {
-      (listener as (...a: unknown[]) => unknown).apply(emitter, args);
-    } catch (err) {
-      threw = true;
-      const error = new SipDialogError('SIP_DIALOG_LISTENER', `a '${event}' listener threw`, { cause: err });
-      logger?.warn({ err: error, code: error.code }, error.message);
-    }
-  }
-  return threw;
+  return emitSafely(emitter, event, args, logger, (e, cause) => new SipDialogError('SIP_DIALOG_LISTENER', `a '${e}' listener threw`, { cause }));
 }
 
 export class Dialog extends EventEmitter<DialogEvents> {

@@ -221,18 +221,30 @@ export function sendSafely(
   p.catch(onError);
 }
 
+/** The error logged when a listener throws; each layer names it with its own code. */
+export type ListenerErrorFactory = (event: string, cause: unknown) => Error & { code: string };
+
+const transactionListenerError: ListenerErrorFactory = (event, cause) =>
+  new SipTransactionError('SIP_TX_LISTENER', `a '${event}' listener threw`, { cause });
+
 /**
- * Calls each listener of an event in turn; a listener that throws is logged (SIP_TX_LISTENER)
- * and the others still run. Returns whether one threw.
+ * Calls each listener of an event in turn; a listener that throws is logged (SIP_TX_LISTENER,
+ * or the caller's own error) and the others still run. Returns whether one threw.
  */
-export function emitSafely(emitter: EventEmitter, event: string, args: unknown[], logger: TransactionLogger | undefined): boolean {
+export function emitSafely(
+  emitter: EventEmitter,
+  event: string,
+  args: unknown[],
+  logger: TransactionLogger | undefined,
+  listenerError: ListenerErrorFactory = transactionListenerError,
+): boolean {
   let threw = false;
   for (const listener of emitter.rawListeners(event)) {
     try {
       (listener as (...a: unknown[]) => unknown).apply(emitter, args);
     } catch (err) {
       threw = true;
-      const error = new SipTransactionError('SIP_TX_LISTENER', `a '${event}' listener threw`, { cause: err });
+      const error = listenerError(event, err);
       logger?.warn({ err: error, code: error.code }, error.message);
     }
   }

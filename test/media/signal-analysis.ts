@@ -9,6 +9,7 @@
  */
 
 import type { Resampler } from '../../src/media/types.ts';
+import { prng } from '../helpers/prng.ts';
 
 /** A sine of `amplitude` (in sample units) at `freq` Hz, `seconds` long, at `rate`. */
 export function tone(freq: number, rate: number, seconds: number, amplitude = 16384, phase = 0): Int16Array {
@@ -79,16 +80,7 @@ export function rmsDbfs(x: ArrayLike<number>): number {
 }
 
 /** A deterministic PRNG (mulberry32) so test signals are reproducible. */
-export function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+export { prng };
 
 /**
  * A speech-like 8 kHz signal: a voiced source (harmonics of a slowly gliding f0 around

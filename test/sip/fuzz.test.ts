@@ -28,6 +28,7 @@ import { runInNewContext } from 'node:vm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createResponse, parseMessage, SipRequest, SipStreamFramer } from '../../src/sip/message.ts';
 import { SipTransportLayer, type Inbound } from '../../src/sip/transport.ts';
+import { prng } from '../helpers/prng.ts';
 
 const TOTAL = Number(process.env.SIP_FUZZ_MESSAGES ?? 100_000);
 const UDP_SHARE = 0.65;
@@ -37,17 +38,7 @@ const SEED = Number(process.env.SIP_FUZZ_SEED ?? 0x5eed4);
 
 // --- generator ------------------------------------------------------------------------------------
 
-/** mulberry32: a small seeded PRNG, so a failure can be replayed with SIP_FUZZ_SEED. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+// The shared seeded PRNG (test/helpers/prng.ts), so a failure can be replayed with SIP_FUZZ_SEED.
 
 const FIXTURES = join(import.meta.dirname, '../fixtures/sip');
 
