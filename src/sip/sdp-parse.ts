@@ -168,14 +168,8 @@ const STATIC_PAYLOAD_TYPES: ReadonlyMap<number, { encoding: string; clockRate: n
   [18, { encoding: 'G729', clockRate: 8000 }],
 ]);
 
-interface ScannedMedia {
-  type: string;
-  port: number;
-  portCount: number;
-  protocol: string;
-  formats: string[];
-  connection?: SdpConnection;
-}
+/** What the line scan reads of an m= section before its attributes are resolved. */
+type ScannedMedia = Pick<SdpMedia, 'type' | 'port' | 'portCount' | 'protocol' | 'formats' | 'connection'>;
 
 interface Scanned {
   origin?: SdpOriginLine;
