@@ -126,11 +126,40 @@ const schema = {
   },
   sip: {
     host: { doc: 'Address SIP listens on (UDP and TCP).', format: 'host', default: '0.0.0.0', env: 'CALLBRIDGE_SIP_HOST' },
-    port: { doc: 'SIP port (UDP and TCP).', format: 'port', default: 5060, env: 'CALLBRIDGE_SIP_PORT' },
+    port: { doc: 'SIP port (UDP and TCP; 0 = chosen by the OS, the same for both).', format: 'port', default: 5060, env: 'CALLBRIDGE_SIP_PORT' },
+    transports: { doc: 'Comma-separated transports on sip.port: udp, tcp.', format: String, default: 'udp,tcp', env: 'CALLBRIDGE_SIP_TRANSPORTS' },
+    enabled: { doc: 'Start the SIP user agent (false: REST API only).', format: Boolean, default: true, env: 'CALLBRIDGE_SIP_ENABLED' },
+    tls_port: { doc: 'SIP over TLS port, used when tls_cert and tls_key are set.', format: 'port', default: 5061, env: 'CALLBRIDGE_SIP_TLS_PORT' },
+    tls_cert: { doc: 'Path of the PEM certificate (chain) for SIP over TLS; empty = no TLS listener.', format: String, default: '', env: 'CALLBRIDGE_SIP_TLS_CERT' },
+    tls_key: { doc: 'Path of the PEM private key for SIP over TLS.', format: String, default: '', env: 'CALLBRIDGE_SIP_TLS_KEY' },
+    advertise_address: {
+      doc: 'Address put in Via/Contact and SDP for peers to reach us (public address behind NAT); empty = sip.host, or the first non-internal interface when sip.host is a wildcard.',
+      format: String,
+      default: '',
+      env: 'CALLBRIDGE_SIP_ADVERTISE_ADDRESS',
+    },
+    realm: { doc: 'Digest realm of inbound challenges.', format: String, default: 'callbridge', env: 'CALLBRIDGE_SIP_REALM' },
+    digest_secret: {
+      doc: 'Key of the digest nonce HMAC (16+ chars); empty = random per start (nonces then do not survive a restart).',
+      format: String,
+      default: '',
+      env: 'CALLBRIDGE_SIP_DIGEST_SECRET',
+      sensitive: true,
+    },
+    digest_algorithms: { doc: 'Digest algorithms offered, most preferred first (SHA-256, MD5).', format: String, default: 'SHA-256,MD5', env: 'CALLBRIDGE_SIP_DIGEST_ALGORITHMS' },
+    auth_max_failures: { doc: 'Failed authentications from one source within a minute that block it.', format: 'nat', default: 10, env: 'CALLBRIDGE_SIP_AUTH_MAX_FAILURES' },
+    auth_block_secs: { doc: 'How long a source is blocked after too many failed authentications.', format: 'nat', default: 300, env: 'CALLBRIDGE_SIP_AUTH_BLOCK_SECS' },
+    codecs: { doc: 'Codecs accepted and offered, in preference order (PCMU, PCMA, opus).', format: String, default: 'PCMU,PCMA,opus', env: 'CALLBRIDGE_SIP_CODECS' },
+    session_expires_secs: { doc: 'RFC 4028 session interval we ask for and grant.', format: 'nat', default: 1800, env: 'CALLBRIDGE_SIP_SESSION_EXPIRES_SECS' },
+    min_se_secs: { doc: 'RFC 4028 Min-SE: shorter session intervals are refused with 422.', format: 'nat', default: 90, env: 'CALLBRIDGE_SIP_MIN_SE_SECS' },
+    ring_timeout_secs: { doc: 'Outbound calls not answered within this are cancelled (no answer).', format: 'nat', default: 60, env: 'CALLBRIDGE_SIP_RING_TIMEOUT_SECS' },
+    options_ping_secs: { doc: "OPTIONS pings to trunks' outbound hosts every this many seconds; 0 = off.", format: 'nat', default: 0, env: 'CALLBRIDGE_SIP_OPTIONS_PING_SECS' },
   },
   rtp: {
     port_min: { doc: 'Lowest RTP port.', format: 'port', default: 20000, env: 'CALLBRIDGE_RTP_PORT_MIN' },
     port_max: { doc: 'Highest RTP port.', format: 'port', default: 30000, env: 'CALLBRIDGE_RTP_PORT_MAX' },
+    address: { doc: 'Address RTP sockets bind to.', format: 'host', default: '0.0.0.0', env: 'CALLBRIDGE_RTP_ADDRESS' },
+    media_timeout_secs: { doc: 'A call with no RTP from the peer for this long is hung up (not while on hold); 0 = never.', format: 'nat', default: 30, env: 'CALLBRIDGE_RTP_MEDIA_TIMEOUT_SECS' },
   },
   region: {
     self: { doc: 'The region this daemon serves (x-service-region naming it is served here).', format: [...REGIONS], default: 'us-central1', env: 'CALLBRIDGE_REGION' },
@@ -237,8 +266,27 @@ export type Config = {
   data_dir: string;
   log_level: string;
   http: { host: string; port: number; body_limit: number; public_url: string };
-  sip: { host: string; port: number };
-  rtp: { port_min: number; port_max: number };
+  sip: {
+    host: string;
+    port: number;
+    transports: string;
+    enabled: boolean;
+    tls_port: number;
+    tls_cert: string;
+    tls_key: string;
+    advertise_address: string;
+    realm: string;
+    digest_secret: string;
+    digest_algorithms: string;
+    auth_max_failures: number;
+    auth_block_secs: number;
+    codecs: string;
+    session_expires_secs: number;
+    min_se_secs: number;
+    ring_timeout_secs: number;
+    options_ping_secs: number;
+  };
+  rtp: { port_min: number; port_max: number; address: string; media_timeout_secs: number };
   region: { self: Region; peer_us_central1: string; peer_northamerica_northeast1: string; proxy_timeout_ms: number };
   llm: { providers: LlmProviderConfig[] };
   voices: { catalog: VoiceCatalogEntry[] };
@@ -333,6 +381,19 @@ function crossCheck(config: Config): void {
   if (config.rtp.port_min > config.rtp.port_max) {
     throw new ConfigError(`invalid configuration: rtp.port_min (${config.rtp.port_min}) is above rtp.port_max (${config.rtp.port_max})`);
   }
+  for (const t of config.sip.transports.split(',').map((x) => x.trim())) {
+    if (t !== 'udp' && t !== 'tcp') throw new ConfigError(`invalid configuration: sip.transports: "${t}" is not udp or tcp (TLS is configured with sip.tls_cert/tls_key)`);
+  }
+  if ((config.sip.tls_cert === '') !== (config.sip.tls_key === '')) throw new ConfigError('invalid configuration: sip.tls_cert and sip.tls_key must be set together');
+  for (const c of config.sip.codecs.split(',').map((x) => x.trim())) {
+    if (c !== 'PCMU' && c !== 'PCMA' && c !== 'opus') throw new ConfigError(`invalid configuration: sip.codecs: "${c}" is not PCMU, PCMA or opus`);
+  }
+  for (const a of config.sip.digest_algorithms.split(',').map((x) => x.trim())) {
+    if (a !== 'SHA-256' && a !== 'MD5') throw new ConfigError(`invalid configuration: sip.digest_algorithms: "${a}" is not SHA-256 or MD5`);
+  }
+  if (config.sip.digest_secret !== '' && config.sip.digest_secret.length < 16) throw new ConfigError('invalid configuration: sip.digest_secret must be at least 16 characters');
+  if (config.sip.min_se_secs < 90) throw new ConfigError('invalid configuration: sip.min_se_secs must be at least 90 (RFC 4028 section 4)');
+  if (config.sip.session_expires_secs < config.sip.min_se_secs) throw new ConfigError('invalid configuration: sip.session_expires_secs is below sip.min_se_secs');
   const catalog = new Set(modelCatalog(config));
   for (const key of ['llm', 'fallback_llm'] as const) {
     const model = config.agent_defaults[key];

@@ -1,7 +1,8 @@
 /**
- * Composition root: load config, open the store, make sure an API key exists, start HTTP (and,
- * with later issues, SIP and the bridge). SIGTERM/SIGINT drain: /readyz turns 503, in-flight
- * requests finish, the store closes.
+ * Composition root: load config, open the store, make sure an API key exists, start SIP and
+ * HTTP (the bridge comes with a later issue). SIGTERM/SIGINT drain: /readyz turns 503, new
+ * INVITEs get 503, calls in progress get drain.deadline_secs, in-flight requests finish, the
+ * store closes.
  */
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -11,10 +12,13 @@ import type { Logger } from './log.ts';
 import { openStore, type Store } from './store/index.ts';
 import { buildApp } from './api/app.ts';
 import { createCarrierClient } from './telco/carrier-client.ts';
+import { startSip, type SipService } from './sip-service.ts';
 
 export interface Daemon {
   app: FastifyInstance;
   store: Store;
+  /** The SIP user agent; undefined when sip.enabled is false. */
+  sip: SipService | undefined;
   /** Base URL of the REST API as bound (port resolved when 0 was asked). */
   url: string;
   /** Stops taking work, lets in-flight requests finish, closes everything. Idempotent. */
@@ -41,16 +45,23 @@ export async function startDaemon(config: Config, logger: Logger, print: (line: 
   ensureInitialKey(store, config, logger, print);
   let listening = false;
   let draining = false;
+  let sip: SipService | undefined;
   const app = await buildApp({
     config,
     store,
     logger,
     carrier: createCarrierClient(config),
-    readiness: () => ({ ready: listening, draining, reason: draining ? 'draining' : listening ? undefined : 'starting' }),
+    readiness: () => {
+      const sipUp = sip === undefined ? !config.sip.enabled : sip.ua.listening;
+      const ready = listening && sipUp;
+      return { ready, draining, reason: draining ? 'draining' : ready ? undefined : listening ? 'SIP not listening' : 'starting' };
+    },
   });
   try {
+    if (config.sip.enabled) sip = await startSip(config, store, logger);
     await app.listen({ host: config.http.host, port: config.http.port });
   } catch (err) {
+    await sip?.close();
     store.close();
     throw err;
   }
@@ -65,10 +76,13 @@ export async function startDaemon(config: Config, logger: Logger, print: (line: 
   return {
     app,
     store,
+    sip,
     url,
     close() {
       closing ??= (async () => {
         draining = true;
+        // SIP first: new INVITEs get 503, calls in progress get up to drain.deadline_secs.
+        await sip?.drainAndClose(config.drain.deadline_secs * 1000);
         await app.close();
         store.close();
         logger.info('callbridge stopped');

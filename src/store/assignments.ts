@@ -45,6 +45,7 @@ export class AssignmentRepo {
   readonly #delete;
   readonly #byTrunkNumber;
   readonly #byAlternateNumber;
+  readonly #digestNumberExists;
 
   constructor(db: Db) {
     this.#listByTrunk = db.prepare(`SELECT ${COLUMNS} FROM sip_trunk_assignments a WHERE a.sip_trunk_id = ? ORDER BY a.created_at, a.id`);
@@ -58,6 +59,9 @@ export class AssignmentRepo {
     this.#delete = db.prepare('DELETE FROM sip_trunk_assignments WHERE id = ? AND sip_trunk_id IN (SELECT id FROM sip_trunks WHERE org_id = ?)');
     this.#byTrunkNumber = db.prepare(`SELECT ${COLUMNS} FROM sip_trunk_assignments a WHERE a.sip_trunk_id = ? AND a.number = ?`);
     this.#byAlternateNumber = db.prepare(`SELECT ${COLUMNS} FROM sip_trunk_assignments a WHERE a.alternate_number = ?`);
+    this.#digestNumberExists = db.prepare(
+      "SELECT 1 FROM sip_trunk_assignments a JOIN sip_trunks t ON t.id = a.sip_trunk_id WHERE a.number = ? AND t.inbound_auth_type = 'digest' LIMIT 1",
+    );
   }
 
   /** Every assignment of a trunk. Not org-scoped: callers have already found the trunk in the org. */
@@ -80,6 +84,11 @@ export class AssignmentRepo {
   byAlternateNumber(alternateNumber: string): Assignment | undefined {
     const row = this.#byAlternateNumber.get(alternateNumber) as AssignmentRow | undefined;
     return row && fromRow(row);
+  }
+
+  /** Whether some digest trunk routes `number`: SIP then challenges instead of answering 404. */
+  digestNumberExists(number: string): boolean {
+    return this.#digestNumberExists.get(number) !== undefined;
   }
 
   /** @throws the SQLite UNIQUE error on a taken number or alternate_number (isUniqueViolation). */

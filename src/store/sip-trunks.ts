@@ -129,6 +129,7 @@ export class SipTrunkRepo {
   readonly #byUsername;
   readonly #secrets;
   readonly #setStatus;
+  readonly #byAuthType;
 
   constructor(
     db: Db,
@@ -156,6 +157,7 @@ export class SipTrunkRepo {
     this.#secrets = db.prepare(
       'SELECT inbound_sip_username, inbound_sip_password_enc, outbound_sip_username, outbound_sip_password_enc FROM sip_trunks WHERE id = ?',
     );
+    this.#byAuthType = db.prepare(`SELECT ${COLUMNS} FROM sip_trunks WHERE inbound_auth_type = ? ORDER BY created_at, id`);
     this.#setStatus = db.prepare(
       'UPDATE sip_trunks SET inbound_registration_status = COALESCE(@inbound, inbound_registration_status), ' +
         'outbound_registration_status = COALESCE(@outbound, outbound_registration_status) WHERE id = @id',
@@ -178,6 +180,14 @@ export class SipTrunkRepo {
   byInboundUsername(username: string): StoredSipTrunk | undefined {
     const row = this.#byUsername.get(username) as SipTrunkRow | undefined;
     return row && fromRow(row);
+  }
+
+  /**
+   * Every trunk of every organization with this inbound auth type: SIP matches an INVITE's
+   * source address against the ACL trunks, since the request names no organization.
+   */
+  listByInboundAuth(type: InboundAuthType): StoredSipTrunk[] {
+    return (this.#byAuthType.all(type) as SipTrunkRow[]).map(fromRow);
   }
 
   /** @throws the SQLite UNIQUE error when inbound_sip_username is taken (isUniqueViolation). */

@@ -35,7 +35,19 @@ export interface TestDaemon {
 
 export async function startTestDaemon(overrides: Record<string, unknown> = {}, dataDir?: string): Promise<TestDaemon> {
   const dir = dataDir ?? mkdtempSync(join(tmpdir(), 'callbridge-test-'));
-  const config = loadConfig({ data_dir: dir, http: { host: '127.0.0.1', port: 0 }, log_level: 'silent', ...overrides }, {});
+  const { sip, drain, ...rest } = overrides as { sip?: Record<string, unknown>; drain?: Record<string, unknown> };
+  const config = loadConfig(
+    {
+      data_dir: dir,
+      http: { host: '127.0.0.1', port: 0 },
+      // SIP on loopback, UDP and TCP on one OS-chosen port; short drain so close() is quick.
+      sip: { host: '127.0.0.1', port: 0, ...sip },
+      drain: { deadline_secs: 2, ...drain },
+      log_level: 'silent',
+      ...rest,
+    },
+    {},
+  );
   const daemon = await startDaemon(config, createLogger('silent'), () => {});
   const key = readFileSync(join(dir, INITIAL_KEY_FILE), 'utf8').trim();
   const td: TestDaemon = {

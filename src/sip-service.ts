@@ -1,0 +1,122 @@
+/**
+ * Builds the SIP user agent from the configuration and the store (part of the composition
+ * root): listeners on sip.host:sip.port (UDP and TCP share the port, also when the OS picks it),
+ * TLS when a certificate is configured, the RTP port range, inbound routing over the store.
+ */
+import { readFileSync } from 'node:fs';
+import { createSocket } from 'node:dgram';
+import { createServer } from 'node:net';
+import { networkInterfaces } from 'node:os';
+import type { Config } from './config.ts';
+import type { Logger } from './log.ts';
+import type { Store } from './store/index.ts';
+import { PortAllocator } from './media/port-allocator.ts';
+import type { CodecName } from './media/codecs.ts';
+import type { DigestAlgorithm } from './sip/digest.ts';
+import { StoreDirectory } from './sip/store-directory.ts';
+import type { SipTransportListen } from './sip/transport.ts';
+import { SipUserAgent } from './sip/user-agent.ts';
+
+export interface SipService {
+  ua: SipUserAgent;
+  ports: PortAllocator;
+  /** The SIP port bound (UDP and TCP). */
+  port: number;
+  /** The address in our Contact and SDP. */
+  advertiseAddress: string;
+  /** Drain: 503 to new INVITEs, wait for calls to end up to `deadlineMs`, hang up the rest, close. */
+  drainAndClose(deadlineMs: number): Promise<void>;
+  close(): Promise<void>;
+}
+
+const isWildcard = (a: string): boolean => a === '0.0.0.0' || a === '::';
+
+/** The address peers can reach: configured, else the bound one, else the first external IPv4/IPv6. */
+export function advertiseAddress(config: Config): string {
+  if (config.sip.advertise_address !== '') return config.sip.advertise_address;
+  if (!isWildcard(config.sip.host)) return config.sip.host;
+  const family = config.sip.host === '::' ? 'IPv6' : 'IPv4';
+  for (const list of Object.values(networkInterfaces())) {
+    for (const i of list ?? []) if (!i.internal && i.family === family) return i.address;
+  }
+  return family === 'IPv6' ? '::1' : '127.0.0.1';
+}
+
+/** A port free for both UDP and TCP on `host` right now (for sip.port 0). */
+async function freeDualPort(host: string): Promise<number> {
+  for (let attempt = 0; attempt < 20; attempt++) {
+    const udp = createSocket(host.includes(':') ? 'udp6' : 'udp4');
+    const port = await new Promise<number>((resolve, reject) => {
+      udp.once('error', reject);
+      udp.bind(0, host, () => resolve(udp.address().port));
+    });
+    const tcpFree = await new Promise<boolean>((resolve) => {
+      const srv = createServer();
+      srv.once('error', () => resolve(false));
+      srv.listen(port, host, () => srv.close(() => resolve(true)));
+    });
+    udp.close();
+    if (tcpFree) return port;
+  }
+  throw new Error(`no port free for both UDP and TCP on ${host}`);
+}
+
+function list(s: string): string[] {
+  return s
+    .split(',')
+    .map((x) => x.trim())
+    .filter((x) => x !== '');
+}
+
+export async function startSip(config: Config, store: Store, logger: Logger): Promise<SipService> {
+  const log = logger.child({ component: 'sip' });
+  const host = config.sip.host;
+  const advertise = advertiseAddress(config);
+  const transports = list(config.sip.transports) as ('udp' | 'tcp')[];
+  let port = config.sip.port;
+  if (port === 0 && transports.length > 1) port = await freeDualPort(host);
+  const adv = config.sip.advertise_address !== '' ? { advertise: config.sip.advertise_address } : {};
+  const listen: SipTransportListen[] = transports.map((protocol) => ({ protocol, address: host, port, ...adv }));
+  if (config.sip.tls_cert !== '') {
+    listen.push({
+      protocol: 'tls',
+      address: host,
+      port: config.sip.tls_port,
+      tls: { cert: readFileSync(config.sip.tls_cert), key: readFileSync(config.sip.tls_key) },
+      ...adv,
+    });
+  }
+  const ports = new PortAllocator({ min: config.rtp.port_min, max: config.rtp.port_max, address: config.rtp.address });
+  const ua = new SipUserAgent({
+    listen,
+    directory: new StoreDirectory(store, { logger: log }),
+    ports,
+    mediaAddress: advertise,
+    realm: config.sip.realm,
+    ...(config.sip.digest_secret !== '' ? { digestSecret: config.sip.digest_secret } : {}),
+    digestAlgorithms: list(config.sip.digest_algorithms) as DigestAlgorithm[],
+    authRateLimit: { maxFailures: Math.max(1, config.sip.auth_max_failures), blockMs: config.sip.auth_block_secs * 1000 },
+    codecs: list(config.sip.codecs) as CodecName[],
+    mediaTimeoutMs: config.rtp.media_timeout_secs * 1000,
+    logger: log,
+  });
+  await ua.start();
+  const bound = ua.endpoints.find((e) => e.protocol !== 'tls')?.port ?? port;
+  log.info({ endpoints: ua.endpoints.map((e) => `${e.protocol}:${e.address}:${e.port}`), advertise, rtp: `${config.rtp.port_min}-${config.rtp.port_max}` }, 'SIP listening');
+
+  return {
+    ua,
+    ports,
+    port: bound,
+    advertiseAddress: advertise,
+    async drainAndClose(deadlineMs) {
+      ua.drain(Math.max(1, Math.ceil(deadlineMs / 1000)));
+      const until = Date.now() + deadlineMs;
+      if (ua.calls.length > 0) log.info({ calls: ua.calls.length, deadlineMs }, 'draining: waiting for calls to end');
+      while (ua.calls.length > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 100));
+      if (ua.calls.length > 0) log.warn({ calls: ua.calls.length }, 'drain deadline reached: hanging up the remaining calls');
+      await ua.close();
+    },
+    close: () => ua.close(),
+  };
+}

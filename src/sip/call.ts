@@ -1,0 +1,412 @@
+/**
+ * One phone call as the layers above SIP see it: a dialog, its SDP offer/answer state and the
+ * RTP session it negotiated. The call bridge uses only this surface:
+ *
+ *   ua.onInboundCall((call) => { ...connect the voice session...; call.answer(); });
+ *   call.rtp                      the media session (media/RtpSession), already aimed at the peer
+ *   call.media                    the negotiated codec, DTMF payload type, hold state
+ *   call.on('dtmf', (digit) => ...)   RFC 4733 events and SIP INFO dtmf-relay
+ *   call.on('media', (media) => ...)  a re-INVITE/UPDATE changed codec, address or hold
+ *   call.on('hangup', (info) => ...)  once, whoever ended it, with why
+ *   call.hangup() / call.transfer(target) / call.sendDtmf(digit)
+ *
+ * What the call does by itself: answers re-INVITE and UPDATE offers (hold: a `sendonly` offer is
+ * answered `recvonly`, `inactive` with `inactive`, RFC 3264 8.4; a codec change keeps to the
+ * current clock rate so the RTP session carries on), answers OPTIONS/INFO in the dialog, keeps
+ * RFC 4028 session timers, hangs up on RTP silence (media timeout) except while on hold, and
+ * closes the RTP session when the call ends.
+ */
+import { EventEmitter } from 'node:events';
+import { randomUUID } from 'node:crypto';
+import type { RtpSession } from '../media/rtp-session.ts';
+import type { Dialog, DialogTerminationReason } from './dialog.ts';
+import { createResponse, type SipRequest } from './message.ts';
+import { isSdpError, SdpNegotiationError, type LocalSdpSession, type NegotiatedMedia, parseAnswer, type SdpOffer } from './sdp.ts';
+import type { CodecName } from '../media/codecs.ts';
+import type { ServerTransaction } from './transaction.ts';
+import type { Inbound } from './transport-types.ts';
+import type { InboundRoute } from './inbound-routing.ts';
+import { emitSafely } from './transaction-runner.ts';
+
+export type CallDirection = 'inbound' | 'outbound';
+
+/** Why a call ended; stable strings for call records and metrics. */
+export type HangupReason =
+  /** hangup() was called (the agent or the bridge ended it). */
+  | 'local'
+  /** The peer sent BYE. */
+  | 'remote_bye'
+  /** The caller cancelled before the answer. */
+  | 'cancelled'
+  /** The call was refused before the answer (reject()). */
+  | 'rejected'
+  /** No RTP for the media timeout. */
+  | 'media_timeout'
+  /** Our 2xx was never ACKed (RFC 3261 13.3.1.4). */
+  | 'ack_timeout'
+  /** An in-dialog request got 481/408 or timed out: the peer forgot the call. */
+  | 'remote_gone'
+  /** The session timer ran out without refresh (RFC 4028 10). */
+  | 'session_expired'
+  /** The daemon shut down (drain deadline). */
+  | 'shutdown'
+  /** Transferred away with REFER. */
+  | 'transferred';
+
+export interface HangupInfo {
+  reason: HangupReason;
+  by: 'local' | 'remote';
+  /** The SIP status when the end was a response (reject, an in-dialog 481). */
+  status?: number;
+}
+
+export type SipCallEvents = {
+  answered: [];
+  hangup: [info: HangupInfo];
+  dtmf: [digit: string, via: 'rfc4733' | 'info'];
+  media: [media: NegotiatedMedia];
+  hold: [onHold: boolean];
+};
+
+export interface CallTrunk {
+  id: string;
+  orgId: string;
+  name: string;
+}
+
+/** Logging, structurally pino's. */
+export interface CallLogger {
+  debug(obj: object, msg?: string): void;
+  info(obj: object, msg?: string): void;
+  warn(obj: object, msg?: string): void;
+}
+
+/** What re-negotiation needs: our SDP identity and where our RTP listens. */
+export interface CallSdpContext {
+  session: LocalSdpSession;
+  localAddress: string;
+  localPort: number;
+  /** Codec preferences of the daemon (the first negotiation used them too). */
+  preferences: readonly CodecName[];
+}
+
+export interface SipCallInit {
+  direction: CallDirection;
+  dialog: Dialog;
+  media: NegotiatedMedia;
+  rtp: RtpSession;
+  sdp: CallSdpContext;
+  /** The caller's number (From user) and the number called (Request-URI / To user). */
+  from: string;
+  to: string;
+  trunk?: CallTrunk;
+  /** Inbound: the routed agent. */
+  route?: InboundRoute;
+  /** Inbound: the SDP answer and extra 2xx headers (session timer) sent by answer(). */
+  answerSdp?: string;
+  answerHeaders?: [string, string][];
+  /** RTP silence that ends the call; 0 disables. */
+  mediaTimeoutMs: number;
+  logger?: CallLogger;
+}
+
+const DTMF_RELAY_SIGNAL = /^\s*Signal\s*=\s*([0-9A-Da-d*#])\s*$/im;
+
+function dialogEndReason(r: DialogTerminationReason): HangupInfo {
+  switch (r) {
+    case 'bye-received':
+      return { reason: 'remote_bye', by: 'remote' };
+    case 'cancelled':
+      return { reason: 'cancelled', by: 'remote' };
+    case 'ack-timeout':
+      return { reason: 'ack_timeout', by: 'remote' };
+    case 'remote-gone':
+      return { reason: 'remote_gone', by: 'remote' };
+    case 'rejected':
+      return { reason: 'rejected', by: 'local' };
+    default:
+      return { reason: 'local', by: 'local' };
+  }
+}
+
+export class SipCall extends EventEmitter<SipCallEvents> {
+  /** Our id for the call (call records, logs). */
+  readonly id = randomUUID();
+  readonly direction: CallDirection;
+  readonly dialog: Dialog;
+  readonly rtp: RtpSession;
+  readonly from: string;
+  readonly to: string;
+  readonly trunk: CallTrunk | undefined;
+  readonly route: InboundRoute | undefined;
+  readonly startedAt = new Date();
+  answeredAt: Date | undefined;
+  endedAt: Date | undefined;
+  #media: NegotiatedMedia;
+  #end: HangupInfo | undefined;
+  readonly #sdp: CallSdpContext;
+  readonly #answerSdp: string | undefined;
+  readonly #answerHeaders: [string, string][];
+  readonly #mediaTimeoutMs: number;
+  readonly #logger: CallLogger | undefined;
+  /** Our offer in a 2xx to an offer-less re-INVITE, answered in the ACK (RFC 3264 with 3261 13.2.1). */
+  #pendingOffer: SdpOffer | undefined;
+  /** Hooks other modules attach (session timer, transfer) run when the call ends. */
+  readonly #cleanups: (() => void)[] = [];
+
+  constructor(init: SipCallInit) {
+    super();
+    this.direction = init.direction;
+    this.dialog = init.dialog;
+    this.rtp = init.rtp;
+    this.#media = init.media;
+    this.#sdp = init.sdp;
+    this.from = init.from;
+    this.to = init.to;
+    this.trunk = init.trunk;
+    this.route = init.route;
+    this.#answerSdp = init.answerSdp;
+    this.#answerHeaders = init.answerHeaders ?? [];
+    this.#mediaTimeoutMs = init.mediaTimeoutMs;
+    this.#logger = init.logger;
+    const d = this.dialog;
+    d.on('terminated', (r) => this.#ended(dialogEndReason(r)));
+    d.on('reinvite', (tx, inbound) => this.#onOffer(tx, inbound, 'INVITE'));
+    d.on('update', (tx, inbound) => this.#onOffer(tx, inbound, 'UPDATE'));
+    d.on('info', (tx, inbound) => this.#onInfo(tx, inbound.message));
+    d.on('ack', (inbound) => this.#onAck(inbound.message));
+    this.rtp.on('dtmf', (digit) => this.#emit('dtmf', [String(digit), 'rfc4733']));
+    this.rtp.on('timeout', () => {
+      if (this.#media.hold || this.#end !== undefined || this.answeredAt === undefined) return;
+      this.#logger?.warn({ callId: this.id, mediaTimeoutMs: this.#mediaTimeoutMs }, 'no RTP from the peer: hanging up');
+      this.#hangup({ reason: 'media_timeout', by: 'remote' });
+    });
+    this.rtp.setMediaTimeout(this.#mediaTimeoutMs);
+    if (this.direction === 'outbound') this.answeredAt = new Date();
+  }
+
+  /** The SIP Call-ID. */
+  get callId(): string {
+    return this.dialog.callId;
+  }
+
+  get media(): NegotiatedMedia {
+    return this.#media;
+  }
+
+  get state(): 'ringing' | 'answered' | 'ended' {
+    if (this.#end !== undefined) return 'ended';
+    return this.answeredAt === undefined ? 'ringing' : 'answered';
+  }
+
+  /** How the call ended; undefined while it goes on. */
+  get endInfo(): HangupInfo | undefined {
+    return this.#end;
+  }
+
+  get closed(): boolean {
+    return this.#end !== undefined;
+  }
+
+  /** Inbound: answers 200 OK with the negotiated SDP. False when it is too late (cancelled, ended). */
+  answer(): boolean {
+    if (this.direction !== 'inbound' || this.#end !== undefined || this.answeredAt !== undefined) return false;
+    try {
+      this.dialog.answer({ body: this.#answerSdp ?? '', contentType: 'application/sdp', headers: this.#answerHeaders });
+    } catch (err) {
+      this.#logger?.warn({ err, callId: this.id }, 'could not answer');
+      return false;
+    }
+    this.answeredAt = new Date();
+    this.#emit('answered', []);
+    return true;
+  }
+
+  /** Inbound before answer: a final 3xx-6xx (default 480 Temporarily Unavailable). */
+  reject(status = 480, reason?: string): void {
+    if (this.direction !== 'inbound' || this.#end !== undefined || this.answeredAt !== undefined) return;
+    this.#end = { reason: 'rejected', by: 'local', status };
+    try {
+      this.dialog.reject(status, reason === undefined ? {} : { reason });
+    } catch (err) {
+      this.#logger?.debug({ err, callId: this.id }, 'reject not sent');
+    }
+    this.#finish();
+  }
+
+  /** Ends the call: BYE once answered, 480 before (inbound). Idempotent. */
+  hangup(reason: HangupReason = 'local'): void {
+    this.#hangup({ reason, by: 'local' });
+  }
+
+  /** RFC 4733 DTMF to the peer (for IVRs). */
+  async sendDtmf(digit: string, durationMs = 100): Promise<void> {
+    if (this.#end !== undefined) return;
+    const pt = this.#media.dtmfPayloadType;
+    if (pt === undefined) throw new Error('the peer did not agree to telephone-event (RFC 4733): no DTMF can be sent');
+    await this.rtp.sendDtmf(digit, durationMs, pt);
+  }
+
+  /** Runs fn when the call ends (modules that attach to a call clean up with it). */
+  onEnd(fn: () => void): void {
+    if (this.#end !== undefined) fn();
+    else this.#cleanups.push(fn);
+  }
+
+  /** A re-negotiation that happened outside the call's own handlers (UAC re-INVITE). */
+  setMedia(media: NegotiatedMedia): void {
+    this.#applyMedia(media);
+  }
+
+  /** A summary for logs and call records. */
+  toJSON(): Record<string, unknown> {
+    return {
+      id: this.id,
+      callId: this.callId,
+      direction: this.direction,
+      from: this.from,
+      to: this.to,
+      trunkId: this.trunk?.id,
+      agentId: this.route?.agentId,
+      codec: this.#media.codec.name,
+      state: this.state,
+      end: this.#end,
+    };
+  }
+
+  // --- internals ---------------------------------------------------------------------------
+
+  #hangup(info: HangupInfo): void {
+    if (this.#end !== undefined) return;
+    if (this.direction === 'inbound' && this.answeredAt === undefined) {
+      this.#end = info;
+      try {
+        this.dialog.reject(info.reason === 'shutdown' ? 503 : 480);
+      } catch (err) {
+        this.#logger?.debug({ err, callId: this.id }, 'reject not sent');
+      }
+      this.#finish();
+      return;
+    }
+    this.#end = info;
+    try {
+      this.dialog.bye();
+    } catch (err) {
+      this.#logger?.debug({ err, callId: this.id }, 'BYE not sent');
+    }
+    this.#finish();
+  }
+
+  #ended(info: HangupInfo): void {
+    if (this.#end !== undefined) return;
+    this.#end = info;
+    this.#finish();
+  }
+
+  #finish(): void {
+    this.endedAt = new Date();
+    this.dialog.close();
+    this.rtp.close();
+    for (const fn of this.#cleanups.splice(0)) {
+      try {
+        fn();
+      } catch (err) {
+        this.#logger?.warn({ err, callId: this.id }, 'call cleanup failed');
+      }
+    }
+    this.#emit('hangup', [this.#end!]);
+  }
+
+  /** A re-INVITE or UPDATE from the peer: answer its offer, or make one when it has none. */
+  #onOffer(tx: ServerTransaction, inbound: Inbound<SipRequest>, method: 'INVITE' | 'UPDATE'): void {
+    const req = inbound.message;
+    const headers = this.#answerHeaders;
+    if (req.body.length === 0) {
+      if (method === 'UPDATE') {
+        // A session refresh without SDP (RFC 4028 / RFC 3311): nothing changes.
+        tx.respond(createResponse(req, 200, undefined, { toTag: this.dialog.localTag, headers: [['Contact', this.dialog.localContact.clone()], ...headers] }));
+        return;
+      }
+      // Offer-less re-INVITE: our current SDP is the offer in the 2xx, the answer comes in the ACK.
+      const offer = this.#sdp.session.offer({ localAddress: this.#sdp.localAddress, localPort: this.#sdp.localPort, previous: this.#media, codecs: this.#sameRateCodecs() });
+      this.#pendingOffer = offer;
+      this.dialog.answer({ body: offer.sdp, contentType: 'application/sdp', headers }, tx);
+      return;
+    }
+    try {
+      const answer = this.#sdp.session.answer(req.body.toString('utf8'), {
+        localAddress: this.#sdp.localAddress,
+        localPort: this.#sdp.localPort,
+        previous: this.#media,
+        preferences: this.#sameRateCodecs(),
+      });
+      if (method === 'INVITE') {
+        this.dialog.answer({ body: answer.answerSdp, contentType: 'application/sdp', headers }, tx);
+      } else {
+        tx.respond(
+          createResponse(req, 200, undefined, {
+            toTag: this.dialog.localTag,
+            headers: [['Contact', this.dialog.localContact.clone()], ...headers],
+            body: answer.answerSdp,
+            contentType: 'application/sdp',
+          }),
+        );
+      }
+      this.#applyMedia(answer);
+    } catch (err) {
+      if (!isSdpError(err)) throw err;
+      // RFC 3264 8: a rejected re-offer leaves the session as it was.
+      const warning = err instanceof SdpNegotiationError ? [['Warning', err.warningHeader()] as [string, string]] : [];
+      this.#logger?.info({ callId: this.id, err: err.message }, `${method} offer refused: the call keeps its media`);
+      tx.respond(createResponse(req, 488, undefined, { toTag: this.dialog.localTag, headers: warning }));
+    }
+  }
+
+  /** The ACK of our 2xx to an offer-less re-INVITE carries the answer. */
+  #onAck(ack: SipRequest): void {
+    const offer = this.#pendingOffer;
+    if (offer === undefined) return;
+    this.#pendingOffer = undefined;
+    if (ack.body.length === 0) return;
+    try {
+      this.#applyMedia(parseAnswer(ack.body.toString('utf8'), offer, this.#media));
+    } catch (err) {
+      // The offer/answer failed in the ACK: RFC 3261 13.3.1.4 says end the session.
+      this.#logger?.warn({ callId: this.id, err }, 'unusable SDP answer in ACK: hanging up');
+      this.#hangup({ reason: 'local', by: 'local' });
+    }
+  }
+
+  /** INFO: application/dtmf-relay ("Signal=5") is DTMF from PBXs that do not send RFC 4733. */
+  #onInfo(tx: ServerTransaction, req: SipRequest): void {
+    const type = req.contentType?.toString().toLowerCase() ?? '';
+    if (type.startsWith('application/dtmf-relay') || type.startsWith('application/dtmf')) {
+      const body = req.body.toString('utf8');
+      const m = DTMF_RELAY_SIGNAL.exec(body) ?? /^\s*([0-9A-Da-d*#])\s*$/.exec(body);
+      if (m) this.#emit('dtmf', [m[1]!.toUpperCase(), 'info']);
+    }
+    tx.respond(createResponse(req, 200));
+  }
+
+  #applyMedia(next: NegotiatedMedia): void {
+    const prev = this.#media;
+    this.#media = next;
+    if (next.remoteChanged) this.rtp.setRemote(next.remote);
+    if (next.holdChanged) {
+      this.rtp.setMediaTimeout(next.hold ? 0 : this.#mediaTimeoutMs);
+      this.#emit('hold', [next.hold]);
+    }
+    if (next.codecChanged || next.remoteChanged || next.holdChanged || prev.direction !== next.direction) this.#emit('media', [next]);
+  }
+
+  /** Re-offers keep the clock rate: the RTP session's timestamps run at it. */
+  #sameRateCodecs(): CodecName[] {
+    const rate = this.#media.codec.clockRate;
+    const same = this.#sdp.preferences.filter((c) => (c === 'opus' ? 48000 : 8000) === rate);
+    return same.length > 0 ? same : [this.#media.codec.name];
+  }
+
+  #emit<K extends keyof SipCallEvents>(event: K, args: SipCallEvents[K]): void {
+    emitSafely(this as unknown as EventEmitter, event, args, this.#logger);
+  }
+}

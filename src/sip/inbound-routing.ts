@@ -1,0 +1,169 @@
+/**
+ * Who may call, and which agent answers: the inbound decision for a new INVITE, exactly as
+ * DESIGN.md states it.
+ *
+ *   1. Source address inside an ACL trunk (inbound_host or an inbound_acl CIDR) and the
+ *      Request-URI user routes through that trunk (global `alternate_number`, then the trunk
+ *      organization's imported carrier numbers) -> accepted, no challenge.
+ *   2. Otherwise digest: no credentials -> 401 challenge; the username names a digest trunk and
+ *      the response checks out -> route by that trunk's assignment `number`, then its
+ *      organization's carrier numbers; bad credentials -> 403 (counted per source address).
+ *   3. No route -> 404; the routed agent is not active -> 480.
+ *
+ * An ACL source whose number does not route is still challenged when some digest trunk routes
+ * that number (a PBX may use both kinds from one address); otherwise it gets 404 at once, because
+ * an ACL-only PBX cannot answer a challenge and "401" would hide the real problem.
+ *
+ * This file decides; it sends nothing. The UAS (uas.ts) turns a decision into a response and
+ * logs `why` once per rejected INVITE, since "no trunk found" is what PBX admins fight most.
+ */
+import type { DigestServer } from './digest.ts';
+import type { AuthRateLimiter } from './auth-rate-limit.ts';
+
+/** A trunk as inbound routing sees it. */
+export interface InboundTrunk {
+  id: string;
+  orgId: string;
+  name: string;
+  authType: 'digest' | 'acl';
+}
+
+/** The agent an inbound call goes to, and how it was found. */
+export interface InboundRoute {
+  orgId: string;
+  agentId: string;
+  /** How the Request-URI user matched. */
+  via: 'assignment_number' | 'alternate_number' | 'carrier_number';
+  /** The number as stored (the matched form of the Request-URI user). */
+  number: string;
+  /** The trunk whose assignment routed the call (carrier-number routes keep the authenticating trunk). */
+  trunkId: string;
+  agentActive: boolean;
+}
+
+/** What routing needs from the store (store-directory.ts implements it). */
+export interface InboundDirectory {
+  /** ACL trunks whose inbound_host (resolved) or inbound_acl CIDRs contain the address. */
+  aclTrunksFor(address: string): InboundTrunk[] | Promise<InboundTrunk[]>;
+  /** The digest trunk with this inbound username, and its password (for verification only). */
+  digestAccount(username: string): { trunk: InboundTrunk; password: string } | undefined;
+  /** ACL route: a global alternate_number on one of `trunks`, then their organizations' carrier numbers. */
+  routeAcl(trunks: readonly InboundTrunk[], user: string): InboundRoute | undefined;
+  /** Digest route: the trunk's assignment `number`, then its organization's carrier numbers. */
+  routeDigest(trunk: InboundTrunk, user: string): InboundRoute | undefined;
+  /** Whether some digest trunk could route this user (then an ACL miss is challenged, not 404). */
+  digestRouteMayExist(user: string): boolean;
+}
+
+export interface InboundRequestInfo {
+  method: string;
+  /** The Request-URI exactly as received (the digest uri is compared with it). */
+  requestUri: string;
+  /** The Request-URI user part (the number dialled), '' when none. */
+  user: string;
+  /** Authorization header values. */
+  authorization: readonly string[];
+  /** The source IP address the request came from (not Via: RFC 3581 received). */
+  sourceAddress: string;
+}
+
+export type InboundDecision =
+  | {
+      kind: 'accept';
+      trunk: InboundTrunk;
+      route: InboundRoute;
+      auth: 'acl' | 'digest';
+      /** The digest username that authenticated, for logs. */
+      username?: string;
+    }
+  | {
+      kind: 'reject';
+      status: 400 | 401 | 403 | 404 | 480;
+      /** Extra headers, e.g. WWW-Authenticate challenges. */
+      headers: [string, string][];
+      /** One sentence for the log line: which trunk matched or not, which step failed. */
+      why: string;
+      /** Fields for the log line (never a secret). */
+      detail: Record<string, unknown>;
+      /** A 401 is part of every login; the rest is worth a warning. */
+      quiet: boolean;
+    };
+
+export interface InboundAuthorizer {
+  directory: InboundDirectory;
+  digest: DigestServer;
+  limiter: AuthRateLimiter;
+}
+
+function challenge(a: InboundAuthorizer, req: InboundRequestInfo, why: string, detail: Record<string, unknown>, stale = false): InboundDecision {
+  const headers = a.digest.challenge({ stale, binding: req.sourceAddress }).map((v): [string, string] => ['WWW-Authenticate', v]);
+  return { kind: 'reject', status: 401, headers, why, detail, quiet: true };
+}
+
+function reject(status: 400 | 403 | 404 | 480, why: string, detail: Record<string, unknown>): InboundDecision {
+  return { kind: 'reject', status, headers: [], why, detail, quiet: false };
+}
+
+function routed(trunk: InboundTrunk, route: InboundRoute, auth: 'acl' | 'digest', detail: Record<string, unknown>, username?: string): InboundDecision {
+  if (!route.agentActive) {
+    return reject(480, `number ${route.number} routes to agent ${route.agentId}, which is not active`, { ...detail, agentId: route.agentId, via: route.via });
+  }
+  return username === undefined ? { kind: 'accept', trunk, route, auth } : { kind: 'accept', trunk, route, auth, username };
+}
+
+/** The decision for one new INVITE (see the file comment). */
+export async function decideInbound(a: InboundAuthorizer, req: InboundRequestInfo): Promise<InboundDecision> {
+  const src = req.sourceAddress;
+  const user = req.user;
+  const aclTrunks = await a.directory.aclTrunksFor(src);
+  const base: Record<string, unknown> = { source: src, user };
+  if (aclTrunks.length > 0) {
+    const route = a.directory.routeAcl(aclTrunks, user);
+    const names = aclTrunks.map((t) => t.id);
+    if (route !== undefined) {
+      const trunk = aclTrunks.find((t) => t.id === route.trunkId) ?? aclTrunks[0]!;
+      return routed(trunk, route, 'acl', { ...base, trunkId: trunk.id, auth: 'acl' });
+    }
+    if (req.authorization.length === 0 && !a.directory.digestRouteMayExist(user)) {
+      return reject(404, `source ${src} matched ACL trunk(s) ${names.join(', ')} but "${user}" is no alternate_number of theirs nor a carrier number of their organization`, {
+        ...base,
+        aclTrunks: names,
+      });
+    }
+    base.aclTrunks = names;
+  }
+
+  if (a.limiter.isBlocked(src)) {
+    return reject(403, `source ${src} is blocked after repeated failed authentication`, { ...base, blocked: true });
+  }
+  if (req.authorization.length === 0) {
+    return challenge(a, req, aclTrunks.length > 0 ? `source ${src} in an ACL trunk without a route for "${user}": challenging for a digest trunk` : `source ${src} is in no ACL trunk and sent no credentials: challenging`, base);
+  }
+  let account: { trunk: InboundTrunk; password: string } | undefined;
+  const result = a.digest.verify<InboundTrunk>({
+    method: req.method,
+    uri: req.requestUri,
+    authorization: req.authorization,
+    binding: src,
+    password: (username) => {
+      account = a.directory.digestAccount(username);
+      return account === undefined ? undefined : { password: account.password, data: account.trunk };
+    },
+  });
+  if (!result.ok) {
+    const detail: Record<string, unknown> = { ...base, username: result.username, digest: result.reason };
+    if (result.action === 'challenge') return challenge(a, req, `digest: ${result.detail}; challenging again`, detail, result.stale);
+    const outcome = a.limiter.recordFailure(src);
+    if (outcome.newlyBlocked) detail.blockedNow = true;
+    const who = result.reason === 'unknown_user' ? `no digest trunk has inbound_sip_username "${result.username ?? ''}"` : `digest: ${result.detail}`;
+    return reject(result.action === 'bad_request' ? 400 : 403, who, detail);
+  }
+  a.limiter.recordSuccess(src);
+  const trunk = result.account!;
+  const route = a.directory.routeDigest(trunk, user);
+  const detail = { ...base, trunkId: trunk.id, auth: 'digest', username: result.username };
+  if (route === undefined) {
+    return reject(404, `digest trunk ${trunk.id} (${result.username}) has no assignment number "${user}" and its organization no such carrier number`, detail);
+  }
+  return routed(trunk, route, 'digest', detail, result.username);
+}

@@ -1,0 +1,236 @@
+/**
+ * The UAS core for requests outside any dialog (RFC 3261 8.2): a new INVITE is authenticated
+ * and routed (inbound-routing.ts), gets its RTP ports and SDP answer, rings (180) and is handed
+ * to whoever registered for calls; OPTIONS is answered 200 with what we support (11.2); other
+ * methods get 405 with Allow (8.2.1); while draining, INVITEs get 503 with Retry-After.
+ *
+ * Every refused INVITE is logged exactly once with why (which trunk matched, which auth step
+ * failed, which number had no route), the line PBX admins look for first.
+ */
+import type { PortAllocator, RtpPortPair } from '../media/port-allocator.ts';
+import { RtpSession } from '../media/rtp-session.ts';
+import type { CodecName } from '../media/codecs.ts';
+import type { AuthRateLimiter } from './auth-rate-limit.ts';
+import { SipCall, type CallLogger } from './call.ts';
+import type { DialogManager, Dialog } from './dialog.ts';
+import type { DigestServer } from './digest.ts';
+import { decideInbound, type InboundDirectory } from './inbound-routing.ts';
+import { createResponse, generateTag, type SipRequest } from './message.ts';
+import { isSdpError, LocalSdpSession, SdpNegotiationError, type NegotiatedAnswer } from './sdp.ts';
+import type { ServerTransaction } from './transaction.ts';
+import type { Inbound } from './transport-types.ts';
+
+/** Methods we take out of dialog and in one (Allow, RFC 3261 20.5). */
+export const ALLOW = 'INVITE, ACK, CANCEL, BYE, OPTIONS, UPDATE, INFO, REFER, NOTIFY';
+export const SUPPORTED = 'timer, replaces, norefersub';
+
+export interface UasLogger extends CallLogger {
+  error(obj: object, msg?: string): void;
+}
+
+/** What a new inbound INVITE needs; the user agent owns all of it. */
+export interface UasContext {
+  dialogs: DialogManager;
+  directory: InboundDirectory;
+  digest: DigestServer;
+  limiter: AuthRateLimiter;
+  ports: PortAllocator;
+  mediaAddress: string;
+  codecs: readonly CodecName[];
+  mediaTimeoutMs: number;
+  userAgent: string;
+  logger: UasLogger;
+  /** Seconds for Retry-After while draining; undefined when taking calls. */
+  draining(): number | undefined;
+  /** Extra 2xx headers for this INVITE (session timers), or a rejection (422). */
+  sessionTimer(req: SipRequest): { headers: [string, string][] } | { reject: { status: number; headers: [string, string][] } };
+  /** Called with the new call after 180 was sent; returns false when nobody takes calls. */
+  deliver(call: SipCall): boolean;
+  /** Bookkeeping of setups and failures (metrics). */
+  count(outcome: string): void;
+}
+
+function contactFor(inbound: Inbound<SipRequest>): string {
+  const l = inbound.local;
+  const host = l.address.includes(':') ? `[${l.address}]` : l.address;
+  const t = l.protocol === 'udp' ? '' : `;transport=${l.protocol}`;
+  return `<sip:callbridge@${host}:${l.port}${t}>`;
+}
+
+function respond(tx: ServerTransaction, req: SipRequest, status: number, reason?: string, headers: [string, string][] = []): void {
+  // 8.2.6.2: every response but 100 carries a To tag, the same for all of one request.
+  tx.respond(createResponse(req, status, reason, { toTag: tx.toTag ?? generateTag(), headers }));
+}
+
+/** A request outside any dialog: INVITE, OPTIONS or a method we do not take there. */
+export function handleOutOfDialog(ctx: UasContext, tx: ServerTransaction, inbound: Inbound<SipRequest>): void {
+  const req = inbound.message;
+  switch (req.method) {
+    case 'INVITE':
+      void handleInvite(ctx, tx, inbound).catch((err: unknown) => {
+        ctx.logger.error({ err, callId: req.callId }, 'INVITE handling failed');
+        if (tx.finalResponse === undefined) respond(tx, req, 500);
+      });
+      return;
+    case 'OPTIONS':
+      // 11.2: the capabilities we would answer an INVITE with. Keep-alive pings from PBXs too.
+      tx.respond(
+        createResponse(req, 200, undefined, {
+          toTag: generateTag(),
+          headers: [
+            ['Allow', ALLOW],
+            ['Accept', 'application/sdp'],
+            ['Supported', SUPPORTED],
+            ['User-Agent', ctx.userAgent],
+          ],
+        }),
+      );
+      return;
+    case 'BYE':
+    case 'UPDATE':
+    case 'INFO':
+    case 'NOTIFY':
+      // In-dialog methods without a To tag name no dialog (12.2.2).
+      respond(tx, req, 481);
+      return;
+    default:
+      respond(tx, req, 405, undefined, [['Allow', ALLOW]]);
+  }
+}
+
+function userOf(req: SipRequest): string {
+  return req.uri.kind === 'sip' ? (req.uri.user ?? '') : req.uri.kind === 'tel' ? req.uri.toString().slice(4).split(';')[0]! : '';
+}
+
+function fromUser(req: SipRequest): string {
+  const u = req.from.uri;
+  return u.kind === 'sip' ? (u.user ?? '') : u.toString();
+}
+
+async function handleInvite(ctx: UasContext, tx: ServerTransaction, inbound: Inbound<SipRequest>): Promise<void> {
+  const req = inbound.message;
+  const src = inbound.source.address;
+  const user = userOf(req);
+  const base = { callId: req.callId, source: `${inbound.source.protocol}:${src}:${inbound.source.port}`, user, from: fromUser(req) };
+
+  const retryAfter = ctx.draining();
+  if (retryAfter !== undefined) {
+    ctx.logger.info({ ...base, status: 503 }, 'INVITE refused: draining for shutdown');
+    ctx.count('draining');
+    respond(tx, req, 503, 'Service Unavailable', [['Retry-After', String(retryAfter)]]);
+    return;
+  }
+  if (req.uri.kind !== 'sip' && req.uri.kind !== 'tel') {
+    ctx.logger.info({ ...base, status: 416 }, 'INVITE refused: Request-URI scheme not supported');
+    ctx.count('bad_request');
+    respond(tx, req, 416);
+    return;
+  }
+
+  const decision = await decideInbound(ctx, {
+    method: req.method,
+    requestUri: req.uri.toString(),
+    user,
+    authorization: req.getAll('Authorization'),
+    sourceAddress: src,
+  });
+  if (tx.finalResponse !== undefined || tx.terminated) return; // CANCELled while we looked
+  if (decision.kind === 'reject') {
+    const line = { ...base, ...decision.detail, status: decision.status };
+    if (decision.quiet) ctx.logger.debug(line, `INVITE challenged: ${decision.why}`);
+    else ctx.logger.warn(line, `INVITE refused (${decision.status}): ${decision.why}`);
+    if (!decision.quiet) ctx.count(decision.status === 404 ? 'no_route' : decision.status === 480 ? 'agent_inactive' : 'auth_failed');
+    respond(tx, req, decision.status, undefined, decision.headers);
+    return;
+  }
+
+  const type = req.contentType?.toString().toLowerCase() ?? '';
+  if (req.body.length === 0 || !type.startsWith('application/sdp')) {
+    // An INVITE without offer would need our offer in the 2xx; PBXs and carriers send one.
+    ctx.logger.warn({ ...base, status: 488 }, 'INVITE refused (488): no SDP offer (delayed offer is not supported)');
+    ctx.count('no_common_codec');
+    respond(tx, req, 488, undefined, [['Warning', '399 callbridge "an SDP offer is required in the INVITE"']]);
+    return;
+  }
+  const timer = ctx.sessionTimer(req);
+  if ('reject' in timer) {
+    ctx.logger.warn({ ...base, status: timer.reject.status }, 'INVITE refused: session interval too small (RFC 4028)');
+    ctx.count('session_interval');
+    respond(tx, req, timer.reject.status, undefined, timer.reject.headers);
+    return;
+  }
+
+  let ports: RtpPortPair;
+  try {
+    ports = await ctx.ports.allocate();
+  } catch (err) {
+    ctx.logger.error({ ...base, err, status: 503 }, 'INVITE refused (503): no RTP port');
+    ctx.count('no_rtp_port');
+    respond(tx, req, 503, 'Service Unavailable', [['Retry-After', '5']]);
+    return;
+  }
+  if (tx.finalResponse !== undefined || tx.terminated) {
+    ports.close();
+    return;
+  }
+
+  const sdp = new LocalSdpSession();
+  let answer: NegotiatedAnswer;
+  try {
+    answer = sdp.answer(req.body.toString('utf8'), { localAddress: ctx.mediaAddress, localPort: ports.rtpPort, preferences: ctx.codecs });
+  } catch (err) {
+    ports.close();
+    if (!isSdpError(err)) throw err;
+    const headers: [string, string][] = err instanceof SdpNegotiationError ? [['Warning', err.warningHeader()]] : [];
+    ctx.logger.warn({ ...base, trunkId: decision.trunk.id, status: 488, sdp: err.message }, 'INVITE refused (488): no usable media in the offer');
+    ctx.count('no_common_codec');
+    respond(tx, req, 488, undefined, headers);
+    return;
+  }
+
+  let dialog: Dialog;
+  try {
+    dialog = ctx.dialogs.fromInvite(tx, inbound, { localContact: contactFor(inbound) });
+  } catch (err) {
+    ports.close();
+    ctx.logger.warn({ ...base, err, status: 400 }, 'INVITE refused (400): cannot create a dialog');
+    ctx.count('bad_request');
+    respond(tx, req, 400, 'Bad Request (no Contact)');
+    return;
+  }
+  const logger = ctx.logger;
+  const rtp = new RtpSession({
+    ports,
+    clockRate: answer.codec.clockRate,
+    remote: answer.remote,
+    ...(answer.dtmf ? { dtmfPayloadType: answer.dtmf.receivePayloadType } : {}),
+    rtcpMux: answer.rtcpMux,
+    mediaTimeoutMs: ctx.mediaTimeoutMs,
+    logger,
+  });
+  const call = new SipCall({
+    direction: 'inbound',
+    dialog,
+    media: answer,
+    rtp,
+    sdp: { session: sdp, localAddress: ctx.mediaAddress, localPort: ports.rtpPort, preferences: ctx.codecs },
+    from: fromUser(req),
+    to: user,
+    trunk: { id: decision.trunk.id, orgId: decision.trunk.orgId, name: decision.trunk.name },
+    route: decision.route,
+    answerSdp: answer.answerSdp,
+    answerHeaders: [['Allow', ALLOW], ['Supported', SUPPORTED], ['User-Agent', ctx.userAgent], ...timer.headers],
+    mediaTimeoutMs: ctx.mediaTimeoutMs,
+    logger,
+  });
+  dialog.provisional(180);
+  ctx.logger.info(
+    { ...base, id: call.id, trunkId: decision.trunk.id, auth: decision.auth, agentId: decision.route.agentId, via: decision.route.via, codec: answer.codec.name },
+    'inbound call routed',
+  );
+  ctx.count('routed');
+  if (!ctx.deliver(call)) {
+    ctx.logger.warn({ ...base, id: call.id, status: 480 }, 'INVITE refused (480): no call handler is registered');
+    call.reject(480, 'No Call Handler');
+  }
+}
