@@ -11,6 +11,7 @@ import type { Config } from './config.ts';
 import type { Logger } from './log.ts';
 import { openStore, type Store } from './store/index.ts';
 import { buildApp } from './api/app.ts';
+import { createRegistry } from './api/metrics.ts';
 import { createCarrierClient } from './telco/carrier-client.ts';
 import { startSip, type SipService } from './sip-service.ts';
 
@@ -46,6 +47,7 @@ export async function startDaemon(config: Config, logger: Logger, print: (line: 
   let listening = false;
   let draining = false;
   let sip: SipService | undefined;
+  const registry = createRegistry();
   const app = await buildApp({
     config,
     store,
@@ -56,9 +58,9 @@ export async function startDaemon(config: Config, logger: Logger, print: (line: 
       const ready = listening && sipUp;
       return { ready, draining, reason: draining ? 'draining' : ready ? undefined : listening ? 'SIP not listening' : 'starting' };
     },
-  });
+  }, registry);
   try {
-    if (config.sip.enabled) sip = await startSip(config, store, logger);
+    if (config.sip.enabled) sip = await startSip(config, store, logger, registry);
     await app.listen({ host: config.http.host, port: config.http.port });
   } catch (err) {
     await sip?.close();

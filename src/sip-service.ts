@@ -16,10 +16,14 @@ import type { DigestAlgorithm } from './sip/digest.ts';
 import { StoreDirectory } from './sip/store-directory.ts';
 import type { SipTransportListen } from './sip/transport.ts';
 import { SipUserAgent } from './sip/user-agent.ts';
+import { TrunkHealth } from './sip/trunk-health.ts';
+import { Counter, Gauge, type Registry } from 'prom-client';
 
 export interface SipService {
   ua: SipUserAgent;
   ports: PortAllocator;
+  /** OPTIONS pings to trunks' outbound hosts; undefined when sip.options_ping_secs is 0. */
+  health: TrunkHealth | undefined;
   /** The SIP port bound (UDP and TCP). */
   port: number;
   /** The address in our Contact and SDP. */
@@ -68,7 +72,38 @@ function list(s: string): string[] {
     .filter((x) => x !== '');
 }
 
-export async function startSip(config: Config, store: Store, logger: Logger): Promise<SipService> {
+/** Prometheus metrics of SIP on the daemon's registry. */
+function installSipMetrics(registry: Registry, ua: SipUserAgent, ports: PortAllocator): { trunkUp: Gauge<'trunk_id'> } {
+  new Gauge({
+    name: 'callbridge_sip_calls_active',
+    help: 'SIP calls in progress (ringing or answered), by direction.',
+    labelNames: ['direction'] as const,
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const c of ua.calls) this.inc({ direction: c.direction });
+    },
+  });
+  new Gauge({
+    name: 'callbridge_rtp_ports_in_use',
+    help: 'RTP/RTCP port pairs allocated.',
+    registers: [registry],
+    collect() {
+      this.set(ports.inUse);
+    },
+  });
+  const outcomes = new Counter({
+    name: 'callbridge_sip_call_outcomes_total',
+    help: 'Inbound INVITE and outbound dial outcomes (routed, no_route, auth_failed, agent_inactive, draining, dial_busy...) and call ends (ended_<reason>).',
+    labelNames: ['outcome'] as const,
+    registers: [registry],
+  });
+  ua.on('outcome', (o) => outcomes.inc({ outcome: o }));
+  const trunkUp = new Gauge({ name: 'callbridge_sip_trunk_up', help: "1 when the trunk's outbound host answers OPTIONS pings.", labelNames: ['trunk_id'] as const, registers: [registry] });
+  return { trunkUp };
+}
+
+export async function startSip(config: Config, store: Store, logger: Logger, registry?: Registry): Promise<SipService> {
   const log = logger.child({ component: 'sip' });
   const host = config.sip.host;
   const advertise = advertiseAddress(config);
@@ -98,15 +133,32 @@ export async function startSip(config: Config, store: Store, logger: Logger): Pr
     authRateLimit: { maxFailures: Math.max(1, config.sip.auth_max_failures), blockMs: config.sip.auth_block_secs * 1000 },
     codecs: list(config.sip.codecs) as CodecName[],
     mediaTimeoutMs: config.rtp.media_timeout_secs * 1000,
+    ringTimeoutMs: config.sip.ring_timeout_secs * 1000,
+    sessionTimer: { interval: config.sip.session_expires_secs, minSE: config.sip.min_se_secs },
     logger: log,
   });
   await ua.start();
+  const metrics = registry ? installSipMetrics(registry, ua, ports) : undefined;
+  let health: TrunkHealth | undefined;
+  if (config.sip.options_ping_secs > 0) {
+    health = new TrunkHealth({
+      layer: ua.layer,
+      trunks: () => store.sipTrunks.listWithOutboundHost(),
+      intervalMs: config.sip.options_ping_secs * 1000,
+      from: `<sip:callbridge@${advertise.includes(':') ? `[${advertise}]` : advertise}>`,
+      userAgent: 'callbridge',
+      logger: log,
+      onStatus: (id, up) => metrics?.trunkUp.set({ trunk_id: id }, up ? 1 : 0),
+    });
+    await health.start();
+  }
   const bound = ua.endpoints.find((e) => e.protocol !== 'tls')?.port ?? port;
   log.info({ endpoints: ua.endpoints.map((e) => `${e.protocol}:${e.address}:${e.port}`), advertise, rtp: `${config.rtp.port_min}-${config.rtp.port_max}` }, 'SIP listening');
 
   return {
     ua,
     ports,
+    health,
     port: bound,
     advertiseAddress: advertise,
     async drainAndClose(deadlineMs) {
@@ -115,8 +167,12 @@ export async function startSip(config: Config, store: Store, logger: Logger): Pr
       if (ua.calls.length > 0) log.info({ calls: ua.calls.length, deadlineMs }, 'draining: waiting for calls to end');
       while (ua.calls.length > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 100));
       if (ua.calls.length > 0) log.warn({ calls: ua.calls.length }, 'drain deadline reached: hanging up the remaining calls');
+      health?.close();
       await ua.close();
     },
-    close: () => ua.close(),
+    close: async () => {
+      health?.close();
+      await ua.close();
+    },
   };
 }

@@ -27,6 +27,17 @@ import type { ServerTransaction } from './transaction.ts';
 import type { Inbound } from './transport-types.ts';
 import type { InboundRoute } from './inbound-routing.ts';
 import { emitSafely } from './transaction-runner.ts';
+import {
+  negotiateSessionTimerUas,
+  refreshSessionByUpdate,
+  sessionRefreshHeaders,
+  sessionTimerFromUacResponse,
+  SessionTimer,
+  type NegotiatedSessionTimer,
+  type SessionTimerConfig,
+} from './session-timer.ts';
+import type { HeaderValue } from './message.ts';
+import { transferByRefer, type TransferOutcome } from './refer.ts';
 
 export type CallDirection = 'inbound' | 'outbound';
 
@@ -102,9 +113,15 @@ export interface SipCallInit {
   trunk?: CallTrunk;
   /** Inbound: the routed agent. */
   route?: InboundRoute;
-  /** Inbound: the SDP answer and extra 2xx headers (session timer) sent by answer(). */
+  /** Inbound: the SDP answer sent by answer(). */
   answerSdp?: string;
+  /** Headers of every 2xx we send (Allow, Supported, User-Agent). */
   answerHeaders?: [string, string][];
+  /**
+   * RFC 4028: the timer negotiated by the INVITE (inbound: its 2xx headers too), our config, and
+   * whether the peer allows UPDATE (then refreshes go by UPDATE, else by re-INVITE).
+   */
+  sessionTimer?: { negotiated: NegotiatedSessionTimer | undefined; headers: [string, HeaderValue][]; config: SessionTimerConfig; peerAllowsUpdate: boolean };
   /** RTP silence that ends the call; 0 disables. */
   mediaTimeoutMs: number;
   logger?: CallLogger;
@@ -147,6 +164,9 @@ export class SipCall extends EventEmitter<SipCallEvents> {
   readonly #sdp: CallSdpContext;
   readonly #answerSdp: string | undefined;
   readonly #answerHeaders: [string, string][];
+  readonly #timerInit: SipCallInit['sessionTimer'];
+  #timer: SessionTimer | undefined;
+  #timerState: NegotiatedSessionTimer | undefined;
   readonly #mediaTimeoutMs: number;
   readonly #logger: CallLogger | undefined;
   /** Our offer in a 2xx to an offer-less re-INVITE, answered in the ACK (RFC 3264 with 3261 13.2.1). */
@@ -167,6 +187,8 @@ export class SipCall extends EventEmitter<SipCallEvents> {
     this.route = init.route;
     this.#answerSdp = init.answerSdp;
     this.#answerHeaders = init.answerHeaders ?? [];
+    this.#timerInit = init.sessionTimer;
+    this.#timerState = init.sessionTimer?.negotiated;
     this.#mediaTimeoutMs = init.mediaTimeoutMs;
     this.#logger = init.logger;
     const d = this.dialog;
@@ -182,7 +204,10 @@ export class SipCall extends EventEmitter<SipCallEvents> {
       this.#hangup({ reason: 'media_timeout', by: 'remote' });
     });
     this.rtp.setMediaTimeout(this.#mediaTimeoutMs);
-    if (this.direction === 'outbound') this.answeredAt = new Date();
+    if (this.direction === 'outbound') {
+      this.answeredAt = new Date();
+      this.#startSessionTimer();
+    }
   }
 
   /** The SIP Call-ID. */
@@ -212,12 +237,14 @@ export class SipCall extends EventEmitter<SipCallEvents> {
   answer(): boolean {
     if (this.direction !== 'inbound' || this.#end !== undefined || this.answeredAt !== undefined) return false;
     try {
-      this.dialog.answer({ body: this.#answerSdp ?? '', contentType: 'application/sdp', headers: this.#answerHeaders });
+      const headers: [string, HeaderValue][] = [...this.#answerHeaders, ...(this.#timerInit?.headers ?? [])];
+      this.dialog.answer({ body: this.#answerSdp ?? '', contentType: 'application/sdp', headers });
     } catch (err) {
       this.#logger?.warn({ err, callId: this.id }, 'could not answer');
       return false;
     }
     this.answeredAt = new Date();
+    this.#startSessionTimer();
     this.#emit('answered', []);
     return true;
   }
@@ -237,6 +264,38 @@ export class SipCall extends EventEmitter<SipCallEvents> {
   /** Ends the call: BYE once answered, 480 before (inbound). Idempotent. */
   hangup(reason: HangupReason = 'local'): void {
     this.#hangup({ reason, by: 'local' });
+  }
+
+  /**
+   * Blind transfer with REFER (RFC 3515): `target` is a number (sent as
+   * sip:<number>@<the peer's host>, which PBXs and carriers route like a dialled number) or a
+   * sip:/sips:/tel: URI. On a 2xx sipfrag (the transferee reached the target) or an accepted REFER
+   * without progress reports, the call ends with reason 'transferred'. A refused REFER
+   * ('rejected') leaves the call up: the caller may bridge a new outbound leg itself.
+   */
+  async transfer(target: string, opts: { timeoutMs?: number; onProgress?: (status: number, reason: string) => void } = {}): Promise<TransferOutcome> {
+    if (this.#end !== undefined || this.answeredAt === undefined) {
+      return { outcome: 'ended', reason: 'closed', accepted: false };
+    }
+    const referTo = /^(sips?|tel):/i.test(target) ? target : `sip:${target}@${this.#peerHost()}`;
+    const outcome = await transferByRefer(this.dialog, {
+      referTo,
+      referredBy: this.dialog.localContact.uri.toString(),
+      ...(opts.timeoutMs !== undefined ? { timeoutMs: opts.timeoutMs } : {}),
+      ...(opts.onProgress ? { onProgress: opts.onProgress } : {}),
+      ...(this.#logger ? { logger: this.#logger } : {}),
+    });
+    this.#logger?.info({ callId: this.id, referTo, ...outcome }, 'transfer by REFER finished');
+    if (outcome.outcome === 'success' || outcome.outcome === 'accepted') this.#hangup({ reason: 'transferred', by: 'local' });
+    else if (outcome.outcome === 'ended' && outcome.accepted) this.#ended({ reason: 'transferred', by: 'remote' });
+    return outcome;
+  }
+
+  /** The host (and port) of the peer's URI in the dialog, for a number turned into a Refer-To URI. */
+  #peerHost(): string {
+    const u = this.dialog.remote.uri;
+    if (u.kind === 'sip') return u.port === undefined ? u.host : `${u.host.includes(':') ? `[${u.host}]` : u.host}:${u.port}`;
+    return 'invalid';
   }
 
   /** RFC 4733 DTMF to the peer (for IVRs). */
@@ -305,6 +364,7 @@ export class SipCall extends EventEmitter<SipCallEvents> {
 
   #finish(): void {
     this.endedAt = new Date();
+    this.#timer?.close();
     this.dialog.close();
     this.rtp.close();
     for (const fn of this.#cleanups.splice(0)) {
@@ -320,17 +380,28 @@ export class SipCall extends EventEmitter<SipCallEvents> {
   /** A re-INVITE or UPDATE from the peer: answer its offer, or make one when it has none. */
   #onOffer(tx: ServerTransaction, inbound: Inbound<SipRequest>, method: 'INVITE' | 'UPDATE'): void {
     const req = inbound.message;
-    const headers = this.#answerHeaders;
+    const timer = this.#negotiateRefresh(req);
+    if (timer === undefined) {
+      tx.respond(createResponse(req, 400, 'Bad Session-Expires', { toTag: this.dialog.localTag }));
+      return;
+    }
+    if ('reject' in timer) {
+      tx.respond(createResponse(req, timer.reject.status, timer.reject.reason, { toTag: this.dialog.localTag, headers: timer.reject.headers }));
+      return;
+    }
+    const headers: [string, HeaderValue][] = [...this.#answerHeaders, ...timer.headers];
     if (req.body.length === 0) {
       if (method === 'UPDATE') {
         // A session refresh without SDP (RFC 4028 / RFC 3311): nothing changes.
         tx.respond(createResponse(req, 200, undefined, { toTag: this.dialog.localTag, headers: [['Contact', this.dialog.localContact.clone()], ...headers] }));
+        timer.commit();
         return;
       }
       // Offer-less re-INVITE: our current SDP is the offer in the 2xx, the answer comes in the ACK.
       const offer = this.#sdp.session.offer({ localAddress: this.#sdp.localAddress, localPort: this.#sdp.localPort, previous: this.#media, codecs: this.#sameRateCodecs() });
       this.#pendingOffer = offer;
       this.dialog.answer({ body: offer.sdp, contentType: 'application/sdp', headers }, tx);
+      timer.commit();
       return;
     }
     try {
@@ -352,6 +423,7 @@ export class SipCall extends EventEmitter<SipCallEvents> {
           }),
         );
       }
+      timer.commit();
       this.#applyMedia(answer);
     } catch (err) {
       if (!isSdpError(err)) throw err;
@@ -359,6 +431,79 @@ export class SipCall extends EventEmitter<SipCallEvents> {
       const warning = err instanceof SdpNegotiationError ? [['Warning', err.warningHeader()] as [string, string]] : [];
       this.#logger?.info({ callId: this.id, err: err.message }, `${method} offer refused: the call keeps its media`);
       tx.respond(createResponse(req, 488, undefined, { toTag: this.dialog.localTag, headers: warning }));
+    }
+  }
+
+  /**
+   * RFC 4028 on a re-INVITE/UPDATE from the peer: the 2xx headers, or a 422/400. `commit()` once
+   * the 2xx went out: the refresh counts and the timer re-arms (RFC 4028 10).
+   */
+  #negotiateRefresh(req: SipRequest): { headers: [string, HeaderValue][]; commit: () => void } | { reject: { status: number; reason: string; headers: [string, HeaderValue][] } } | undefined {
+    const init = this.#timerInit;
+    if (init === undefined) return { headers: [], commit: () => {} };
+    const d = negotiateSessionTimerUas(req, init.config, this.#timerState);
+    if (d.action === 'reject') return { reject: { status: d.status, reason: d.reason, headers: d.headers } };
+    return {
+      headers: d.headers,
+      commit: () => {
+        this.#timerState = d.timer;
+        if (d.timer === undefined) {
+          this.#timer?.close();
+          this.#timer = undefined;
+        } else if (this.#timer === undefined || this.#timer.closed) {
+          this.#startSessionTimer();
+        } else {
+          this.#timer.refreshed(d.timer.interval, d.timer.refresher);
+        }
+      },
+    };
+  }
+
+  #startSessionTimer(): void {
+    const t = this.#timerState;
+    if (t === undefined || this.#end !== undefined) return;
+    this.#timer?.close();
+    this.#timer = new SessionTimer({
+      interval: t.interval,
+      refresher: t.refresher,
+      dialog: this.dialog,
+      refresh: () => this.#refreshSession(),
+      expired: () => {
+        this.#logger?.warn({ callId: this.id, interval: this.#timerState?.interval }, 'session timer expired without refresh (RFC 4028 10): hanging up');
+        this.#hangup({ reason: 'session_expired', by: 'remote' });
+      },
+      ...(this.#logger ? { logger: this.#logger } : {}),
+    });
+  }
+
+  /** We are the refresher: UPDATE without SDP when the peer allows it, else a re-INVITE with our SDP. */
+  async #refreshSession(): Promise<boolean> {
+    const init = this.#timerInit;
+    const state = this.#timerState;
+    if (init === undefined || state === undefined || this.#end !== undefined) return false;
+    const minSE = init.config.minSE;
+    const byUpdate = await refreshSessionByUpdate(this.dialog, { timer: state, ...(minSE !== undefined ? { minSE } : {}), peerAllowsUpdate: init.peerAllowsUpdate });
+    if (byUpdate.ok) {
+      this.#timerState = byUpdate.timer;
+      this.#timer?.refreshed(byUpdate.timer.interval, byUpdate.timer.refresher);
+      return true;
+    }
+    if (byUpdate.reason !== 'update-not-allowed' && !(byUpdate.reason === 'rejected' && (byUpdate.status === 405 || byUpdate.status === 501))) return false;
+    // Re-INVITE with the SDP we last sent (same version: nothing changed, RFC 3264 8).
+    try {
+      const offer = this.#sdp.session.offer({ localAddress: this.#sdp.localAddress, localPort: this.#sdp.localPort, previous: this.#media, codecs: this.#sameRateCodecs(), direction: this.#media.direction });
+      const tx = this.dialog.request('INVITE', { body: offer.sdp, contentType: 'application/sdp', headers: [...this.#answerHeaders, ...sessionRefreshHeaders(state, minSE)] });
+      const res = await tx.finalResponse;
+      if (res.status < 200 || res.status >= 300) return false;
+      this.dialog.ack(res);
+      if (res.body.length > 0) this.#applyMedia(parseAnswer(res.body.toString('utf8'), offer, this.#media));
+      const next = sessionTimerFromUacResponse(res) ?? state;
+      this.#timerState = next;
+      this.#timer?.refreshed(next.interval, next.refresher);
+      return true;
+    } catch (err) {
+      this.#logger?.warn({ err, callId: this.id }, 'session refresh by re-INVITE failed');
+      return false;
     }
   }
 

@@ -19,6 +19,7 @@ import { createResponse, generateTag, type SipRequest } from './message.ts';
 import { isSdpError, LocalSdpSession, SdpNegotiationError, type NegotiatedAnswer } from './sdp.ts';
 import type { ServerTransaction } from './transaction.ts';
 import type { Inbound } from './transport-types.ts';
+import { negotiateSessionTimerUas, peerAllowsUpdate, type SessionTimerConfig } from './session-timer.ts';
 
 /** Methods we take out of dialog and in one (Allow, RFC 3261 20.5). */
 export const ALLOW = 'INVITE, ACK, CANCEL, BYE, OPTIONS, UPDATE, INFO, REFER, NOTIFY';
@@ -42,8 +43,8 @@ export interface UasContext {
   logger: UasLogger;
   /** Seconds for Retry-After while draining; undefined when taking calls. */
   draining(): number | undefined;
-  /** Extra 2xx headers for this INVITE (session timers), or a rejection (422). */
-  sessionTimer(req: SipRequest): { headers: [string, string][] } | { reject: { status: number; headers: [string, string][] } };
+  /** RFC 4028 session timer settings (interval we grant, our Min-SE). */
+  sessionTimer: SessionTimerConfig;
   /** Called with the new call after 180 was sent; returns false when nobody takes calls. */
   deliver(call: SipCall): boolean;
   /** Bookkeeping of setups and failures (metrics). */
@@ -152,11 +153,11 @@ async function handleInvite(ctx: UasContext, tx: ServerTransaction, inbound: Inb
     respond(tx, req, 488, undefined, [['Warning', '399 callbridge "an SDP offer is required in the INVITE"']]);
     return;
   }
-  const timer = ctx.sessionTimer(req);
-  if ('reject' in timer) {
-    ctx.logger.warn({ ...base, status: timer.reject.status }, 'INVITE refused: session interval too small (RFC 4028)');
+  const timer = negotiateSessionTimerUas(req, ctx.sessionTimer);
+  if (timer.action === 'reject') {
+    ctx.logger.warn({ ...base, status: timer.status, sessionExpires: req.get('Session-Expires') }, `INVITE refused (${timer.status}): ${timer.reason} (RFC 4028)`);
     ctx.count('session_interval');
-    respond(tx, req, timer.reject.status, undefined, timer.reject.headers);
+    respond(tx, req, timer.status, timer.reason, timer.headers.map(([n, v]) => [n, String(v)]));
     return;
   }
 
@@ -219,7 +220,8 @@ async function handleInvite(ctx: UasContext, tx: ServerTransaction, inbound: Inb
     trunk: { id: decision.trunk.id, orgId: decision.trunk.orgId, name: decision.trunk.name },
     route: decision.route,
     answerSdp: answer.answerSdp,
-    answerHeaders: [['Allow', ALLOW], ['Supported', SUPPORTED], ['User-Agent', ctx.userAgent], ...timer.headers],
+    answerHeaders: [['Allow', ALLOW], ['Supported', SUPPORTED], ['User-Agent', ctx.userAgent]],
+    sessionTimer: { negotiated: timer.timer, headers: timer.headers, config: ctx.sessionTimer, peerAllowsUpdate: peerAllowsUpdate(req) },
     mediaTimeoutMs: ctx.mediaTimeoutMs,
     logger,
   });

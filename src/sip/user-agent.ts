@@ -23,6 +23,8 @@ import { TransactionLayer } from './transaction.ts';
 import type { TransactionTimerConfig } from './transaction-timers.ts';
 import { SipTransportLayer, type SipTransportListen } from './transport.ts';
 import type { Endpoint } from './transport-types.ts';
+import type { SessionTimerConfig } from './session-timer.ts';
+import { placeCall, type DialOptions, type DialResult, type OutboundContext } from './outbound-call.ts';
 import { handleOutOfDialog, type UasContext, type UasLogger } from './uas.ts';
 
 export interface SipUserAgentOptions {
@@ -45,8 +47,10 @@ export interface SipUserAgentOptions {
   timers?: TransactionTimerConfig;
   /** User-Agent / Server header. Default "callbridge". */
   userAgent?: string;
-  /** Extra 2xx headers (session timers) or a rejection for an INVITE; default none. */
-  sessionTimer?: UasContext['sessionTimer'];
+  /** Outbound calls not answered within this are cancelled. Default 60 s. */
+  ringTimeoutMs?: number;
+  /** RFC 4028 session timers: interval granted/asked (default 1800 s) and our Min-SE (default 90 s). */
+  sessionTimer?: SessionTimerConfig;
   logger: UasLogger;
 }
 
@@ -55,6 +59,8 @@ export type SipUserAgentEvents = {
   call: [call: SipCall];
   /** A call ended. */
   'call-ended': [call: SipCall];
+  /** An INVITE or dial outcome was counted (routed, no_route, auth_failed, dial_busy...): metrics. */
+  outcome: [outcome: string];
 };
 
 export type InboundCallHandler = (call: SipCall) => void;
@@ -66,6 +72,7 @@ export class SipUserAgent extends EventEmitter<SipUserAgentEvents> {
   readonly digest: DigestServer;
   readonly limiter: AuthRateLimiter;
   readonly #opts: SipUserAgentOptions;
+  readonly #outbound: OutboundContext;
   readonly #calls = new Map<string, SipCall>();
   readonly #counters = new Map<string, number>();
   #handler: InboundCallHandler | undefined;
@@ -97,11 +104,45 @@ export class SipUserAgent extends EventEmitter<SipUserAgentEvents> {
       userAgent: opts.userAgent ?? 'callbridge',
       logger: opts.logger,
       draining: () => this.#retryAfter,
-      sessionTimer: opts.sessionTimer ?? (() => ({ headers: [] })),
+      sessionTimer: opts.sessionTimer ?? {},
       deliver: (call) => this.#deliver(call),
       count: (outcome) => this.#count(outcome),
     };
     this.dialogs.on('new-request', (tx, inbound) => handleOutOfDialog(ctx, tx, inbound));
+    this.#outbound = {
+      transport: this.transport,
+      layer: this.layer,
+      dialogs: this.dialogs,
+      ports: opts.ports,
+      mediaAddress: opts.mediaAddress,
+      codecs: ctx.codecs,
+      mediaTimeoutMs: ctx.mediaTimeoutMs,
+      ringTimeoutMs: opts.ringTimeoutMs ?? 60_000,
+      sessionTimer: ctx.sessionTimer,
+      userAgent: ctx.userAgent,
+      logger: opts.logger,
+    };
+  }
+
+  /**
+   * Calls `to` through a trunk (outbound.ts): resolves once answered (a SipCall, tracked until it
+   * ends) or failed (busy, no_answer, auth_failed, not_found, rejected, timeout, unreachable...).
+   * Refused at once while draining or closed.
+   */
+  async dial(opts: DialOptions): Promise<DialResult> {
+    if (this.#retryAfter !== undefined || !this.listening) return { ok: false, reason: 'unreachable', status: 503, detail: 'the SIP user agent is draining or closed' };
+    this.#count('dial');
+    const result = await placeCall(this.#outbound, opts);
+    if (result.ok) {
+      if (this.#closing !== undefined) {
+        result.call.hangup('shutdown');
+        return { ok: false, reason: 'cancelled', status: 503, detail: 'the SIP user agent closed while the call was set up' };
+      }
+      this.track(result.call);
+    } else {
+      this.#count(`dial_${result.reason}`);
+    }
+    return result;
   }
 
   /** Binds every listener. @throws SipTransportError when one cannot be bound. */
@@ -190,6 +231,7 @@ export class SipUserAgent extends EventEmitter<SipUserAgentEvents> {
 
   #count(outcome: string): void {
     this.#counters.set(outcome, (this.#counters.get(outcome) ?? 0) + 1);
+    if (this.listenerCount('outcome') > 0) this.emit('outcome', outcome);
   }
 }
 

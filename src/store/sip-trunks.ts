@@ -130,6 +130,7 @@ export class SipTrunkRepo {
   readonly #secrets;
   readonly #setStatus;
   readonly #byAuthType;
+  readonly #withOutbound;
 
   constructor(
     db: Db,
@@ -157,6 +158,7 @@ export class SipTrunkRepo {
     this.#secrets = db.prepare(
       'SELECT inbound_sip_username, inbound_sip_password_enc, outbound_sip_username, outbound_sip_password_enc FROM sip_trunks WHERE id = ?',
     );
+    this.#withOutbound = db.prepare(`SELECT ${COLUMNS} FROM sip_trunks WHERE outbound_host != '' ORDER BY created_at, id`);
     this.#byAuthType = db.prepare(`SELECT ${COLUMNS} FROM sip_trunks WHERE inbound_auth_type = ? ORDER BY created_at, id`);
     this.#setStatus = db.prepare(
       'UPDATE sip_trunks SET inbound_registration_status = COALESCE(@inbound, inbound_registration_status), ' +
@@ -188,6 +190,11 @@ export class SipTrunkRepo {
    */
   listByInboundAuth(type: InboundAuthType): StoredSipTrunk[] {
     return (this.#byAuthType.all(type) as SipTrunkRow[]).map(fromRow);
+  }
+
+  /** Every trunk with an outbound host, in any organization (OPTIONS pings). */
+  listWithOutboundHost(): StoredSipTrunk[] {
+    return (this.#withOutbound.all() as SipTrunkRow[]).map(fromRow);
   }
 
   /** @throws the SQLite UNIQUE error when inbound_sip_username is taken (isUniqueViolation). */
