@@ -15,7 +15,7 @@
  */
 import { EventEmitter } from 'node:events';
 import { SipDialogError } from './dialog-errors.ts';
-import { createRequest, createResponse, generateTag, hostKind, type HeaderValue, type NameAddr, type SipRequest, type SipResponse, type Uri } from './message.ts';
+import { createRequest, createResponse, generateTag, type HeaderValue, type NameAddr, type SipRequest, type SipResponse, type Uri } from './message.ts';
 import type { ClientTransaction, ServerTransaction, TransactionLayer, TransactionLogger } from './transaction.ts';
 import { systemTransactionTimers, type TransactionTimers } from './transaction-timers.ts';
 import { emitSafely } from './transaction-runner.ts';
@@ -121,16 +121,14 @@ export function dialogKey(callId: string, localTag: string, remoteTag: string): 
 }
 
 /**
- * The transport endpoint of a sip:/sips: URI: numeric host only (no RFC 3263 DNS here; the
- * caller resolves names before they reach a dialog), port default 5060 (5061 for TLS), protocol
- * from `transport=` (udp, tcp, tls), TLS for sips:. `maddr` is ignored.
+ * The transport endpoint of a sip:/sips: URI: the host as written (an IP literal, or a name the
+ * transport resolves with an A/AAAA lookup when sending: carriers put names in Contact and
+ * Record-Route; no RFC 3263 SRV/NAPTR), port default 5060 (5061 for TLS), protocol from
+ * `transport=` (udp, tcp, tls), TLS for sips:. `maddr` is ignored.
  * @throws SipDialogError SIP_DIALOG_DESTINATION for other URIs.
  */
 export function endpointFromUri(uri: Uri): Endpoint {
   if (uri.kind !== 'sip') throw new SipDialogError('SIP_DIALOG_DESTINATION', `cannot send to a ${uri.kind} URI`);
-  if (hostKind(uri.host) === 'name') {
-    throw new SipDialogError('SIP_DIALOG_DESTINATION', `host "${uri.host}" is a name; DNS (RFC 3263) is not done in the dialog layer`);
-  }
   const t = uri.transport;
   let protocol: TransportProtocol;
   if (uri.scheme === 'sips' || t === 'tls') protocol = 'tls';

@@ -473,7 +473,14 @@ export class SipTransportLayer extends EventEmitter<SipTransportEvents> implemen
 
   async #sendRequest(req: SipRequest, dest: Endpoint, connectionId: string | undefined, options: SendOptions): Promise<void> {
     if (dest.protocol === 'udp') {
-      const address = stripBrackets(dest.address);
+      let address = stripBrackets(dest.address);
+      // A host name (a carrier's Contact or Record-Route): A/AAAA lookup, as for TCP/TLS. No
+      // RFC 3263 SRV/NAPTR: the port is the URI's.
+      if (ipFamily(address) === 0) {
+        // Ask for the family we have a UDP socket of, when we have only one ("localhost" may be ::1).
+        const families = new Set(this.#udp.map((u) => u.family));
+        address = await this.#resolve(address, 'udp', dest.port, families.size === 1 ? [...families][0] : undefined);
+      }
       const listener = this.#udpFor(address, connectionId);
       this.#fillVia(req, listener.advertisedFor(ipFamily(address)));
       await this.#sendUdp(listener, serializeForUdp(req), address, dest.port);
@@ -595,9 +602,9 @@ export class SipTransportLayer extends EventEmitter<SipTransportEvents> implemen
     return pending;
   }
 
-  async #resolve(host: string, protocol: TransportProtocol, port: number): Promise<string> {
+  async #resolve(host: string, protocol: TransportProtocol, port: number, family?: IpFamily): Promise<string> {
     try {
-      return (await lookup(host)).address;
+      return (await (family === undefined ? lookup(host) : lookup(host, { family }))).address;
     } catch (err) {
       throw new SipTransportError('SIP_TRANSPORT_RESOLVE', `cannot resolve ${host}: ${err instanceof Error ? err.message : String(err)}`, { cause: err, endpoint: { protocol, address: host, port } });
     }

@@ -276,7 +276,9 @@ describe('UAC dialog', () => {
     const res = reply(tx.request, 200, { toTag: 'bobtag', headers: [['Record-Route', '<sip:10.0.0.1>'], ['Contact', '<sip:bob@198.51.100.9>']] });
     const dialog = env.manager.fromResponse(tx.request, res);
     expect(() => dialog.nextHop()).toThrow(expect.objectContaining({ code: 'SIP_DIALOG_STRICT_ROUTE' }));
-    expect(() => endpointFromUri(parseUri('sip:bob@example.com'))).toThrow(expect.objectContaining({ code: 'SIP_DIALOG_DESTINATION' }));
+    // Names pass through: the transport resolves them when it sends.
+    expect(endpointFromUri(parseUri('sip:bob@sbc.example.com;transport=tcp'))).toEqual({ protocol: 'tcp', address: 'sbc.example.com', port: 5060 });
+    expect(() => endpointFromUri(parseUri('tel:+15551234567'))).toThrow(expect.objectContaining({ code: 'SIP_DIALOG_DESTINATION' }));
     expect(endpointFromUri(parseUri('sips:bob@[2001:db8::1]'))).toEqual({ protocol: 'tls', address: '2001:db8::1', port: 5061 });
     expect(endpointFromUri(parseUri('sip:bob@203.0.113.1:5070;transport=TCP'))).toEqual({ protocol: 'tcp', address: '203.0.113.1', port: 5070 });
   });

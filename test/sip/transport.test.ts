@@ -419,6 +419,15 @@ describe('UDP', () => {
     expect(inbound.source).toEqual({ protocol: 'udp', address: '127.0.0.1', port: peer.port });
   });
 
+  it('sends a UDP request to a host name (a carrier Contact): resolved with A/AAAA, unresolvable names reject with SIP_TRANSPORT_RESOLVE', async () => {
+    const layer = await startLayer([UDP4]);
+    const peer = await udpPeer();
+    const req = createRequest({ method: 'OPTIONS', uri: `sip:localhost:${peer.port}`, from: '<sip:agent@callbridge.invalid>', to: `<sip:localhost:${peer.port}>`, via: placeholderVia() });
+    await layer.send(req, { protocol: 'udp', address: 'localhost', port: peer.port });
+    expect(asRequest(await peer.next()).method).toBe('OPTIONS');
+    await expect(layer.send(req.clone(), { protocol: 'udp', address: 'no-such-host.invalid', port: 5060 })).rejects.toMatchObject({ code: 'SIP_TRANSPORT_RESOLVE' });
+  });
+
   it('writes a UDP request above 1300 bytes with compact header names (RFC 3261 18.1.1, 7.3.3)', async () => {
     const layer = await startLayer([UDP4]);
     const peer = await udpPeer();
