@@ -97,6 +97,9 @@ export type InDialogMethod = 'BYE' | 'INFO' | 'OPTIONS' | 'REFER' | 'UPDATE' | '
 /** Methods whose requests carry Contact and whose 2xx replace the remote target (target refresh, 12.2). */
 const TARGET_REFRESH = new Set(['INVITE', 'UPDATE', 'SUBSCRIBE', 'NOTIFY', 'REFER']);
 
+/** Methods of a subscription usage (RFC 5057): a 481 to them leaves the call alone. */
+const SUBSCRIPTION_USAGE = new Set(['NOTIFY', 'SUBSCRIBE', 'REFER']);
+
 const EVENT_OF: Record<string, 'reinvite' | 'update' | 'refer' | 'info' | 'options' | 'notify'> = {
   INVITE: 'reinvite',
   UPDATE: 'update',
@@ -485,11 +488,14 @@ export class Dialog extends EventEmitter<DialogEvents> {
     this.#watch(tx, TARGET_REFRESH.has(method));
     tx.on('final', (res) => {
       if (this.#clientInvite === tx) this.#clientInvite = undefined;
-      if (res.status === 481 || res.status === 408) this.#terminate('remote-gone');
+      // RFC 5057 5.6: a 481 to a request of a subscription usage (NOTIFY, SUBSCRIBE, REFER)
+      // ends that usage only; the invite usage (the call) goes on.
+      if (res.status === 481 && SUBSCRIPTION_USAGE.has(method)) return;
+      if (res.status === 481 || res.status === 408) this.#gone(method, res.status === 408);
     });
     tx.on('timeout', () => {
       if (this.#clientInvite === tx) this.#clientInvite = undefined;
-      this.#terminate('remote-gone');
+      this.#gone(method, true);
     });
     if (method === 'BYE') this.#terminate(this.#byeReason);
     return tx;
@@ -613,6 +619,20 @@ export class Dialog extends EventEmitter<DialogEvents> {
       body: opts.body,
       contentType: opts.contentType,
     });
+  }
+
+  /**
+   * The peer did not answer an in-dialog request (408 or timeout) or no longer knows the dialog
+   * (481): the dialog ends (12.2.1.2). After a 408/timeout a BYE is still sent, so a peer that is
+   * only slow (RFC 4028 10: a failed session refresh) releases the call too; never for a BYE.
+   */
+  #gone(method: string, sendBye: boolean): void {
+    if (this.#state === 'terminated') return;
+    if (sendBye && method !== 'BYE') {
+      this.#byeReason = 'remote-gone';
+      this.#trySend('BYE');
+    }
+    this.#terminate('remote-gone');
   }
 
   /** Sends a request from inside the dialog's own machinery, logging instead of throwing. */

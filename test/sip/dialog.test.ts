@@ -270,7 +270,36 @@ describe('UAC dialog', () => {
     expect(dialog.state).toBe('terminated');
   });
 
-  it('refuses strict routing and host names (no DNS here)', () => {
+  it('a 408 to an in-dialog request sends BYE and ends the dialog; a 481 ends it without BYE; a 481 to NOTIFY leaves it', async () => {
+    const env = setup();
+    const tx = uacInvite(env);
+    const res = ok(tx);
+    const dialog = env.manager.fromResponse(tx.request, res);
+    dialog.ack(res);
+    const notify = dialog.request('NOTIFY');
+    env.transport.deliverResponse(reply(notify.request, 481));
+    await flush();
+    expect(dialog.state).toBe('confirmed');
+    const update = dialog.request('UPDATE');
+    env.transport.deliverResponse(reply(update.request, 408));
+    await flush();
+    expect(dialog.state).toBe('terminated');
+    expect(env.transport.requests('BYE')).toHaveLength(1);
+
+    const env2 = setup();
+    const tx2 = uacInvite(env2);
+    const res2 = ok(tx2);
+    const d2 = env2.manager.fromResponse(tx2.request, res2);
+    const reasons: DialogTerminationReason[] = [];
+    d2.on('terminated', (r) => reasons.push(r));
+    const info = d2.request('INFO');
+    env2.transport.deliverResponse(reply(info.request, 481));
+    await flush();
+    expect(reasons).toEqual(['remote-gone']);
+    expect(env2.transport.requests('BYE')).toHaveLength(0);
+  });
+
+  it('refuses strict routing; host names pass through to the transport', () => {
     const env = setup();
     const tx = uacInvite(env);
     const res = reply(tx.request, 200, { toTag: 'bobtag', headers: [['Record-Route', '<sip:10.0.0.1>'], ['Contact', '<sip:bob@198.51.100.9>']] });

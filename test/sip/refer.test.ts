@@ -202,7 +202,7 @@ describe('transferByRefer', () => {
     expect(env.us.listenerCount('notify')).toBe(0);
   });
 
-  it('rejected: a peer that takes no REFER answers 501 by default; a 481 ends the dialog', async () => {
+  it('rejected: a peer that takes no REFER answers 501 by default; a 481 ends the refer usage only (RFC 5057), not the call', async () => {
     const env = call();
     const s = track(transferByRefer(env.us, { referTo: TARGET, clock: env.clock }));
     await run(env.clock, 500);
@@ -212,7 +212,8 @@ describe('transferByRefer', () => {
     pbxTakesRefer(env, 481);
     const s2 = track(transferByRefer(env.us, { referTo: TARGET, clock: env.clock }));
     await run(env.clock, 500);
-    expect(s2.outcome).toEqual({ outcome: 'ended', reason: 'remote-gone', accepted: false });
+    expect(s2.outcome).toEqual({ outcome: 'rejected', status: 481, reason: 'Call/Transaction Does Not Exist' });
+    expect(env.us.state).toBe('confirmed');
   });
 
   it('timeout: 202 and then nothing within timeoutMs; a later NOTIFY gets the dialog default', async () => {
