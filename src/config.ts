@@ -153,6 +153,12 @@ const schema = {
     session_expires_secs: { doc: 'RFC 4028 session interval we ask for and grant.', format: 'nat', default: 1800, env: 'CALLBRIDGE_SIP_SESSION_EXPIRES_SECS' },
     min_se_secs: { doc: 'RFC 4028 Min-SE: shorter session intervals are refused with 422.', format: 'nat', default: 90, env: 'CALLBRIDGE_SIP_MIN_SE_SECS' },
     ring_timeout_secs: { doc: 'Outbound calls not answered within this are cancelled (no answer).', format: 'nat', default: 60, env: 'CALLBRIDGE_SIP_RING_TIMEOUT_SECS' },
+    t1_ms: {
+      doc: 'RFC 3261 T1 (round-trip estimate) in ms: retransmissions start at T1 and transactions time out at 64*T1. Raise on long-haul links; the RFC default is 500.',
+      format: 'nat',
+      default: 500,
+      env: 'CALLBRIDGE_SIP_T1_MS',
+    },
     options_ping_secs: { doc: "OPTIONS pings to trunks' outbound hosts every this many seconds; 0 = off.", format: 'nat', default: 0, env: 'CALLBRIDGE_SIP_OPTIONS_PING_SECS' },
   },
   rtp: {
@@ -284,6 +290,7 @@ export type Config = {
     session_expires_secs: number;
     min_se_secs: number;
     ring_timeout_secs: number;
+    t1_ms: number;
     options_ping_secs: number;
   };
   rtp: { port_min: number; port_max: number; address: string; media_timeout_secs: number };
@@ -392,6 +399,7 @@ function crossCheck(config: Config): void {
     if (a !== 'SHA-256' && a !== 'MD5') throw new ConfigError(`invalid configuration: sip.digest_algorithms: "${a}" is not SHA-256 or MD5`);
   }
   if (config.sip.digest_secret !== '' && config.sip.digest_secret.length < 16) throw new ConfigError('invalid configuration: sip.digest_secret must be at least 16 characters');
+  if (config.sip.t1_ms < 10 || config.sip.t1_ms > 10_000) throw new ConfigError('invalid configuration: sip.t1_ms must be between 10 and 10000');
   if (config.sip.min_se_secs < 90) throw new ConfigError('invalid configuration: sip.min_se_secs must be at least 90 (RFC 4028 section 4)');
   if (config.sip.session_expires_secs < config.sip.min_se_secs) throw new ConfigError('invalid configuration: sip.session_expires_secs is below sip.min_se_secs');
   const catalog = new Set(modelCatalog(config));

@@ -34,6 +34,10 @@ export const REDACT_PATHS = [
   'encryption_key',
   '*.token_secret',
   '*.encryption_key',
+  'digest_secret',
+  '*.digest_secret',
+  'credentials',
+  '*.credentials',
 ];
 
 export type { Logger };

@@ -134,6 +134,8 @@ export async function startSip(config: Config, store: Store, logger: Logger, reg
     codecs: list(config.sip.codecs) as CodecName[],
     mediaTimeoutMs: config.rtp.media_timeout_secs * 1000,
     ringTimeoutMs: config.sip.ring_timeout_secs * 1000,
+    // T2 stays 4 s unless T1 outgrows it (RFC 3261 17.1.2.2 needs T2 >= T1).
+    timers: { t1: config.sip.t1_ms, t2: Math.max(4000, config.sip.t1_ms) },
     sessionTimer: { interval: config.sip.session_expires_secs, minSE: config.sip.min_se_secs },
     logger: log,
   });

@@ -13,7 +13,9 @@ describe('configuration', () => {
     const c = loadConfig({}, {});
     expect(c.data_dir).toBe('./data');
     expect(c.http).toMatchObject({ host: '0.0.0.0', port: 8080, body_limit: 1048576 });
-    expect(c.sip).toEqual({ host: '0.0.0.0', port: 5060 });
+    expect(c.sip).toMatchObject({ host: '0.0.0.0', port: 5060, transports: 'udp,tcp', enabled: true, tls_cert: '', realm: 'callbridge', digest_algorithms: 'SHA-256,MD5' });
+    expect(c.sip).toMatchObject({ session_expires_secs: 1800, min_se_secs: 90, ring_timeout_secs: 60, t1_ms: 500, options_ping_secs: 0 });
+    expect(c.rtp).toEqual({ port_min: 20000, port_max: 30000, address: '0.0.0.0', media_timeout_secs: 30 });
     expect(modelCatalog(c)).toEqual(['local/echo']);
     expect(c.agent_defaults).toMatchObject({ vad_start_secs: 0.2, vad_stop_secs: 0.8, vad_silence_timeout_secs: 10, noise_level: 50, default_timeout: 1800, silence_counter: 2 });
     expect(c.limits.max_default_timeout).toBe(7200);
@@ -40,6 +42,13 @@ describe('configuration', () => {
       [{}, { agent_defaults: { default_language: 'xx' } }, /agent_defaults\.default_language/],
       [{}, { agent_defaults: { default_timeout: 9000 } }, /default_timeout/],
       [{}, { not_a_setting: 1 }, /not_a_setting/],
+      [{ CALLBRIDGE_SIP_TRANSPORTS: 'udp,sctp' }, {}, /sip\.transports/],
+      [{ CALLBRIDGE_SIP_CODECS: 'PCMU,G729' }, {}, /sip\.codecs/],
+      [{ CALLBRIDGE_SIP_DIGEST_ALGORITHMS: 'SHA-512' }, {}, /sip\.digest_algorithms/],
+      [{ CALLBRIDGE_SIP_DIGEST_SECRET: 'short' }, {}, /sip\.digest_secret/],
+      [{ CALLBRIDGE_SIP_TLS_CERT: '/etc/cert.pem' }, {}, /sip\.tls_cert and sip\.tls_key/],
+      [{ CALLBRIDGE_SIP_MIN_SE_SECS: '60' }, {}, /sip\.min_se_secs/],
+      [{ CALLBRIDGE_SIP_T1_MS: '5' }, {}, /sip\.t1_ms/],
     ];
     for (const [env, overrides, re] of bad) {
       expect(() => loadConfig(overrides, env), JSON.stringify({ env, overrides })).toThrow(ConfigError);

@@ -155,7 +155,7 @@ export async function decideInbound(a: InboundAuthorizer, req: InboundRequestInf
     if (result.action === 'challenge') return challenge(a, req, `digest: ${result.detail}; challenging again`, detail, result.stale);
     const outcome = a.limiter.recordFailure(src);
     if (outcome.newlyBlocked) detail.blockedNow = true;
-    const who = result.reason === 'unknown_user' ? `no digest trunk has inbound_sip_username "${result.username ?? ''}"` : `digest: ${result.detail}`;
+    const who = result.reason === 'unknown_user' ? `no digest trunk has inbound_sip_username "${result.username ?? ''}"` : `digest${account === undefined ? '' : ` trunk ${account.trunk.id} (${result.username ?? ''})`}: ${result.detail}`;
     return reject(result.action === 'bad_request' ? 400 : 403, who, detail);
   }
   a.limiter.recordSuccess(src);
