@@ -146,7 +146,12 @@ const schema = {
       env: 'CALLBRIDGE_SIP_DIGEST_SECRET',
       sensitive: true,
     },
-    digest_algorithms: { doc: 'Digest algorithms offered, most preferred first (SHA-256, MD5).', format: String, default: 'SHA-256,MD5', env: 'CALLBRIDGE_SIP_DIGEST_ALGORITHMS' },
+    digest_algorithms: {
+      doc: 'Digest algorithms challenged with, most preferred first (SHA-256, MD5). Default MD5 only: common SIP stacks (libre/baresip 1.0) abort on a SHA-256 challenge; use SHA-256,MD5 when every PBX supports RFC 8760.',
+      format: String,
+      default: 'MD5',
+      env: 'CALLBRIDGE_SIP_DIGEST_ALGORITHMS',
+    },
     auth_max_failures: { doc: 'Failed authentications from one source within a minute that block it.', format: 'nat', default: 10, env: 'CALLBRIDGE_SIP_AUTH_MAX_FAILURES' },
     auth_block_secs: { doc: 'How long a source is blocked after too many failed authentications.', format: 'nat', default: 300, env: 'CALLBRIDGE_SIP_AUTH_BLOCK_SECS' },
     codecs: { doc: 'Codecs accepted and offered, in preference order (PCMU, PCMA, opus).', format: String, default: 'PCMU,PCMA,opus', env: 'CALLBRIDGE_SIP_CODECS' },

@@ -13,7 +13,7 @@ describe('configuration', () => {
     const c = loadConfig({}, {});
     expect(c.data_dir).toBe('./data');
     expect(c.http).toMatchObject({ host: '0.0.0.0', port: 8080, body_limit: 1048576 });
-    expect(c.sip).toMatchObject({ host: '0.0.0.0', port: 5060, transports: 'udp,tcp', enabled: true, tls_cert: '', realm: 'callbridge', digest_algorithms: 'SHA-256,MD5' });
+    expect(c.sip).toMatchObject({ host: '0.0.0.0', port: 5060, transports: 'udp,tcp', enabled: true, tls_cert: '', realm: 'callbridge', digest_algorithms: 'MD5' });
     expect(c.sip).toMatchObject({ session_expires_secs: 1800, min_se_secs: 90, ring_timeout_secs: 60, t1_ms: 500, options_ping_secs: 0 });
     expect(c.rtp).toEqual({ port_min: 20000, port_max: 30000, address: '0.0.0.0', media_timeout_secs: 30 });
     expect(modelCatalog(c)).toEqual(['local/echo']);

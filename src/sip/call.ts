@@ -197,7 +197,7 @@ export class SipCall extends EventEmitter<SipCallEvents> {
     d.on('update', (tx, inbound) => this.#onOffer(tx, inbound, 'UPDATE'));
     d.on('info', (tx, inbound) => this.#onInfo(tx, inbound.message));
     d.on('ack', (inbound) => this.#onAck(inbound.message));
-    this.rtp.on('dtmf', (digit) => this.#emit('dtmf', [String(digit), 'rfc4733']));
+    this.rtp.on('dtmf', (d) => this.#emit('dtmf', [d.digit, 'rfc4733']));
     this.rtp.on('timeout', () => {
       if (this.#media.hold || this.#end !== undefined || this.answeredAt === undefined) return;
       this.#logger?.warn({ callId: this.id, mediaTimeoutMs: this.#mediaTimeoutMs }, 'no RTP from the peer: hanging up');

@@ -118,7 +118,7 @@ export class StoreDirectory implements InboundDirectory {
   }
 
   digestRouteMayExist(user: string): boolean {
-    return numberCandidates(user).some((n) => this.#store.assignments.digestNumberExists(n));
+    return numberCandidates(user).some((n) => this.#store.assignments.digestNumberExists(n) || (n.startsWith('+') && this.#store.telcoNumbers.digestRoutable(n)));
   }
 
   #carrierRoute(trunk: InboundTrunk, user: string): InboundRoute | undefined {

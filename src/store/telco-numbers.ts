@@ -47,6 +47,7 @@ export class TelcoNumberRepo {
   readonly #insert;
   readonly #relabel;
   readonly #secret;
+  readonly #digestRoutable;
 
   constructor(db: Db, box: SecretBox) {
     this.#box = box;
@@ -58,6 +59,11 @@ export class TelcoNumberRepo {
        VALUES (@id, @org_id, @phone_number, @phone_sid, @label, @account_sid, @auth_token_enc, @created_at, @created_at)`,
     );
     this.#relabel = db.prepare('UPDATE telco_numbers SET label = ?, updated_at = ? WHERE id = ? AND org_id = ?');
+    // A number an agent holds in an organization that has a digest trunk: SIP challenges an ACL
+    // source for it instead of answering 404 (that trunk's credentials would route it).
+    this.#digestRoutable = db.prepare(
+      "SELECT 1 FROM telco_numbers n JOIN agents a ON a.phone_number_id = n.id JOIN sip_trunks t ON t.org_id = n.org_id AND t.inbound_auth_type = 'digest' WHERE n.phone_number = ? LIMIT 1",
+    );
     this.#secret = db.prepare('SELECT account_sid, auth_token_enc FROM telco_numbers WHERE id = ? AND org_id = ?');
   }
 
@@ -68,6 +74,11 @@ export class TelcoNumberRepo {
   /** The organization's import of an E.164 number (one at most: UNIQUE (org_id, phone_number)). */
   byPhoneNumber(orgId: string, phoneNumber: string): TelcoNumber | undefined {
     return this.#byPhoneNumber.get(orgId, phoneNumber) as TelcoNumber | undefined;
+  }
+
+  /** Whether an agent holds this number in an organization that has a digest trunk. */
+  digestRoutable(phoneNumber: string): boolean {
+    return this.#digestRoutable.get(phoneNumber) !== undefined;
   }
 
   /** Oldest import first. */

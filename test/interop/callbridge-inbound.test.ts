@@ -38,7 +38,8 @@ async function lastCallEnded(): Promise<(typeof calls)[number]> {
 
 describe.skipIf(!sipp.ok)(`callbridge inbound calls vs SIPp${sipp.ok ? ` (${sipp.version})` : `: skipped, ${sipp.reason}`}`, () => {
   beforeAll(async () => {
-    // MD5 first: SIPp 3.6 answers the first challenge it sees and knows only MD5.
+    // SHA-256 offered too (RFC 8760), MD5 first: SIPp 3.6 answers the first challenge it sees and
+    // knows only MD5. (The daemon's default challenges with MD5 alone; see sip.digest_algorithms.)
     d = await startTestDaemon({ sip: { digest_algorithms: 'MD5,SHA-256' }, rtp: { media_timeout_secs: 10 } });
     const sip = d.daemon.sip!;
     remote = `127.0.0.1:${sip.port}`;
