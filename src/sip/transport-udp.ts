@@ -16,6 +16,8 @@ export interface UdpListenerOptions {
   /** Host written in Via sent-by and reported as `local` (default: the bound address). */
   advertise?: string;
   advertisePort?: number;
+  /** SO_RCVBUF in bytes (the kernel caps it at net.core.rmem_max); default the OS's. */
+  recvBufferSize?: number;
   onDatagram: (datagram: Buffer, rinfo: RemoteInfo, listener: UdpListener) => void;
   onError: (err: Error, listener: UdpListener) => void;
 }
@@ -35,7 +37,11 @@ export class UdpListener {
     this.family = ipFamily(opts.address) === 6 ? 6 : 4;
     // A socket bound to "::" is dual-stack (ipv6Only false): it also serves IPv4 peers, which it
     // reports as ::ffff:a.b.c.d.
-    this.#socket = createSocket({ type: this.family === 6 ? 'udp6' : 'udp4', ipv6Only: false });
+    this.#socket = createSocket({
+      type: this.family === 6 ? 'udp6' : 'udp4',
+      ipv6Only: false,
+      ...(opts.recvBufferSize !== undefined ? { recvBufferSize: opts.recvBufferSize } : {}),
+    });
     this.#socket.on('message', (msg, rinfo) => {
       if (!this.#closed) opts.onDatagram(msg, rinfo, this);
     });

@@ -113,6 +113,12 @@ export interface SipTransportLayerOptions {
    * peer (default true), a client certificate (default: the first TLS listener's).
    */
   outboundTls?: Pick<ConnectionOptions, 'ca' | 'cert' | 'key' | 'rejectUnauthorized' | 'minVersion'>;
+  /**
+   * SO_RCVBUF of the UDP sockets (default 4 MiB, capped by the kernel's net.core.rmem_max): a
+   * pause of the event loop under load must not overflow the OS default (~208 KiB), or the
+   * kernel drops requests and the peers' retransmissions pile up (measured in bench/sip).
+   */
+  udpRecvBufferBytes?: number;
   /** Malformed input and listener failures are logged at most once per kind per interval (default 60 s). */
   logIntervalMs?: number;
   /** Clock (ms) for idle bookkeeping and log throttling; injectable for tests. */
@@ -127,6 +133,7 @@ export const TRANSPORT_DEFAULTS = {
   maxWriteBufferBytes: 1024 * 1024,
   tlsHandshakeTimeoutMs: 10_000,
   logIntervalMs: 60_000,
+  udpRecvBufferBytes: 4 * 1024 * 1024,
 } as const;
 
 /** Extra, per-send options (beyond the SipTransport contract). */
@@ -317,6 +324,7 @@ export class SipTransportLayer extends EventEmitter<SipTransportEvents> implemen
             port: l.port,
             ...(l.advertise !== undefined ? { advertise: l.advertise } : {}),
             ...(l.advertisePort !== undefined ? { advertisePort: l.advertisePort } : {}),
+            recvBufferSize: this.#opts.udpRecvBufferBytes ?? TRANSPORT_DEFAULTS.udpRecvBufferBytes,
             onDatagram: this.#onDatagram,
             onError: (err) => this.#socketError(err, 'UDP socket'),
           });
