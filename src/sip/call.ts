@@ -24,6 +24,7 @@ import { createResponse, type SipRequest } from './message.ts';
 import { isSdpError, SdpNegotiationError, type LocalSdpSession, type NegotiatedMedia, parseAnswer, type SdpOffer } from './sdp.ts';
 import type { CodecName } from '../media/codecs.ts';
 import type { ServerTransaction } from './transaction.ts';
+import type { TransactionTimers } from './transaction-timers.ts';
 import type { Inbound } from './transport-types.ts';
 import type { InboundRoute } from './inbound-routing.ts';
 import { emitSafely } from './transaction-runner.ts';
@@ -124,6 +125,8 @@ export interface SipCallInit {
   sessionTimer?: { negotiated: NegotiatedSessionTimer | undefined; headers: [string, HeaderValue][]; config: SessionTimerConfig; peerAllowsUpdate: boolean };
   /** RTP silence that ends the call; 0 disables. */
   mediaTimeoutMs: number;
+  /** Timers of the session timer (RFC 4028); tests pass a virtual clock. Default Node's. */
+  sessionClock?: TransactionTimers;
   logger?: CallLogger;
 }
 
@@ -165,6 +168,7 @@ export class SipCall extends EventEmitter<SipCallEvents> {
   readonly #answerSdp: string | undefined;
   readonly #answerHeaders: [string, string][];
   readonly #timerInit: SipCallInit['sessionTimer'];
+  readonly #sessionClock: TransactionTimers | undefined;
   #timer: SessionTimer | undefined;
   #timerState: NegotiatedSessionTimer | undefined;
   readonly #mediaTimeoutMs: number;
@@ -188,6 +192,7 @@ export class SipCall extends EventEmitter<SipCallEvents> {
     this.#answerSdp = init.answerSdp;
     this.#answerHeaders = init.answerHeaders ?? [];
     this.#timerInit = init.sessionTimer;
+    this.#sessionClock = init.sessionClock;
     this.#timerState = init.sessionTimer?.negotiated;
     this.#mediaTimeoutMs = init.mediaTimeoutMs;
     this.#logger = init.logger;
@@ -473,6 +478,7 @@ export class SipCall extends EventEmitter<SipCallEvents> {
         this.#hangup({ reason: 'session_expired', by: 'remote' });
       },
       ...(this.#logger ? { logger: this.#logger } : {}),
+      ...(this.#sessionClock ? { clock: this.#sessionClock } : {}),
     });
   }
 

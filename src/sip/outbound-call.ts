@@ -16,6 +16,7 @@ import { parseUri } from './message.ts';
 import { LocalSdpSession, parseAnswer, type NegotiatedMedia } from './sdp.ts';
 import { peerAllowsUpdate, sessionTimerFromUacResponse, sessionTimerUacHeaders, type SessionTimerConfig } from './session-timer.ts';
 import type { TransactionLayer } from './transaction.ts';
+import type { TransactionTimers } from './transaction-timers.ts';
 import type { SipTransportLayer } from './transport.ts';
 import { resolveDestination, sendInvite, type InviteFailureReason } from './uac.ts';
 import { ALLOW, SUPPORTED } from './uas.ts';
@@ -61,6 +62,7 @@ export interface OutboundContext {
   mediaTimeoutMs: number;
   ringTimeoutMs: number;
   sessionTimer: SessionTimerConfig;
+  sessionClock?: TransactionTimers;
   userAgent: string;
   logger: CallLogger;
 }
@@ -208,6 +210,7 @@ export async function placeCall(ctx: OutboundContext, opts: DialOptions): Promis
     answerHeaders: [['Allow', ALLOW], ['Supported', SUPPORTED], ['User-Agent', ctx.userAgent]],
     sessionTimer: { negotiated: timer, headers: [], config: ctx.sessionTimer, peerAllowsUpdate: peerAllowsUpdate(outcome.response) },
     mediaTimeoutMs: ctx.mediaTimeoutMs,
+    ...(ctx.sessionClock ? { sessionClock: ctx.sessionClock } : {}),
     logger: ctx.logger,
   });
   ctx.logger.info({ ...log, id: call.id, callId: call.callId, codec: media.codec.name, attempts: outcome.attempts }, 'outbound call answered');

@@ -18,6 +18,7 @@ import { decideInbound, type InboundDirectory } from './inbound-routing.ts';
 import { createResponse, generateTag, type SipRequest } from './message.ts';
 import { isSdpError, LocalSdpSession, SdpNegotiationError, type NegotiatedAnswer } from './sdp.ts';
 import type { ServerTransaction } from './transaction.ts';
+import type { TransactionTimers } from './transaction-timers.ts';
 import type { Inbound } from './transport-types.ts';
 import { negotiateSessionTimerUas, peerAllowsUpdate, type SessionTimerConfig } from './session-timer.ts';
 
@@ -45,6 +46,8 @@ export interface UasContext {
   draining(): number | undefined;
   /** RFC 4028 session timer settings (interval we grant, our Min-SE). */
   sessionTimer: SessionTimerConfig;
+  /** Timers of the calls' session timers; default Node's. */
+  sessionClock?: TransactionTimers;
   /** Called with the new call after 180 was sent; returns false when nobody takes calls. */
   deliver(call: SipCall): boolean;
   /** Bookkeeping of setups and failures (metrics). */
@@ -223,6 +226,7 @@ async function handleInvite(ctx: UasContext, tx: ServerTransaction, inbound: Inb
     answerHeaders: [['Allow', ALLOW], ['Supported', SUPPORTED], ['User-Agent', ctx.userAgent]],
     sessionTimer: { negotiated: timer.timer, headers: timer.headers, config: ctx.sessionTimer, peerAllowsUpdate: peerAllowsUpdate(req) },
     mediaTimeoutMs: ctx.mediaTimeoutMs,
+    ...(ctx.sessionClock ? { sessionClock: ctx.sessionClock } : {}),
     logger,
   });
   dialog.provisional(180);

@@ -20,7 +20,7 @@ import { DialogManager } from './dialog.ts';
 import { DigestServer, type DigestAlgorithm } from './digest.ts';
 import type { InboundDirectory } from './inbound-routing.ts';
 import { TransactionLayer } from './transaction.ts';
-import type { TransactionTimerConfig } from './transaction-timers.ts';
+import type { TransactionTimerConfig, TransactionTimers } from './transaction-timers.ts';
 import { SipTransportLayer, type SipTransportListen } from './transport.ts';
 import type { Endpoint } from './transport-types.ts';
 import type { SessionTimerConfig } from './session-timer.ts';
@@ -51,6 +51,8 @@ export interface SipUserAgentOptions {
   ringTimeoutMs?: number;
   /** RFC 4028 session timers: interval granted/asked (default 1800 s) and our Min-SE (default 90 s). */
   sessionTimer?: SessionTimerConfig;
+  /** Timers of the calls' session timers (tests pass a virtual clock); default Node's. */
+  sessionClock?: TransactionTimers;
   logger: UasLogger;
 }
 
@@ -105,6 +107,7 @@ export class SipUserAgent extends EventEmitter<SipUserAgentEvents> {
       logger: opts.logger,
       draining: () => this.#retryAfter,
       sessionTimer: opts.sessionTimer ?? {},
+      ...(opts.sessionClock ? { sessionClock: opts.sessionClock } : {}),
       deliver: (call) => this.#deliver(call),
       count: (outcome) => this.#count(outcome),
     };
@@ -119,6 +122,7 @@ export class SipUserAgent extends EventEmitter<SipUserAgentEvents> {
       mediaTimeoutMs: ctx.mediaTimeoutMs,
       ringTimeoutMs: opts.ringTimeoutMs ?? 60_000,
       sessionTimer: ctx.sessionTimer,
+      ...(opts.sessionClock ? { sessionClock: opts.sessionClock } : {}),
       userAgent: ctx.userAgent,
       logger: opts.logger,
     };
