@@ -114,8 +114,10 @@ export interface SipCallInit {
   trunk?: CallTrunk;
   /** Inbound: the routed agent. */
   route?: InboundRoute;
-  /** Inbound: the SDP answer sent by answer(). */
+  /** Inbound: the SDP answer sent by answer() (our offer, for a delayed-offer INVITE). */
   answerSdp?: string;
+  /** Inbound delayed offer: our offer in the 2xx, whose answer the ACK brings. */
+  pendingOffer?: SdpOffer;
   /** Headers of every 2xx we send (Allow, Supported, User-Agent). */
   answerHeaders?: [string, string][];
   /**
@@ -190,6 +192,7 @@ export class SipCall extends EventEmitter<SipCallEvents> {
     this.trunk = init.trunk;
     this.route = init.route;
     this.#answerSdp = init.answerSdp;
+    this.#pendingOffer = init.pendingOffer;
     this.#answerHeaders = init.answerHeaders ?? [];
     this.#timerInit = init.sessionTimer;
     this.#sessionClock = init.sessionClock;
@@ -518,8 +521,8 @@ export class SipCall extends EventEmitter<SipCallEvents> {
     const offer = this.#pendingOffer;
     if (offer === undefined) return;
     this.#pendingOffer = undefined;
-    if (ack.body.length === 0) return;
     try {
+      if (ack.body.length === 0) throw new Error('the ACK carries no SDP answer');
       this.#applyMedia(parseAnswer(ack.body.toString('utf8'), offer, this.#media));
     } catch (err) {
       // The offer/answer failed in the ACK: RFC 3261 13.3.1.4 says end the session.

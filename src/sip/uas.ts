@@ -16,7 +16,7 @@ import type { DialogManager, Dialog } from './dialog.ts';
 import type { DigestServer } from './digest.ts';
 import { decideInbound, type InboundDirectory } from './inbound-routing.ts';
 import { createResponse, generateTag, type SipRequest } from './message.ts';
-import { isSdpError, LocalSdpSession, SdpNegotiationError, type NegotiatedAnswer } from './sdp.ts';
+import { isSdpError, LocalSdpSession, SdpNegotiationError, type NegotiatedAnswer, type NegotiatedMedia, type SdpOffer } from './sdp.ts';
 import type { ServerTransaction } from './transaction.ts';
 import type { TransactionTimers } from './transaction-timers.ts';
 import type { Inbound } from './transport-types.ts';
@@ -102,6 +102,38 @@ export function handleOutOfDialog(ctx: UasContext, tx: ServerTransaction, inboun
   }
 }
 
+/**
+ * Codecs of our offer to an INVITE without one: the 8 kHz ones (PCMU, PCMA), since the RTP
+ * session starts before the answer says which codec and must know the clock rate.
+ */
+function delayedOfferCodecs(codecs: readonly CodecName[]): CodecName[] {
+  const g711 = codecs.filter((c) => c !== 'opus');
+  return g711.length > 0 ? g711 : ['PCMU', 'PCMA'];
+}
+
+/**
+ * The media of a call whose offer is ours and whose answer has not come yet: our first codec,
+ * no remote address. The answer in the ACK replaces it (SipCall emits 'media' on a change).
+ */
+function awaitingAnswer(offer: SdpOffer): NegotiatedMedia {
+  const c = offer.codecs[0]!;
+  const te = offer.telephoneEvents.find((t) => t.clockRate === c.clockRate);
+  return {
+    mediaIndex: 0,
+    codec: { name: c.name, payloadType: c.payloadType, receivePayloadType: c.payloadType, clockRate: c.clockRate, channels: c.channels, fmtpParams: {} },
+    ...(te ? { dtmf: { payloadType: te.payloadType, receivePayloadType: te.payloadType, clockRate: te.clockRate, events: '0-15' }, dtmfPayloadType: te.payloadType } : {}),
+    remote: { address: '', port: 0 },
+    rtcpMux: false,
+    direction: offer.direction,
+    remoteDirection: 'sendrecv',
+    hold: false,
+    ptime: offer.ptime,
+    codecChanged: false,
+    remoteChanged: false,
+    holdChanged: false,
+  };
+}
+
 function userOf(req: SipRequest): string {
   return req.uri.kind === 'sip' ? (req.uri.user ?? '') : req.uri.kind === 'tel' ? req.uri.toString().slice(4).split(';')[0]! : '';
 }
@@ -149,11 +181,12 @@ async function handleInvite(ctx: UasContext, tx: ServerTransaction, inbound: Inb
   }
 
   const type = req.contentType?.toString().toLowerCase() ?? '';
-  if (req.body.length === 0 || !type.startsWith('application/sdp')) {
-    // An INVITE without offer would need our offer in the 2xx; PBXs and carriers send one.
-    ctx.logger.warn({ ...base, status: 488 }, 'INVITE refused (488): no SDP offer (delayed offer is not supported)');
-    ctx.count('no_common_codec');
-    respond(tx, req, 488, undefined, [['Warning', '399 callbridge "an SDP offer is required in the INVITE"']]);
+  // No body: a delayed offer (RFC 3261 13.2.1): our offer goes in the 2xx, the answer in the ACK.
+  const delayedOffer = req.body.length === 0;
+  if (!delayedOffer && !type.startsWith('application/sdp')) {
+    ctx.logger.warn({ ...base, status: 415, contentType: type }, 'INVITE refused (415): the body is not SDP');
+    ctx.count('bad_request');
+    respond(tx, req, 415, undefined, [['Accept', 'application/sdp']]);
     return;
   }
   const timer = negotiateSessionTimerUas(req, ctx.sessionTimer);
@@ -180,8 +213,14 @@ async function handleInvite(ctx: UasContext, tx: ServerTransaction, inbound: Inb
 
   const sdp = new LocalSdpSession();
   let answer: NegotiatedAnswer;
+  let pendingOffer: SdpOffer | undefined;
   try {
-    answer = sdp.answer(req.body.toString('utf8'), { localAddress: ctx.mediaAddress, localPort: ports.rtpPort, preferences: ctx.codecs });
+    if (delayedOffer) {
+      pendingOffer = sdp.offer({ localAddress: ctx.mediaAddress, localPort: ports.rtpPort, codecs: delayedOfferCodecs(ctx.codecs) });
+      answer = { ...awaitingAnswer(pendingOffer), answerSdp: pendingOffer.sdp, sessionId: pendingOffer.sessionId, sessionVersion: pendingOffer.sessionVersion };
+    } else {
+      answer = sdp.answer(req.body.toString('utf8'), { localAddress: ctx.mediaAddress, localPort: ports.rtpPort, preferences: ctx.codecs });
+    }
   } catch (err) {
     ports.close();
     if (!isSdpError(err)) throw err;
@@ -206,7 +245,8 @@ async function handleInvite(ctx: UasContext, tx: ServerTransaction, inbound: Inb
   const rtp = new RtpSession({
     ports,
     clockRate: answer.codec.clockRate,
-    remote: answer.remote,
+    // Delayed offer: the peer's address comes with the answer in the ACK.
+    ...(pendingOffer ? {} : { remote: answer.remote }),
     ...(answer.dtmf ? { dtmfPayloadType: answer.dtmf.receivePayloadType } : {}),
     rtcpMux: answer.rtcpMux,
     mediaTimeoutMs: ctx.mediaTimeoutMs,
@@ -223,6 +263,7 @@ async function handleInvite(ctx: UasContext, tx: ServerTransaction, inbound: Inb
     trunk: { id: decision.trunk.id, orgId: decision.trunk.orgId, name: decision.trunk.name },
     route: decision.route,
     answerSdp: answer.answerSdp,
+    ...(pendingOffer ? { pendingOffer } : {}),
     answerHeaders: [['Allow', ALLOW], ['Supported', SUPPORTED], ['User-Agent', ctx.userAgent]],
     sessionTimer: { negotiated: timer.timer, headers: timer.headers, config: ctx.sessionTimer, peerAllowsUpdate: peerAllowsUpdate(req) },
     mediaTimeoutMs: ctx.mediaTimeoutMs,

@@ -97,6 +97,16 @@ describe.skipIf(!sipp.ok)(`callbridge inbound calls vs SIPp${sipp.ok ? ` (${sipp
     expect(c.sent).toBeGreaterThan(20);
   });
 
+  it('inbound ACL with a delayed offer (INVITE without SDP): our offer in the 200, the answer in the ACK, RTP both ways', async () => {
+    const r = await runSipp({ scenario: 'inbound-delayed-offer', remote, service: ACL_NUMBER, keys: { caller: CALLER }, durationMs: 1000 });
+    expectOk(r);
+    expect(finals(r)).toEqual([200]);
+    const c = await lastCallEnded();
+    expect(c.call.media.codec.name).toBe('PCMU');
+    expect(c.received).toBeGreaterThan(20);
+    expect(c.sent).toBeGreaterThan(20);
+  });
+
   it('inbound digest over TCP', async () => {
     const r = await runSipp({ scenario: 'inbound-digest', transport: 'tcp', remote, service: DIGEST_NUMBER, keys: { caller: CALLER }, auth: { username: USER, password: PASSWORD }, durationMs: 500 });
     expectOk(r);

@@ -5,9 +5,10 @@
  * media. The PBX's source, 127.0.0.1, is an ACL trunk, so no digest here (inbound-routing.test.ts
  * and the interop suites cover it).
  *
- * What SIPp does not cover: draining, REGISTER, out-of-dialog BYE, 488 without SDP or without a
- * common codec, no handler, a throwing handler, hangup by us and by the peer, DTMF both ways in,
- * hold and codec change by re-INVITE, media timeout, close() with a call up, /readyz.
+ * What SIPp does not cover: draining, REGISTER, out-of-dialog BYE, delayed offer details (a codec
+ * change in the ACK's answer, an ACK without answer), 415, 488 without a common codec, no
+ * handler, a throwing handler, hangup by us and by the peer, DTMF both ways in, hold and codec
+ * change by re-INVITE, media timeout, close() with a call up, /readyz.
  *
  * Two daemons: `d` with the default media timeout for most tests, `d2` with
  * rtp.media_timeout_secs 1 for the media timeout and, at its end, drain and close().
@@ -219,11 +220,49 @@ describe('SipUserAgent over loopback (our SIP layers as the PBX)', () => {
     expect(res.status).toBe(481);
   });
 
-  it('INVITE without SDP: 488 with a Warning, no call delivered', async () => {
+  it('INVITE without SDP (delayed offer): our G.711 offer in the 200, the answer in the ACK aims the RTP', async () => {
     const before = calls.all.length;
-    const res = await pbx.send('INVITE').final;
-    expect(res.status).toBe(488);
-    expect(res.get('Warning')).toMatch(/^399 callbridge ".*SDP offer.*"$/);
+    const rtp = await pbx.rtpSession();
+    const inv = pbx.send('INVITE');
+    const ok = await inv.final;
+    expect(ok.status).toBe(200);
+    const ourOffer = ok.body.toString('utf8');
+    expect(ourOffer).toMatch(/^m=audio \d+ RTP\/AVP 0 8 101\r$/m); // 8 kHz only: no opus
+    const call = await calls.next(before);
+    const mediaEvents: string[] = [];
+    call.on('media', (m) => mediaEvents.push(`${m.codec.name} ${m.remote.address}:${m.remote.port}`));
+    const dialog = pbx.dialogs.fromResponse(inv.tx.request, ok);
+    // Answer PCMA (the second codec offered) from the PBX's RTP port.
+    const answer = offer(rtp.local.rtpPort, { formats: '8 101', rtpmaps: ['a=rtpmap:8 PCMA/8000', 'a=rtpmap:101 telephone-event/8000', 'a=fmtp:101 0-15'] });
+    dialog.ack(ok, { body: answer, contentType: 'application/sdp' });
+    await until(() => mediaEvents.length > 0, 'the answer from the ACK');
+    expect(mediaEvents).toEqual([`PCMA 127.0.0.1:${rtp.local.rtpPort}`]);
+    expect(call.media.codec.name).toBe('PCMA');
+    // callbridge's RTP now reaches the PBX.
+    rtp.setRemote(answerRemote(ourOffer));
+    let got = 0;
+    rtp.on('rtp', () => got++);
+    for (let i = 0; i < 5; i++) call.rtp.send(Buffer.alloc(160, 0xd5), { payloadType: 8, timestampIncrement: 160 });
+    await until(() => got === 5, 'RTP from callbridge');
+    call.hangup();
+    expect((await hangupOf(call)).reason).toBe('local');
+  });
+
+  it('INVITE without SDP whose ACK brings no answer: BYE (RFC 3261 13.3.1.4)', async () => {
+    const before = calls.all.length;
+    const inv = pbx.send('INVITE');
+    const ok = await inv.final;
+    const call = await calls.next(before);
+    pbx.dialogs.fromResponse(inv.tx.request, ok).ack(ok);
+    expect((await hangupOf(call)).reason).toBe('local');
+    await until(() => pbx.received.some((r) => r.method === 'BYE' && r.callId === ok.callId), 'the BYE');
+  });
+
+  it('INVITE with a body that is not SDP: 415 with Accept', async () => {
+    const before = calls.all.length;
+    const res = await pbx.send('INVITE', { body: '<xml/>', contentType: 'application/xml' }).final;
+    expect(res.status).toBe(415);
+    expect(res.get('Accept')).toBe('application/sdp');
     expect(calls.all.length).toBe(before);
   });
 
