@@ -500,7 +500,8 @@ export class SipCall extends EventEmitter<SipCallEvents> {
     if (byUpdate.reason !== 'update-not-allowed' && !(byUpdate.reason === 'rejected' && (byUpdate.status === 405 || byUpdate.status === 501))) return false;
     // Re-INVITE with the SDP we last sent (same version: nothing changed, RFC 3264 8).
     try {
-      const offer = this.#sdp.session.offer({ localAddress: this.#sdp.localAddress, localPort: this.#sdp.localPort, previous: this.#media, codecs: this.#sameRateCodecs(), direction: this.#media.direction });
+      // Only the agreed codec: offering every same-rate codec would change the SDP and bump o=.
+      const offer = this.#sdp.session.offer({ localAddress: this.#sdp.localAddress, localPort: this.#sdp.localPort, previous: this.#media, codecs: [this.#media.codec.name], direction: this.#media.direction });
       const tx = this.dialog.request('INVITE', { body: offer.sdp, contentType: 'application/sdp', headers: [...this.#answerHeaders, ...sessionRefreshHeaders(state, minSE)] });
       const res = await tx.finalResponse;
       if (res.status < 200 || res.status >= 300) return false;
