@@ -21,6 +21,18 @@ export interface LlmProviderConfig {
   models: string[];
 }
 
+/** How one voice provider (provider_1..provider_6) is served. */
+export interface TtsProviderConfig {
+  /** local: the embedded eSpeak-NG voice; openai: an OpenAI-compatible /audio/speech endpoint; stream: a streaming WebSocket TTS (ElevenLabs stream-input protocol). */
+  type: 'local' | 'openai' | 'stream';
+  base_url?: string;
+  api_key?: string;
+  model?: string;
+}
+
+export const TTS_PROVIDER_KEYS = ['provider_1', 'provider_2', 'provider_3', 'provider_4', 'provider_5', 'provider_6'] as const;
+export type TtsProvidersConfig = Record<(typeof TTS_PROVIDER_KEYS)[number], TtsProviderConfig>;
+
 export interface VoiceCatalogEntry {
   id: string;
   name: string;
@@ -76,6 +88,19 @@ convict.addFormat({
         throw new Error(`${where} (${o.name}): models must be a non-empty array of model names`);
       }
     }
+  },
+});
+convict.addFormat({
+  name: 'tts-providers',
+  validate(value: unknown) {
+    if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new Error('must be an object mapping provider_1..provider_6 to { type, base_url, api_key, model }');
+    for (const [key, p] of Object.entries(value as Record<string, unknown>)) {
+      if (!(TTS_PROVIDER_KEYS as readonly string[]).includes(key)) throw new Error(`${key}: not one of ${TTS_PROVIDER_KEYS.join(', ')}`);
+      const o = p as Record<string, unknown>;
+      if (typeof o !== 'object' || o === null || (o.type !== 'local' && o.type !== 'openai' && o.type !== 'stream')) throw new Error(`${key}: type must be local, openai or stream`);
+      if (o.type !== 'local' && (typeof o.base_url !== 'string' || !/^(https?|wss?):\/\//.test(o.base_url))) throw new Error(`${key}: base_url (http(s):// or ws(s)://) is required for type ${String(o.type)}`);
+    }
+    for (const key of TTS_PROVIDER_KEYS) if (!(key in (value as object))) throw new Error(`${key} is missing (every voice provider must be mapped)`);
   },
 });
 convict.addFormat({
@@ -195,6 +220,39 @@ const schema = {
       default: [{ name: 'local', type: 'echo', models: ['echo'] }] as LlmProviderConfig[],
       env: 'CALLBRIDGE_LLM_PROVIDERS',
     },
+    first_token_timeout_ms: {
+      doc: 'A primary model that has not streamed its first token within this is abandoned for the agent\'s fallback_llm.',
+      format: 'nat',
+      default: 3000,
+      env: 'CALLBRIDGE_LLM_FIRST_TOKEN_TIMEOUT_MS',
+    },
+  },
+  stt: {
+    provider: {
+      doc: 'Speech-to-text: `local` (built in, no service: marks each utterance, does not recognize words), `openai` (an OpenAI-compatible /audio/transcriptions endpoint, e.g. a local whisper server) or `stream` (a streaming WebSocket recognizer speaking the Deepgram live protocol, with interim results and keyterms).',
+      format: ['local', 'openai', 'stream'],
+      default: 'local',
+      env: 'CALLBRIDGE_STT_PROVIDER',
+    },
+    base_url: { doc: 'Base URL of the STT service (openai: http(s)://host/v1; stream: ws(s)://host).', format: String, default: '', env: 'CALLBRIDGE_STT_BASE_URL' },
+    api_key: { doc: 'API key of the STT service.', format: String, default: '', env: 'CALLBRIDGE_STT_API_KEY', sensitive: true },
+    model: { doc: 'STT model name (openai: e.g. whisper-1; stream: e.g. nova-3).', format: String, default: '', env: 'CALLBRIDGE_STT_MODEL' },
+  },
+  tts: {
+    providers: {
+      doc: 'What serves each voice_settings.provider (provider_1..provider_6): { type: local | openai | stream, base_url, api_key, model }. Default: all six use the embedded local voice.',
+      format: 'tts-providers',
+      default: Object.fromEntries(TTS_PROVIDER_KEYS.map((k) => [k, { type: 'local' }])) as TtsProvidersConfig,
+      env: 'CALLBRIDGE_TTS_PROVIDERS',
+    },
+  },
+  session: {
+    tool_timeout_secs: {
+      doc: 'How long the agent waits for a client tool\'s tool_call_output before telling the model the tool timed out.',
+      format: 'nat',
+      default: 10,
+      env: 'CALLBRIDGE_SESSION_TOOL_TIMEOUT_SECS',
+    },
   },
   voices: {
     catalog: {
@@ -300,7 +358,10 @@ export type Config = {
   };
   rtp: { port_min: number; port_max: number; address: string; media_timeout_secs: number };
   region: { self: Region; peer_us_central1: string; peer_northamerica_northeast1: string; proxy_timeout_ms: number };
-  llm: { providers: LlmProviderConfig[] };
+  llm: { providers: LlmProviderConfig[]; first_token_timeout_ms: number };
+  stt: { provider: 'local' | 'openai' | 'stream'; base_url: string; api_key: string; model: string };
+  tts: { providers: TtsProvidersConfig };
+  session: { tool_timeout_secs: number };
   voices: { catalog: VoiceCatalogEntry[] };
   agent_defaults: {
     status: 'active' | 'inactive';
@@ -414,6 +475,7 @@ function crossCheck(config: Config): void {
       throw new ConfigError(`invalid configuration: agent_defaults.${key} "${model}" is not in the model catalog (${[...catalog].join(', ')})`);
     }
   }
+  if (config.stt.provider !== 'local' && config.stt.base_url === '') throw new ConfigError(`invalid configuration: stt.base_url is required for stt.provider ${config.stt.provider}`);
   if (!(LANGUAGE_CODES as readonly string[]).includes(config.agent_defaults.default_language)) {
     throw new ConfigError(`invalid configuration: agent_defaults.default_language must be one of ${LANGUAGE_CODES.join(', ')}`);
   }

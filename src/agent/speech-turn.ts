@@ -1,0 +1,134 @@
+/**
+ * One spoken agent turn: text pieces go to TTS one after another (in order, never two at once,
+ * so audio stays in sentence order), their audio to the pacer, and the turn remembers which text
+ * maps to which stretch of audio so that, when the caller barges in, it can say what was heard.
+ *
+ *   pieces:  "Hello there."       "How can I help?"
+ *   audio:   |---- 0..900 ms ----|----- 900..2100 ms -----|
+ *   played 1300 ms -> heard: "Hello there. How can"   (the cut piece by its share of words)
+ */
+import { pcm16ToBase64 } from '../media/pcm.ts';
+import type { Clock, Timers } from '../media/types.ts';
+import { AudioPacer } from './audio-pacer.ts';
+import { RUNTIME_SAMPLE_RATE, type TtsProvider, type TtsRequest } from './providers/types.ts';
+
+export interface SpeechTurnOptions {
+  turnId: string;
+  tts: TtsProvider;
+  voice: Omit<TtsRequest, 'text' | 'signal'>;
+  clock: Clock;
+  timers: Timers;
+  chunkSamples: number;
+  leadMs: number;
+  /** Sends one response_audio event. */
+  sendAudio(turnId: string, audioBase64: string, isFinal: boolean): void;
+  /** Every piece was synthesized and the client has played all of it. */
+  onDone(): void;
+  /** A piece could not be synthesized (it is skipped; the turn goes on). */
+  onTtsError(err: unknown, text: string): void;
+}
+
+interface Piece {
+  text: string;
+  startMs: number;
+  durMs: number;
+}
+
+export class SpeechTurn {
+  readonly turnId: string;
+  readonly #o: SpeechTurnOptions;
+  readonly #abort = new AbortController();
+  readonly #pacer: AudioPacer;
+  readonly #pieces: Piece[] = [];
+  #chain: Promise<void> = Promise.resolve();
+  #audioMs = 0;
+  #closed = false;
+  /** performance-clock time the first audio went out (undefined before). */
+  audioStartedAt: number | undefined;
+
+  constructor(options: SpeechTurnOptions) {
+    this.#o = options;
+    this.turnId = options.turnId;
+    this.#pacer = new AudioPacer({
+      clock: options.clock,
+      timers: options.timers,
+      chunkSamples: options.chunkSamples,
+      leadMs: options.leadMs,
+      send: (pcm, isFinal) => {
+        this.audioStartedAt ??= options.clock.now();
+        options.sendAudio(this.turnId, pcm16ToBase64(pcm), isFinal);
+      },
+      onDrained: () => {
+        if (!this.#closed) options.onDone();
+      },
+    });
+  }
+
+  get signal(): AbortSignal {
+    return this.#abort.signal;
+  }
+
+  /** Queues a piece of text to be spoken after those before it. */
+  speak(text: string): void {
+    if (this.#closed || text.trim() === '') return;
+    this.#chain = this.#chain.then(() => this.#synthesize(text));
+  }
+
+  /** No more text: once everything queued is spoken and played, onDone fires. */
+  finish(): void {
+    this.#chain = this.#chain.then(() => {
+      if (!this.#closed) this.#pacer.finish();
+    });
+  }
+
+  /**
+   * Stops at once (barge-in or session end): TTS aborted, queued audio dropped.
+   * Returns the text the client has heard.
+   */
+  cut(): string {
+    if (this.#closed) return '';
+    this.#closed = true;
+    this.#abort.abort();
+    return heardText(this.#pieces, this.#pacer.clear());
+  }
+
+  /** All the text given to speak (what the turn would have said uninterrupted). */
+  get fullText(): string {
+    return this.#pieces.map((p) => p.text).join(' ');
+  }
+
+  async #synthesize(text: string): Promise<void> {
+    if (this.#closed) return;
+    const piece: Piece = { text, startMs: this.#audioMs, durMs: 0 };
+    this.#pieces.push(piece);
+    try {
+      for await (const pcm of this.#o.tts.synthesize({ ...this.#o.voice, text, signal: this.#abort.signal })) {
+        if (this.#closed) return;
+        const ms = (pcm.length * 1000) / RUNTIME_SAMPLE_RATE;
+        piece.durMs += ms;
+        this.#audioMs += ms;
+        this.#pacer.push(pcm);
+      }
+    } catch (err) {
+      if (!this.#closed) this.#o.onTtsError(err, text);
+    }
+  }
+}
+
+/** The text of the pieces heard within `playedMs`, the cut piece by its share of words. */
+export function heardText(pieces: readonly { text: string; startMs: number; durMs: number }[], playedMs: number): string {
+  const out: string[] = [];
+  for (const p of pieces) {
+    if (playedMs >= p.startMs + p.durMs) {
+      out.push(p.text);
+      continue;
+    }
+    if (playedMs > p.startMs && p.durMs > 0) {
+      const words = p.text.split(/\s+/);
+      const n = Math.floor((words.length * (playedMs - p.startMs)) / p.durMs);
+      if (n > 0) out.push(words.slice(0, n).join(' '));
+    }
+    break;
+  }
+  return out.join(' ');
+}

@@ -1,0 +1,108 @@
+/**
+ * The tools a session's model may call:
+ * - built-in: `end_call` (always) and `transfer_call` (when the agent has a transfer number):
+ *   the runtime carries them out itself;
+ * - client tools: the version's flow nodes of `type: "tool"` (DESIGN.md: `name`, `description`,
+ *   `parameters`), sent to the client as `tool_call` and answered with `tool_call_output`.
+ *
+ * `parameters` of a node may be a JSON Schema object (`{ type: "object", properties, required }`)
+ * or a list of `{ name, type|dataType, description, required, value? }` (a flow editor's shape).
+ * A parameter with a `value` is static: the model does not fill it, the client gets it as set.
+ */
+import type { ToolCallArgument } from '../session/protocol.ts';
+import type { ToolCallRequest, ToolSpec } from './providers/types.ts';
+
+export const END_CALL_TOOL = 'end_call';
+export const TRANSFER_CALL_TOOL = 'transfer_call';
+
+interface ParamDef {
+  name: string;
+  dataType: string;
+  description: string;
+  required: boolean;
+  /** Set for static parameters. */
+  staticValue?: unknown;
+}
+
+export interface ClientTool {
+  spec: ToolSpec;
+  params: ParamDef[];
+}
+
+const str = (v: unknown, d = ''): string => (typeof v === 'string' ? v : d);
+
+function paramsOf(raw: unknown): ParamDef[] {
+  if (Array.isArray(raw)) {
+    return raw.flatMap((p): ParamDef[] => {
+      if (typeof p !== 'object' || p === null || typeof (p as { name?: unknown }).name !== 'string') return [];
+      const o = p as Record<string, unknown>;
+      return [{ name: o.name as string, dataType: str(o.dataType, str(o.type, 'string')), description: str(o.description), required: o.required === true, ...('value' in o && o.value !== undefined && o.value !== '' ? { staticValue: o.value } : {}) }];
+    });
+  }
+  if (typeof raw === 'object' && raw !== null) {
+    const schema = raw as { properties?: Record<string, Record<string, unknown>>; required?: unknown };
+    const required = new Set(Array.isArray(schema.required) ? (schema.required as unknown[]).filter((x): x is string => typeof x === 'string') : []);
+    return Object.entries(schema.properties ?? {}).map(([name, p]) => ({ name, dataType: str(p?.type, 'string'), description: str(p?.description), required: required.has(name) }));
+  }
+  return [];
+}
+
+/** The client tools declared in the version's nodes; nodes of other types are ignored. */
+export function clientToolsFromNodes(nodes: ReadonlyArray<Record<string, unknown>>): ClientTool[] {
+  const tools: ClientTool[] = [];
+  const seen = new Set<string>([END_CALL_TOOL, TRANSFER_CALL_TOOL]);
+  for (const node of nodes) {
+    if (node.type !== 'tool' || typeof node.name !== 'string' || !/^[A-Za-z0-9_-]{1,64}$/.test(node.name) || seen.has(node.name)) continue;
+    seen.add(node.name);
+    const params = paramsOf(node.parameters);
+    const modelParams = params.filter((p) => p.staticValue === undefined);
+    tools.push({
+      params,
+      spec: {
+        name: node.name,
+        description: str(node.description, `Client tool ${node.name}`),
+        parameters: {
+          type: 'object',
+          properties: Object.fromEntries(modelParams.map((p) => [p.name, { type: jsonType(p.dataType), description: p.description }])),
+          required: modelParams.filter((p) => p.required).map((p) => p.name),
+        },
+      },
+    });
+  }
+  return tools;
+}
+
+function jsonType(dataType: string): string {
+  const t = dataType.toLowerCase();
+  if (t === 'number' || t === 'integer' || t === 'boolean' || t === 'object' || t === 'array') return t;
+  return 'string';
+}
+
+export function builtinToolSpecs(canTransfer: boolean): ToolSpec[] {
+  const specs: ToolSpec[] = [{ name: END_CALL_TOOL, description: 'End the call when the conversation is over or the caller asks to hang up. Say goodbye first.', parameters: { type: 'object', properties: {}, required: [] } }];
+  if (canTransfer) {
+    specs.push({ name: TRANSFER_CALL_TOOL, description: 'Transfer the caller to a human when they ask for one or you cannot help.', parameters: { type: 'object', properties: {}, required: [] } });
+  }
+  return specs;
+}
+
+/**
+ * The `tool_call` arguments list (DESIGN.md): every declared parameter, static ones with their
+ * set value, resolved ones with what the model wrote. Arguments the model invented beyond the
+ * declaration are passed along as resolved strings rather than dropped.
+ * @throws SyntaxError when the model's arguments are not a JSON object.
+ */
+export function toolCallArguments(tool: ClientTool, call: ToolCallRequest): ToolCallArgument[] {
+  const parsed: unknown = call.arguments.trim() === '' ? {} : JSON.parse(call.arguments);
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new SyntaxError('tool arguments are not a JSON object');
+  const given = parsed as Record<string, unknown>;
+  const out: ToolCallArgument[] = tool.params.map((p) =>
+    p.staticValue !== undefined
+      ? { name: p.name, type: 'static', dataType: p.dataType, description: p.description, required: p.required, value: p.staticValue }
+      : { name: p.name, type: 'resolved', dataType: p.dataType, description: p.description, required: p.required, value: given[p.name] ?? null },
+  );
+  for (const [name, value] of Object.entries(given)) {
+    if (!tool.params.some((p) => p.name === name)) out.push({ name, type: 'resolved', dataType: typeof value, description: '', required: false, value });
+  }
+  return out;
+}

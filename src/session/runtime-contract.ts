@@ -1,0 +1,73 @@
+/**
+ * The boundary between the /v1/connection server (src/session/) and whatever runs the
+ * conversation behind it (the agent runtime, src/agent/runtime.ts). The server owns the socket,
+ * the token and the session record; the runtime owns the conversation. main.ts injects the
+ * runtime factory, so the session layer never imports the agent layer.
+ *
+ *   client --input_audio--> server --inputAudio(pcm)--> runtime --io.send(event)--> server --> client
+ *                                  --toolCallOutput()-->        --io.end(reason)--> session_ended,
+ *                                                                                   record, close 1000
+ */
+import type { Agent } from '../domain/agent.ts';
+import type { ServerEvent, SessionEndReason } from './protocol.ts';
+
+export interface SessionVariable {
+  key: string;
+  value: string;
+}
+
+/** Everything a runtime needs to know about its session, resolved by the server at connect. */
+export interface SessionContext {
+  /** The session (and call record) id; `session_started.data.id`. */
+  sessionId: string;
+  orgId: string;
+  /** The agent as stored when the socket opened. */
+  agent: Agent;
+  /** The version the session runs (null: the agent has no published version). */
+  versionId: string | null;
+  /** The version's flow nodes (tool nodes become client tools); [] without a version. */
+  nodes: Array<Record<string, unknown>>;
+  callerId: string;
+  /** Per-session overrides from the session token request or the dial request. */
+  firstMessage?: string;
+  prompt?: string;
+  variables: SessionVariable[];
+  /** web (a WebSocket client), inbound or outbound (a phone call through the bridge). */
+  direction: 'web' | 'inbound' | 'outbound';
+}
+
+export interface TranscriptEntry {
+  role: 'agent' | 'user' | 'tool';
+  text: string;
+  /** ISO 8601 time the entry was committed. */
+  at: string;
+  turn_id?: string;
+  /** true when an agent turn was cut by barge-in: `text` is only what was actually spoken. */
+  interrupted?: boolean;
+}
+
+/** What the server gives the runtime. */
+export interface SessionIo {
+  /** Sends one event to the client (dropped quietly once the socket is closed). */
+  send(event: ServerEvent): void;
+  /**
+   * The runtime ended the session: the server sends `session_ended` with this reason, stores
+   * the end (reason, transcript), and closes the socket with 1000. Idempotent.
+   */
+  end(reason: SessionEndReason, details?: { transferNumber?: string }): void;
+  /** Stores an after-call summary in the session record (summarize_calls). */
+  storeSummary(summary: string): void;
+}
+
+/** What the runtime gives the server. */
+export interface SessionRuntime {
+  /** PCM16 mono 24 kHz from the client, any length (the runtime frames it). */
+  inputAudio(pcm: Int16Array): void;
+  toolCallOutput(toolCallId: string, output: string): void;
+  /** The transcript so far, for the session record. */
+  transcript(): TranscriptEntry[];
+  /** The client went away or the server is closing: stop all work at once. Idempotent. */
+  close(): void;
+}
+
+export type SessionRuntimeFactory = (context: SessionContext, io: SessionIo) => SessionRuntime;
