@@ -1,8 +1,8 @@
 /**
  * Composition root: load config, open the store, make sure an API key exists, start SIP and
- * HTTP (the bridge comes with a later issue). SIGTERM/SIGINT drain: /readyz turns 503, new
- * INVITEs get 503, calls in progress get drain.deadline_secs, in-flight requests finish, the
- * store closes.
+ * HTTP with the voice WebSocket (the bridge comes with a later issue). SIGTERM/SIGINT drain:
+ * /readyz turns 503, new INVITEs and new voice connections get 503, calls and voice sessions in
+ * progress get drain.deadline_secs, in-flight requests finish, the store closes.
  */
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -14,6 +14,8 @@ import { buildApp } from './api/app.ts';
 import { createRegistry } from './api/metrics.ts';
 import { createCarrierClient } from './telco/carrier-client.ts';
 import { startSip, type SipService } from './sip-service.ts';
+import { loadTokenSecret, SessionTokens } from './session/tokens.ts';
+import type { SessionRuntimeFactory } from './session/runtime-contract.ts';
 
 export interface Daemon {
   app: FastifyInstance;
@@ -24,6 +26,17 @@ export interface Daemon {
   url: string;
   /** Stops taking work, lets in-flight requests finish, closes everything. Idempotent. */
   close(): Promise<void>;
+}
+
+/** What the caller of startDaemon may inject besides the config. */
+export interface DaemonOptions {
+  /**
+   * The conversation runtime behind /v1/connection. Without one, a voice session sends
+   * session_ended (reason error) and closes 1011 "no runtime configured".
+   */
+  runtimeFactory?: SessionRuntimeFactory;
+  /** Tuning of the /v1/connection server (tests shorten the ping interval). */
+  sessionServer?: { pingIntervalMs?: number; maxBufferedBytes?: number };
 }
 
 export const INITIAL_KEY_FILE = 'initial-api-key';
@@ -41,7 +54,12 @@ export function ensureInitialKey(store: Store, config: Config, logger: Logger, p
   logger.info({ orgId: org.id, keyFile: path }, 'first start: created organization and API key');
 }
 
-export async function startDaemon(config: Config, logger: Logger, print: (line: string) => void = (l) => process.stdout.write(l + '\n')): Promise<Daemon> {
+export async function startDaemon(
+  config: Config,
+  logger: Logger,
+  print: (line: string) => void = (l) => process.stdout.write(l + '\n'),
+  options: DaemonOptions = {},
+): Promise<Daemon> {
   const store = openStore(config.data_dir, config.security.encryption_key);
   ensureInitialKey(store, config, logger, print);
   let listening = false;
@@ -53,6 +71,9 @@ export async function startDaemon(config: Config, logger: Logger, print: (line: 
     store,
     logger,
     carrier: createCarrierClient(config),
+    tokens: new SessionTokens(loadTokenSecret(config)),
+    runtimeFactory: options.runtimeFactory,
+    sessionServer: options.sessionServer,
     readiness: () => {
       const sipUp = sip === undefined ? !config.sip.enabled : sip.ua.listening;
       const ready = listening && sipUp;
@@ -83,8 +104,9 @@ export async function startDaemon(config: Config, logger: Logger, print: (line: 
     close() {
       closing ??= (async () => {
         draining = true;
-        // SIP first: new INVITEs get 503, calls in progress get up to drain.deadline_secs.
-        await sip?.drainAndClose(config.drain.deadline_secs * 1000);
+        // New INVITEs and voice connections get 503; calls and voice sessions in progress get up
+        // to drain.deadline_secs together; app.close() then ends the sessions left (1001).
+        await Promise.all([sip?.drainAndClose(config.drain.deadline_secs * 1000), app.voiceSessions.drain(config.drain.deadline_secs * 1000)]);
         await app.close();
         store.close();
         logger.info('callbridge stopped');

@@ -22,6 +22,7 @@ import { sipTrunkRoutes } from './routes/sip-trunks.ts';
 import { callRoutes } from './routes/calls.ts';
 import { dialRoutes } from './routes/dial.ts';
 import { sessionTokenRoutes } from './routes/session-token.ts';
+import { registerSessionServer } from '../session/server.ts';
 
 export const API_VERSION = '0.2.4';
 
@@ -78,5 +79,14 @@ export async function buildApp(deps: ApiDeps, registry: Registry = createRegistr
   await app.register(callRoutes, deps);
   await app.register(dialRoutes, deps);
   await app.register(sessionTokenRoutes, deps);
+  // The voice WebSocket (src/session/server.ts); decorates app.voiceSessions for the drain.
+  await registerSessionServer(app, {
+    store: deps.store,
+    logger: deps.logger,
+    tokens: deps.tokens,
+    runtimeFactory: deps.runtimeFactory,
+    isDraining: () => deps.readiness().draining,
+    ...deps.sessionServer,
+  });
   return app;
 }

@@ -4,6 +4,8 @@ import type { Logger } from '../log.ts';
 import type { Store } from '../store/index.ts';
 import type { Organization } from '../store/organizations.ts';
 import type { CarrierClient } from '../telco/carrier-client.ts';
+import type { SessionTokens } from '../session/tokens.ts';
+import type { SessionRuntimeFactory } from '../session/runtime-contract.ts';
 
 export interface Readiness {
   ready: boolean;
@@ -18,6 +20,12 @@ export interface ApiDeps {
   carrier: CarrierClient;
   /** Readiness of the whole daemon (HTTP and SIP listening, not draining). */
   readiness: () => Readiness;
+  /** Signs and verifies session tokens (POST /v1/session-token, /v1/connection). */
+  tokens: SessionTokens;
+  /** Runs the conversation of each voice session; none: sessions close 1011 "no runtime configured". */
+  runtimeFactory?: SessionRuntimeFactory;
+  /** Tuning of the /v1/connection server (tests shorten the ping interval). */
+  sessionServer?: { pingIntervalMs?: number; maxBufferedBytes?: number };
 }
 
 declare module 'fastify' {

@@ -1,6 +1,10 @@
 /**
- * Call records. The call bridge (issue 6) writes them; the API reads them. Queries are scoped by
- * organization.
+ * Call records. Voice sessions (src/session/) and the call bridge write them; the API reads them.
+ * API queries are scoped by organization; the writers address a record by its id, which only they
+ * hold.
+ *
+ * Status: pending (a session token was issued) -> in_progress (answered / socket open) ->
+ * completed | failed (ended with reason error); expired when a token was never used.
  */
 import type { Db } from './db.ts';
 
@@ -67,9 +71,20 @@ const fromRow = (r: CallRow): CallRecord => ({
   has_recording: r.recording_path !== null,
 });
 
+/** How a call ended; `status` defaults to failed for reason error and completed otherwise. */
+export interface CallEnd {
+  ended_at: string;
+  end_reason: string;
+  transcript: unknown[];
+  status?: string;
+}
+
 export class CallRepo {
   readonly #get;
   readonly #insert;
+  readonly #markAnswered;
+  readonly #end;
+  readonly #setSummary;
 
   constructor(private readonly db: Db) {
     this.#get = db.prepare('SELECT * FROM calls WHERE id = ? AND org_id = ?');
@@ -77,6 +92,10 @@ export class CallRepo {
       `INSERT INTO calls (id, org_id, agent_id, sip_trunk_id, direction, status, from_number, to_number, started_at, created_at)
        VALUES (@id, @org_id, @agent_id, @sip_trunk_id, @direction, @status, @from, @to, @started_at, @started_at)`,
     );
+    this.#markAnswered = db.prepare("UPDATE calls SET status = 'in_progress', answered_at = ? WHERE id = ? AND ended_at IS NULL");
+    // Only the first end counts: a second one (a race of client close and runtime end) is a no-op.
+    this.#end = db.prepare('UPDATE calls SET status = @status, ended_at = @ended_at, end_reason = @end_reason, transcript = @transcript WHERE id = @id AND ended_at IS NULL');
+    this.#setSummary = db.prepare('UPDATE calls SET summary = ? WHERE id = ?');
   }
 
   get(orgId: string, id: string): CallRecord | undefined {
@@ -86,6 +105,22 @@ export class CallRepo {
 
   insert(c: { id: string; org_id: string; agent_id: string | null; sip_trunk_id: string | null; direction: CallDirection; status: string; from: string; to: string; started_at: string }): void {
     this.#insert.run(c);
+  }
+
+  /** The call was answered (a phone call) or its session socket opened: status in_progress. */
+  markAnswered(id: string, at: string): boolean {
+    return this.#markAnswered.run(at, id).changes === 1;
+  }
+
+  /** Stores how the call ended. Only the first end is kept; returns whether this one was. */
+  end(id: string, e: CallEnd): boolean {
+    const status = e.status ?? (e.end_reason === 'error' ? 'failed' : 'completed');
+    return this.#end.run({ id, status, ended_at: e.ended_at, end_reason: e.end_reason, transcript: JSON.stringify(e.transcript) }).changes === 1;
+  }
+
+  /** The after-call summary (it may arrive after the end). */
+  setSummary(id: string, text: string): boolean {
+    return this.#setSummary.run(text, id).changes === 1;
   }
 
   /** Newest first, filtered. Built from fixed SQL fragments; values are always bound. */

@@ -7,6 +7,7 @@ import { TelcoNumberRepo } from './telco-numbers.ts';
 import { SipTrunkRepo } from './sip-trunks.ts';
 import { AssignmentRepo } from './assignments.ts';
 import { CallRepo } from './calls.ts';
+import { SessionRepo } from './sessions.ts';
 import { SecretBox } from './secret-box.ts';
 import { loadOrCreateSecret } from './data-dir-secrets.ts';
 
@@ -20,6 +21,7 @@ export interface Store {
   sipTrunks: SipTrunkRepo;
   assignments: AssignmentRepo;
   calls: CallRepo;
+  sessions: SessionRepo;
   /** Runs fn in one transaction: all of its writes commit together or none does. */
   tx<T>(fn: () => T): T;
   close(): void;
@@ -38,6 +40,7 @@ export function openStore(dataDir: string, encryptionKey: string): Store {
     sipTrunks: new SipTrunkRepo(db, secretBox),
     assignments: new AssignmentRepo(db),
     calls: new CallRepo(db),
+    sessions: new SessionRepo(db),
     tx: <T>(fn: () => T): T => db.transaction(fn)(),
     close: () => {
       if (db.open) db.close();

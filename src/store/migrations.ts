@@ -119,4 +119,32 @@ export const MIGRATIONS: Migration[] = [
       CREATE INDEX calls_org_started ON calls (org_id, started_at, id);
     `,
   },
+  {
+    version: 2,
+    name: 'voice sessions',
+    sql: `
+      -- One voice session per call record: what POST /v1/session-token asked for, and the token
+      -- that may open it. agent_id is kept as text (no foreign key) so a deleted agent leaves the
+      -- history in place; the socket refuses to open a session whose agent is gone.
+      CREATE TABLE sessions (
+        id TEXT PRIMARY KEY REFERENCES calls(id) ON DELETE CASCADE,
+        org_id TEXT NOT NULL REFERENCES organizations(id) ON DELETE CASCADE,
+        agent_id TEXT NOT NULL,
+        version_id TEXT,                 -- null: the agent had no published version
+        caller_id TEXT NOT NULL,
+        transport TEXT NOT NULL CHECK (transport IN ('websocket', 'webrtc')),
+        chat_id TEXT,
+        first_message TEXT,              -- per-session overrides; null = the agent's own
+        prompt TEXT,
+        variables TEXT NOT NULL,         -- JSON array of { key, value }
+        scopes TEXT NOT NULL,            -- JSON array, as in the token
+        token_jti TEXT NOT NULL,
+        token_expires_at TEXT NOT NULL,
+        connected_at TEXT,               -- set once, by the one connection the token opens
+        created_at TEXT NOT NULL
+      );
+      -- the sweep of tokens that expired unused
+      CREATE INDEX sessions_unconnected ON sessions (token_expires_at) WHERE connected_at IS NULL;
+    `,
+  },
 ];

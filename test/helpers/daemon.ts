@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadConfig } from '../../src/config.ts';
 import { createLogger } from '../../src/log.ts';
-import { startDaemon, INITIAL_KEY_FILE, type Daemon } from '../../src/main.ts';
+import { startDaemon, INITIAL_KEY_FILE, type Daemon, type DaemonOptions } from '../../src/main.ts';
 
 export interface ApiResponse<T = any> {
   status: number;
@@ -33,7 +33,8 @@ export interface TestDaemon {
   close(): Promise<void>;
 }
 
-export async function startTestDaemon(overrides: Record<string, unknown> = {}, dataDir?: string): Promise<TestDaemon> {
+/** `options` injects what startDaemon takes besides config (a voice runtime factory, tuning). */
+export async function startTestDaemon(overrides: Record<string, unknown> = {}, dataDir?: string, options: DaemonOptions = {}): Promise<TestDaemon> {
   const dir = dataDir ?? mkdtempSync(join(tmpdir(), 'callbridge-test-'));
   const { sip, drain, ...rest } = overrides as { sip?: Record<string, unknown>; drain?: Record<string, unknown> };
   const config = loadConfig(
@@ -48,7 +49,7 @@ export async function startTestDaemon(overrides: Record<string, unknown> = {}, d
     },
     {},
   );
-  const daemon = await startDaemon(config, createLogger('silent'), () => {});
+  const daemon = await startDaemon(config, createLogger('silent'), () => {}, options);
   const key = readFileSync(join(dir, INITIAL_KEY_FILE), 'utf8').trim();
   const td: TestDaemon = {
     daemon,
@@ -74,7 +75,7 @@ export async function startTestDaemon(overrides: Record<string, unknown> = {}, d
     stop: () => daemon.close(),
     async restart() {
       await daemon.close();
-      return startTestDaemon(overrides, dir);
+      return startTestDaemon(overrides, dir, options);
     },
     async close() {
       await daemon.close();

@@ -1,4 +1,4 @@
-/** Call history. Records are written by the call bridge; until it exists the list is empty. */
+/** Call history: voice sessions (src/session/) and, later, the call bridge write the records. */
 import type { FastifyInstance } from 'fastify';
 import { Type } from '@sinclair/typebox';
 import type { ApiDeps } from '../context.ts';

@@ -1,13 +1,21 @@
 /**
- * POST /v1/session-token: validated fully now; tokens and the /v1/connection server come with
- * issue 5. Until then a valid request answers 503 saying so, never a token that opens nothing.
+ * POST /v1/session-token: stores the session record (with its call row, status pending) and
+ * answers its token for /v1/connection; with `transport: "webrtc"` also the LiveKit room, the
+ * participant identity, the media server URL and a LiveKit access token (503 when no media server
+ * is configured). docs/voice-sessions.md.
  */
+import { randomBytes, randomUUID } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { Type } from '@sinclair/typebox';
 import type { ApiDeps } from '../context.ts';
 import { errorResponses, Obj, Uuid, Variable } from '../schemas.ts';
 import { notFound, unavailable } from '../../domain/errors.ts';
 import type { Store } from '../../store/index.ts';
+import type { StoredAgent } from '../../store/agents.ts';
+import { signWebrtcToken } from '../../session/tokens.ts';
+
+/** caller_id of a WebSocket session when the request names none (API document). */
+export const DEFAULT_WEBSOCKET_CALLER_ID = 'api-client';
 
 export const SessionTokenBody = Obj(
   {
@@ -29,27 +37,65 @@ const Credentials = Type.Object(
 );
 
 /** The version a session runs: the one asked for (it must be the agent's), else the active one. */
-export function resolveSessionVersion(store: Store, orgId: string, body: { agent_id: string; version_id?: string }): { versionId: string | null } {
+export function resolveSessionVersion(store: Store, orgId: string, body: { agent_id: string; version_id?: string }): { agent: StoredAgent; versionId: string | null } {
   const agent = store.agents.get(orgId, body.agent_id);
   if (!agent || agent.status !== 'active') throw notFound('active agent');
   if (body.version_id) {
     if (!store.versions.get(agent.id, body.version_id)) throw notFound('version of that agent');
-    return { versionId: body.version_id };
+    return { agent, versionId: body.version_id };
   }
-  return { versionId: agent.active_version_id };
+  return { agent, versionId: agent.active_version_id };
+}
+
+interface SessionTokenRequest {
+  agent_id: string;
+  version_id?: string;
+  chat_id?: string;
+  caller_id?: string;
+  transport?: 'websocket' | 'webrtc';
+  first_message?: string;
+  prompt?: string;
+  chat?: boolean;
+  variables?: Array<{ key: string; value: string }>;
 }
 
 export async function sessionTokenRoutes(app: FastifyInstance, deps: ApiDeps): Promise<void> {
+  const { store, tokens, config } = deps;
   app.post(
     '/v1/session-token',
     { schema: { tags: ['sessions'], body: SessionTokenBody, response: { 200: Credentials, ...errorResponses(400, 401, 404, 503) } } },
     async (req) => {
-      const body = req.body as { agent_id: string; version_id?: string; transport?: string };
-      resolveSessionVersion(deps.store, req.org.id, body);
-      if (body.transport === 'webrtc' && !deps.config.webrtc.url) {
+      const body = req.body as SessionTokenRequest;
+      const { agent, versionId } = resolveSessionVersion(store, req.org.id, body);
+      const webrtc = body.transport === 'webrtc';
+      const { url, api_key: apiKey, api_secret: apiSecret } = config.webrtc;
+      if (webrtc && !(url && apiKey && apiSecret)) {
         throw unavailable('transport webrtc needs a WebRTC media server: set webrtc.url, webrtc.api_key and webrtc.api_secret');
       }
-      throw unavailable('voice sessions are not available yet: this build has no /v1/connection server (see docs/status.md)');
+      const sessionId = randomUUID();
+      const identity = webrtc ? `caller-${randomBytes(8).toString('hex')}` : undefined;
+      const issued = await tokens.sign({ sessionId, orgId: req.org.id, agentId: agent.id, versionId, chat: body.chat === true });
+      // Stored before the token is returned: a client may connect the moment it has it.
+      store.sessions.create({
+        id: sessionId,
+        org_id: req.org.id,
+        agent_id: agent.id,
+        version_id: versionId,
+        caller_id: body.caller_id ?? identity ?? DEFAULT_WEBSOCKET_CALLER_ID,
+        transport: webrtc ? 'webrtc' : 'websocket',
+        chat_id: body.chat_id ?? null,
+        first_message: body.first_message ?? null,
+        prompt: body.prompt ?? null,
+        variables: body.variables ?? [],
+        scopes: issued.claims.scopes,
+        token_jti: issued.claims.jti,
+        token_expires_at: issued.expiresAt,
+        created_at: new Date().toISOString(),
+        call_to: agent.name,
+      });
+      if (!webrtc || !identity) return { token: issued.token };
+      const room = `callbridge-${sessionId}`;
+      return { token: issued.token, room, identity, url, webrtc_token: await signWebrtcToken({ apiKey, apiSecret, identity, room }) };
     },
   );
 }

@@ -1,0 +1,150 @@
+/**
+ * The session records in the store (SessionRepo, CallRepo's session end), and the logs of a
+ * session: one line at its start, one at its end, never the token.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { randomUUID } from 'node:crypto';
+import { openStore, type Store } from '../../src/store/index.ts';
+import type { NewSession } from '../../src/store/sessions.ts';
+import { loadConfig } from '../../src/config.ts';
+import { createLogger } from '../../src/log.ts';
+import { INITIAL_KEY_FILE, startDaemon } from '../../src/main.ts';
+import { connect, scriptedRuntime, waitFor } from './helpers.ts';
+
+describe('SessionRepo and the call end', () => {
+  let dir: string;
+  let store: Store;
+  let orgId: string;
+  let agentId: string;
+  beforeAll(() => {
+    dir = mkdtempSync(join(tmpdir(), 'callbridge-sessions-'));
+    store = openStore(dir, '');
+    orgId = store.organizations.createKey('o').org.id;
+    agentId = randomUUID();
+    // The settings JSON is not read here; the call row's agent_id needs a real agent row.
+    store.agents.insert({ id: agentId, org_id: orgId, name: 'Agent', status: 'active', phone_number_id: null, settings: {} as never, created_at: '2026-01-01T00:00:00.000Z' });
+  });
+  afterAll(() => {
+    store.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const newSession = (over: Partial<NewSession> = {}): NewSession => ({
+    id: randomUUID(),
+    org_id: orgId,
+    agent_id: agentId,
+    version_id: null,
+    caller_id: 'api-client',
+    transport: 'websocket',
+    chat_id: null,
+    first_message: null,
+    prompt: null,
+    variables: [{ key: 'k', value: 'v' }],
+    scopes: ['voice'],
+    token_jti: 'jti-1',
+    token_expires_at: '2026-01-01T00:10:00.000Z',
+    created_at: '2026-01-01T00:00:00.000Z',
+    call_to: 'Agent',
+    ...over,
+  });
+
+  it('create writes the session and a pending web call row together', () => {
+    const s = store.sessions.create(newSession());
+    expect(s.connected_at).toBeNull();
+    expect(s.variables).toEqual([{ key: 'k', value: 'v' }]);
+    expect(store.calls.get(orgId, s.id)).toMatchObject({ direction: 'web', status: 'pending', from: 'api-client', to: 'Agent', started_at: '2026-01-01T00:00:00.000Z' });
+    // A failing session insert leaves no call row behind (one transaction).
+    const dup = newSession({ id: s.id });
+    expect(() => store.sessions.create(dup)).toThrow();
+    const orphan = newSession({ transport: 'carrier-pigeon' as never });
+    expect(() => store.sessions.create(orphan)).toThrow();
+    expect(store.calls.get(orgId, orphan.id)).toBeUndefined();
+  });
+
+  it('claim: exactly one winner, only with the right jti, only before expiry', () => {
+    const s = store.sessions.create(newSession());
+    const before = '2026-01-01T00:05:00.000Z';
+    expect(store.sessions.claim(s.id, 'other-jti', before)).toBe(false);
+    expect(store.sessions.claim(s.id, 'jti-1', '2026-01-01T00:10:00.000Z')).toBe(false);
+    const results = Array.from({ length: 5 }, () => store.sessions.claim(s.id, 'jti-1', before));
+    expect(results).toEqual([true, false, false, false, false]);
+    expect(store.sessions.get(s.id)!.connected_at).toBe(before);
+  });
+
+  it('end: status from the reason, only the first end counts; summary any time', () => {
+    const a = store.sessions.create(newSession());
+    expect(store.calls.markAnswered(a.id, '2026-01-01T00:00:01.000Z')).toBe(true);
+    expect(store.calls.get(orgId, a.id)).toMatchObject({ status: 'in_progress', answered_at: '2026-01-01T00:00:01.000Z' });
+    expect(store.calls.end(a.id, { ended_at: '2026-01-01T00:01:00.000Z', end_reason: 'agent_hangup', transcript: [{ role: 'agent', text: 'bye' }] })).toBe(true);
+    expect(store.calls.end(a.id, { ended_at: '2026-01-01T00:02:00.000Z', end_reason: 'error', transcript: [] })).toBe(false);
+    expect(store.calls.markAnswered(a.id, '2026-01-01T00:03:00.000Z')).toBe(false);
+    expect(store.calls.setSummary(a.id, 'short call')).toBe(true);
+    expect(store.calls.get(orgId, a.id)).toMatchObject({ status: 'completed', end_reason: 'agent_hangup', ended_at: '2026-01-01T00:01:00.000Z', transcript: [{ role: 'agent', text: 'bye' }], summary: 'short call' });
+    const b = store.sessions.create(newSession());
+    store.calls.end(b.id, { ended_at: '2026-01-01T00:01:00.000Z', end_reason: 'error', transcript: [] });
+    expect(store.calls.get(orgId, b.id)!.status).toBe('failed');
+  });
+
+  it('expireUnused marks unused expired tokens; endAbandoned ends sessions a stopped daemon left open', () => {
+    const unused = store.sessions.create(newSession({ token_expires_at: '2026-02-01T00:10:00.000Z' }));
+    const later = store.sessions.create(newSession({ token_expires_at: '2026-02-01T00:20:00.000Z' }));
+    const open = store.sessions.create(newSession({ token_expires_at: '2026-02-01T00:10:00.000Z' }));
+    expect(store.sessions.claim(open.id, 'jti-1', '2026-02-01T00:01:00.000Z')).toBe(true);
+    store.calls.markAnswered(open.id, '2026-02-01T00:01:00.000Z');
+    expect(store.sessions.expireUnused('2026-02-01T00:15:00.000Z')).toBeGreaterThanOrEqual(1);
+    expect(store.calls.get(orgId, unused.id)).toMatchObject({ status: 'expired', end_reason: 'token_expired', ended_at: '2026-02-01T00:10:00.000Z' });
+    expect(store.calls.get(orgId, later.id)!.status).toBe('pending');
+    expect(store.calls.get(orgId, open.id)!.status).toBe('in_progress');
+    expect(store.sessions.endAbandoned('2026-02-01T01:00:00.000Z')).toBe(1);
+    expect(store.calls.get(orgId, open.id)).toMatchObject({ status: 'failed', end_reason: 'error', ended_at: '2026-02-01T01:00:00.000Z' });
+    expect(store.calls.get(orgId, later.id)!.status).toBe('pending');
+  });
+});
+
+describe('session logs', () => {
+  it('one line at the start and one at the end (reason, duration, counts), never the token', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'callbridge-session-log-'));
+    const lines: string[] = [];
+    const logger = createLogger('debug', { write: (line: string) => void lines.push(line) });
+    const config = loadConfig({ data_dir: dir, http: { host: '127.0.0.1', port: 0 }, sip: { enabled: false }, log_level: 'debug' }, {});
+    const rt = scriptedRuntime();
+    const daemon = await startDaemon(config, logger, () => {}, { runtimeFactory: rt.factory });
+    try {
+      const key = readFileSync(join(dir, INITIAL_KEY_FILE), 'utf8').trim();
+      const post = async (path: string, body: unknown) =>
+        (await fetch(daemon.url + path, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify(body) })).json() as Promise<any>;
+      const agent = await post('/v1/agents', { name: 'Logged' });
+      const { token } = await post('/v1/session-token', { agent_id: agent.id });
+      // A refused connection logs its request line: without the query string.
+      await fetch(`${daemon.url}/v1/connection?token=${token}x`);
+      const c = connect(`${daemon.url.replace('http', 'ws')}/v1/connection?token=${token}`);
+      const started = await c.message(0);
+      c.send({ type: 'input_audio', data: { audio: Buffer.from(new Int16Array([1, 2]).buffer).toString('base64') } });
+      c.send({ type: 'mystery', data: {} });
+      c.send({ type: 'mystery', data: {} });
+      const s = await rt.session(started.data.id);
+      await waitFor(() => s.audio.length === 1);
+      s.io.end('agent_hangup');
+      await c.closed;
+      await waitFor(() => lines.some((l) => l.includes('voice session ended')));
+      const entries = lines.map((l) => JSON.parse(l));
+      const mine = entries.filter((e) => e.sessionId === started.data.id);
+      expect(mine.filter((e) => e.msg === 'voice session started')).toHaveLength(1);
+      expect(mine.filter((e) => e.msg === 'unknown client message type ignored')).toHaveLength(1);
+      const end = mine.filter((e) => e.msg === 'voice session ended');
+      expect(end).toHaveLength(1);
+      expect(end[0]).toMatchObject({ reason: 'agent_hangup', framesIn: 3, audioSamplesIn: 2, eventsOut: 2 });
+      expect(typeof end[0].durationMs).toBe('number');
+      const all = lines.join('');
+      expect(all).toContain('/v1/connection');
+      expect(all).not.toContain(token);
+      expect(all).not.toContain(token.split('.')[2]);
+    } finally {
+      await daemon.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
