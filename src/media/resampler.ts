@@ -28,8 +28,12 @@ export const DEFAULT_RESAMPLER_IMPL: ResamplerImpl = 'speex';
  */
 export const DEFAULT_SPEEX_QUALITY = 4;
 
-/** Rates createResampler() accepts, in either direction (any pair of them). */
-export const SUPPORTED_RATES: readonly number[] = Object.freeze([8000, 16000, 24000, 48000]);
+/**
+ * Rates createResampler() accepts, in either direction (any pair of them). 22050 is eSpeak-NG's
+ * output rate (the local TTS voice); both implementations handle any integer ratio (speex
+ * reduces 22050/24000 to 147/160 by GCD, the FIR designs an L=160/M=147 polyphase bank).
+ */
+export const SUPPORTED_RATES: readonly number[] = Object.freeze([8000, 16000, 22050, 24000, 48000]);
 
 export interface ResamplerOptions {
   /** Implementation; default DEFAULT_RESAMPLER_IMPL. */

@@ -1,0 +1,66 @@
+/**
+ * The TTS providers of the configuration: six slots (`provider_1` .. `provider_6`, the values of
+ * an agent's voice_settings.provider), each one of the three adapter types. Adapters are built
+ * on first use and kept, so a misconfigured slot fails only the agents that use it, with
+ * VENDOR_NOT_CONFIGURED, instead of the daemon's start.
+ */
+import { TtsError } from '../../errors.ts';
+import type { TtsProvider } from '../types.ts';
+import { LocalEspeakProvider } from './local-espeak.ts';
+import { OpenAiSpeechProvider } from './openai.ts';
+import { StreamingWsTtsProvider } from './stream.ts';
+
+export { LocalEspeakProvider } from './local-espeak.ts';
+export { OpenAiSpeechProvider } from './openai.ts';
+export { StreamingWsTtsProvider } from './stream.ts';
+
+export const TTS_PROVIDER_SLOTS = ['provider_1', 'provider_2', 'provider_3', 'provider_4', 'provider_5', 'provider_6'] as const;
+export type TtsProviderSlot = (typeof TTS_PROVIDER_SLOTS)[number];
+
+export interface TtsProviderConfig {
+  type: 'local' | 'openai' | 'stream';
+  base_url?: string;
+  api_key?: string;
+  model?: string;
+}
+
+export interface TtsProviders {
+  /**
+   * The adapter of a slot.
+   * @throws TtsError VENDOR_NOT_CONFIGURED for an unknown slot or one missing what its type needs.
+   */
+  get(voiceProvider: string): TtsProvider;
+}
+
+function build(slot: string, config: TtsProviderConfig): TtsProvider {
+  const baseUrl = config.base_url?.trim() ?? '';
+  if (config.type === 'local') return new LocalEspeakProvider({ name: slot });
+  if (config.type !== 'openai' && config.type !== 'stream') {
+    throw new TtsError('VENDOR_NOT_CONFIGURED', `TTS ${slot}: unknown type ${String(config.type)}`);
+  }
+  if (baseUrl === '') throw new TtsError('VENDOR_NOT_CONFIGURED', `TTS ${slot}: type ${config.type} needs base_url`);
+  const options = { name: slot, baseUrl, apiKey: config.api_key, model: config.model };
+  try {
+    return config.type === 'openai' ? new OpenAiSpeechProvider(options) : new StreamingWsTtsProvider(options);
+  } catch (err) {
+    // new URL() rejects a malformed base_url; the message names the slot, not the (maybe keyed) URL
+    throw new TtsError('VENDOR_NOT_CONFIGURED', `TTS ${slot}: base_url is not a valid URL`, { cause: err });
+  }
+}
+
+export function createTtsProviders(config: Partial<Record<TtsProviderSlot, TtsProviderConfig>>): TtsProviders {
+  const built = new Map<string, TtsProvider>();
+  return {
+    get(voiceProvider) {
+      const existing = built.get(voiceProvider);
+      if (existing !== undefined) return existing;
+      const entry = (TTS_PROVIDER_SLOTS as readonly string[]).includes(voiceProvider)
+        ? config[voiceProvider as TtsProviderSlot]
+        : undefined;
+      if (entry === undefined) throw new TtsError('VENDOR_NOT_CONFIGURED', `TTS provider ${voiceProvider} is not configured`);
+      const provider = build(voiceProvider, entry);
+      built.set(voiceProvider, provider);
+      return provider;
+    },
+  };
+}

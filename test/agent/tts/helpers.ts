@@ -1,0 +1,39 @@
+/** Shared helpers of the TTS adapter tests. */
+import type { TtsProvider, TtsRequest } from '../../../src/agent/providers/types.ts';
+
+export function request(text: string, extra: Partial<TtsRequest> = {}): TtsRequest {
+  return { text, voiceId: 'voice-1', language: 'en', signal: new AbortController().signal, ...extra };
+}
+
+/** All chunks an adapter yields for a request. */
+export async function collect(provider: TtsProvider, req: TtsRequest): Promise<Int16Array[]> {
+  const chunks: Int16Array[] = [];
+  for await (const c of provider.synthesize(req)) chunks.push(c);
+  return chunks;
+}
+
+export function concat(chunks: Int16Array[]): Int16Array {
+  const out = new Int16Array(chunks.reduce((n, c) => n + c.length, 0));
+  let at = 0;
+  for (const c of chunks) {
+    out.set(c, at);
+    at += c.length;
+  }
+  return out;
+}
+
+export function rms(samples: Int16Array, from = 0, to = samples.length): number {
+  let sum = 0;
+  for (let i = from; i < to; i++) sum += samples[i]! * samples[i]!;
+  return Math.sqrt(sum / Math.max(1, to - from));
+}
+
+/** The error a promise rejects with (fails the test when it resolves). */
+export async function rejection(p: Promise<unknown>): Promise<any> {
+  try {
+    await p;
+  } catch (err) {
+    return err;
+  }
+  throw new Error('expected a rejection');
+}
