@@ -10,6 +10,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Config } from './config.ts';
 import type { Logger } from './log.ts';
 import { openStore, type Store } from './store/index.ts';
+import { createAgentRuntimeFactory, prepareAgentRuntime, runtimeDepsFromConfig } from './agent/runtime-factory.ts';
 import { buildApp } from './api/app.ts';
 import { createRegistry } from './api/metrics.ts';
 import { createCarrierClient } from './telco/carrier-client.ts';
@@ -31,8 +32,8 @@ export interface Daemon {
 /** What the caller of startDaemon may inject besides the config. */
 export interface DaemonOptions {
   /**
-   * The conversation runtime behind /v1/connection. Without one, a voice session sends
-   * session_ended (reason error) and closes 1011 "no runtime configured".
+   * The conversation runtime behind /v1/connection; default: the agent runtime built from the
+   * configuration (src/agent/runtime-factory.ts).
    */
   runtimeFactory?: SessionRuntimeFactory;
   /** Tuning of the /v1/connection server (tests shorten the ping interval). */
@@ -60,6 +61,9 @@ export async function startDaemon(
   print: (line: string) => void = (l) => process.stdout.write(l + '\n'),
   options: DaemonOptions = {},
 ): Promise<Daemon> {
+  // Providers are built (and misconfigured vendors refused) before anything listens.
+  const runtimeFactory = options.runtimeFactory ?? createAgentRuntimeFactory(runtimeDepsFromConfig(config, logger));
+  await prepareAgentRuntime();
   const store = openStore(config.data_dir, config.security.encryption_key);
   ensureInitialKey(store, config, logger, print);
   let listening = false;
@@ -72,7 +76,7 @@ export async function startDaemon(
     logger,
     carrier: createCarrierClient(config),
     tokens: new SessionTokens(loadTokenSecret(config)),
-    runtimeFactory: options.runtimeFactory,
+    runtimeFactory,
     sessionServer: options.sessionServer,
     readiness: () => {
       const sipUp = sip === undefined ? !config.sip.enabled : sip.ua.listening;

@@ -66,6 +66,8 @@ type TurnKind = 'first' | 'reply' | 'reprompt' | 'closing';
 interface ActiveTurn {
   kind: TurnKind;
   speech: SpeechTurn;
+  /** What the turn says (streamed as response_text; committed with is_final once heard or cut). */
+  text: string;
   /** Aborts the model stream of a reply. */
   abort: AbortController;
   /** First message: interruptible until this performance-clock time (undefined: no limit). */
@@ -168,9 +170,8 @@ export class AgentRuntime implements SessionRuntime {
     }
     const turn = this.#newTurn('first');
     turn.interruptibleUntilAudioMs = a.first_message_interruption_time * 1000;
-    turn.speech.speak(first);
+    this.#say(turn, first);
     turn.speech.finish();
-    this.#io.send({ type: 'response_text', data: { turn_id: turn.speech.turnId, text: first, is_final: true } });
     this.#messages.push({ role: 'assistant', content: first });
   }
 
@@ -279,10 +280,25 @@ export class AgentRuntime implements SessionRuntime {
     if (turn.kind === 'first' && last?.role === 'assistant') this.#messages.pop();
     if (heard !== '') this.#messages.push({ role: 'assistant', content: heard });
     this.#record({ role: 'agent', text: heard, turn_id: turn.speech.turnId, interrupted: true });
-    this.#io.send({ type: 'response_text', data: { turn_id: turn.speech.turnId, text: heard, is_final: true } });
+    this.#commitText(turn, heard);
   }
 
   // --- agent turns -------------------------------------------------------------------------------
+
+  /** Speaks a fixed text in the turn, shown at once as not yet committed. */
+  #say(turn: ActiveTurn, text: string): void {
+    turn.text = turn.text === '' ? text : `${turn.text} ${text}`;
+    turn.speech.speak(text);
+    this.#io.send({ type: 'response_text', data: { turn_id: turn.speech.turnId, text: turn.text, is_final: false } });
+  }
+
+  /**
+   * Commits a turn's text (`is_final: true`) once it is settled: when the caller has heard all of
+   * it, or, after a barge-in, with only what was heard. Exactly once per turn.
+   */
+  #commitText(turn: ActiveTurn, text: string): void {
+    this.#io.send({ type: 'response_text', data: { turn_id: turn.speech.turnId, text, is_final: true } });
+  }
 
   #newTurn(kind: TurnKind): ActiveTurn {
     const a = this.#ctx.agent;
@@ -306,7 +322,7 @@ export class AgentRuntime implements SessionRuntime {
       onDone: () => this.#onTurnDone(turn),
       onTtsError: (err, text) => this.#log.warn({ err, chars: text.length }, 'text-to-speech failed for a piece of the answer: skipped'),
     });
-    const turn: ActiveTurn = { kind, speech, abort: new AbortController() };
+    const turn: ActiveTurn = { kind, speech, text: '', abort: new AbortController() };
     this.#timers.clearTimeout(this.#silenceTimer);
     this.#turn = turn;
     return turn;
@@ -319,7 +335,8 @@ export class AgentRuntime implements SessionRuntime {
       turn.then();
       return;
     }
-    this.#record({ role: 'agent', text: turn.speech.fullText, turn_id: turn.speech.turnId });
+    this.#record({ role: 'agent', text: turn.text, turn_id: turn.speech.turnId });
+    this.#commitText(turn, turn.text);
     const queued = this.#queuedUserText;
     this.#queuedUserText = undefined;
     if (queued !== undefined) void this.#reply();
@@ -331,7 +348,6 @@ export class AgentRuntime implements SessionRuntime {
     const turn = this.#newTurn('reply');
     const { speech, abort } = turn;
     const splitter = new SentenceSplitter();
-    let text = '';
     try {
       for (let round = 0; round < MAX_TOOL_ROUNDS; round++) {
         const calls: ToolCallRequest[] = [];
@@ -340,8 +356,8 @@ export class AgentRuntime implements SessionRuntime {
           if (abort.signal.aborted) return;
           if (delta.type === 'text') {
             roundText += delta.text;
-            text += delta.text;
-            this.#io.send({ type: 'response_text', data: { turn_id: speech.turnId, text, is_final: false } });
+            turn.text += delta.text;
+            this.#io.send({ type: 'response_text', data: { turn_id: speech.turnId, text: turn.text, is_final: false } });
             for (const piece of splitter.push(delta.text)) speech.speak(piece);
           } else if (delta.type === 'tool_call') {
             calls.push(delta.call);
@@ -354,14 +370,10 @@ export class AgentRuntime implements SessionRuntime {
           break;
         }
         this.#messages.push({ role: 'assistant', content: roundText, toolCalls: calls });
-        if (await this.#runTools(turn, calls)) {
-          this.#io.send({ type: 'response_text', data: { turn_id: speech.turnId, text, is_final: true } });
-          return;
-        }
+        if (await this.#runTools(turn, calls)) return;
         if (abort.signal.aborted) return;
       }
       this.#modelFailures = 0;
-      this.#io.send({ type: 'response_text', data: { turn_id: speech.turnId, text, is_final: true } });
       speech.finish();
     } catch (err) {
       if (abort.signal.aborted || this.#ended) return;
@@ -371,8 +383,7 @@ export class AgentRuntime implements SessionRuntime {
         this.#end('error');
         return;
       }
-      speech.speak(APOLOGY_TEXT);
-      this.#io.send({ type: 'response_text', data: { turn_id: speech.turnId, text: text + APOLOGY_TEXT, is_final: true } });
+      this.#say(turn, APOLOGY_TEXT);
       speech.finish();
     }
   }
@@ -432,7 +443,8 @@ export class AgentRuntime implements SessionRuntime {
   #closeWith(turn: ActiveTurn, then: () => void): void {
     turn.kind = 'closing';
     turn.then = () => {
-      this.#record({ role: 'agent', text: turn.speech.fullText, turn_id: turn.speech.turnId });
+      this.#record({ role: 'agent', text: turn.text, turn_id: turn.speech.turnId });
+      this.#commitText(turn, turn.text);
       then();
     };
     turn.speech.finish();
@@ -447,7 +459,7 @@ export class AgentRuntime implements SessionRuntime {
     }
     const message = this.#ctx.agent.timeout_settings.transfer_message?.trim() ?? '';
     const turn = current ?? this.#newTurn('closing');
-    if (message !== '') turn.speech.speak(message);
+    if (message !== '') this.#say(turn, message);
     this.#closeWith(turn, () => this.#end('transfer', number));
   }
 
@@ -478,10 +490,9 @@ export class AgentRuntime implements SessionRuntime {
       return;
     }
     const turn = this.#newTurn('reprompt');
-    turn.speech.speak(REPROMPT_TEXT);
+    this.#say(turn, REPROMPT_TEXT);
     turn.speech.finish();
     this.#messages.push({ role: 'assistant', content: REPROMPT_TEXT });
-    this.#io.send({ type: 'response_text', data: { turn_id: turn.speech.turnId, text: REPROMPT_TEXT, is_final: true } });
   }
 
   #onSessionTimeout(): void {

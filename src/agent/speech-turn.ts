@@ -32,7 +32,15 @@ interface Piece {
   text: string;
   startMs: number;
   durMs: number;
+  /** Synthesis finished: durMs is the piece's whole duration. */
+  complete: boolean;
 }
+
+/**
+ * Speaking rate assumed for a piece still being synthesized when the caller cut in (its length
+ * is not known yet): about 15 characters per second, typical of TTS voices at normal speed.
+ */
+const ESTIMATED_MS_PER_CHAR = 65;
 
 export class SpeechTurn {
   readonly turnId: string;
@@ -92,14 +100,9 @@ export class SpeechTurn {
     return heardText(this.#pieces, this.#pacer.clear());
   }
 
-  /** All the text given to speak (what the turn would have said uninterrupted). */
-  get fullText(): string {
-    return this.#pieces.map((p) => p.text).join(' ');
-  }
-
   async #synthesize(text: string): Promise<void> {
     if (this.#closed) return;
-    const piece: Piece = { text, startMs: this.#audioMs, durMs: 0 };
+    const piece: Piece = { text, startMs: this.#audioMs, durMs: 0, complete: false };
     this.#pieces.push(piece);
     try {
       for await (const pcm of this.#o.tts.synthesize({ ...this.#o.voice, text, signal: this.#abort.signal })) {
@@ -109,23 +112,28 @@ export class SpeechTurn {
         this.#audioMs += ms;
         this.#pacer.push(pcm);
       }
+      piece.complete = true;
     } catch (err) {
       if (!this.#closed) this.#o.onTtsError(err, text);
     }
   }
 }
 
-/** The text of the pieces heard within `playedMs`, the cut piece by its share of words. */
-export function heardText(pieces: readonly { text: string; startMs: number; durMs: number }[], playedMs: number): string {
+/**
+ * The text of the pieces heard within `playedMs`, the cut piece by its share of words (a piece
+ * still being synthesized by its estimated length).
+ */
+export function heardText(pieces: readonly { text: string; startMs: number; durMs: number; complete: boolean }[], playedMs: number): string {
   const out: string[] = [];
   for (const p of pieces) {
-    if (playedMs >= p.startMs + p.durMs) {
+    const durMs = p.complete ? p.durMs : Math.max(p.durMs, p.text.length * ESTIMATED_MS_PER_CHAR);
+    if (playedMs >= p.startMs + durMs) {
       out.push(p.text);
       continue;
     }
-    if (playedMs > p.startMs && p.durMs > 0) {
+    if (playedMs > p.startMs && durMs > 0) {
       const words = p.text.split(/\s+/);
-      const n = Math.floor((words.length * (playedMs - p.startMs)) / p.durMs);
+      const n = Math.floor((words.length * (playedMs - p.startMs)) / durMs);
       if (n > 0) out.push(words.slice(0, n).join(' '));
     }
     break;

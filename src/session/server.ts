@@ -469,13 +469,14 @@ class VoiceSession {
       this.#sendNow({ type: 'session_ended', data: o.transferNumber !== undefined ? { reason, transfer_number: o.transferNumber } : { reason } });
     }
     const runtime = this.#runtime;
+    // Close first: a runtime stopping mid-turn commits what the caller heard of it.
+    if (o.closeRuntime && runtime) this.#safe('close', () => runtime.close());
     const transcript = (runtime && this.#safe('transcript', () => runtime.transcript())) ?? ([] as TranscriptEntry[]);
     try {
       this.#d.store.calls.end(this.id, { ended_at: this.#d.iso(), end_reason: reason, transcript });
     } catch (err) {
       this.#log.error({ err }, 'storing the session end failed');
     }
-    if (o.closeRuntime && runtime) this.#safe('close', () => runtime.close());
     if (o.close && open) this.#ws.close(o.close[0], o.close[1]);
     this.#d.onEnd(this);
     this.#log.info(

@@ -119,8 +119,8 @@ describe('SentenceSplitter', () => {
 
 describe('heardText', () => {
   const pieces = [
-    { text: 'Hello there.', startMs: 0, durMs: 900 },
-    { text: 'How can I help you?', startMs: 900, durMs: 1000 },
+    { text: 'Hello there.', startMs: 0, durMs: 900, complete: true },
+    { text: 'How can I help you?', startMs: 900, durMs: 1000, complete: true },
   ];
   it('keeps whole pieces played and the cut one by its share of words', () => {
     expect(heardText(pieces, 0)).toBe('');
@@ -128,6 +128,13 @@ describe('heardText', () => {
     expect(heardText(pieces, 900)).toBe('Hello there.');
     expect(heardText(pieces, 1500)).toBe('Hello there. How can I');
     expect(heardText(pieces, 5000)).toBe('Hello there. How can I help you?');
+  });
+
+  it('estimates the length of a piece still being synthesized instead of taking what exists so far', () => {
+    const text = Array.from({ length: 40 }, (_, i) => `w${i}`).join(' ');
+    // 149 chars -> about 9.7 s: 500 ms heard is 2 of its 40 words (not 20, as 1000 ms would say).
+    expect(heardText([{ text, startMs: 0, durMs: 1000, complete: false }], 500)).toBe('w0 w1');
+    expect(heardText([{ text, startMs: 0, durMs: 1000, complete: true }], 500)).toBe(text.split(' ').slice(0, 20).join(' '));
   });
 });
 

@@ -1,0 +1,47 @@
+/**
+ * Builds the agent runtime from the configuration (part of the composition root's work, kept
+ * here so main.ts stays a list of wiring): the configured STT, the six voice providers, the LLM
+ * registry with fallback, energy VAD and RNNoise. Local engines (speex resampler, RNNoise WASM,
+ * eSpeak-NG) are loaded once by `prepareAgentRuntime()` before the first session.
+ */
+import type { Config } from '../config.ts';
+import type { Logger } from '../log.ts';
+import { initResamplers } from '../media/resampler.ts';
+import type { SessionRuntimeFactory } from '../session/runtime-contract.ts';
+import { createLlmRegistry } from './providers/llm/registry.ts';
+import { withFallback } from './providers/llm/fallback.ts';
+import { createNoiseSuppressor, loadRnnoise } from './providers/noise/index.ts';
+import { createSttProvider } from './providers/stt/index.ts';
+import { createTtsProviders } from './providers/tts/index.ts';
+import { EnergyVad } from './providers/vad/energy.ts';
+import { AgentRuntime, type RuntimeDeps } from './runtime.ts';
+
+/** Loads the WASM engines the runtime needs; call once at start-up (idempotent). */
+export async function prepareAgentRuntime(): Promise<void> {
+  await Promise.all([initResamplers(), loadRnnoise()]);
+}
+
+/** The runtime's dependencies from the configuration; tests override single fields. */
+export function runtimeDepsFromConfig(config: Config, logger: Logger, overrides: Partial<RuntimeDeps> = {}): RuntimeDeps {
+  const llm = createLlmRegistry(config.llm.providers);
+  const tts = createTtsProviders(config.tts.providers);
+  const stt = createSttProvider({ provider: config.stt.provider, base_url: config.stt.base_url, api_key: config.stt.api_key, model: config.stt.model });
+  const log = logger.child({ component: 'agent' });
+  return {
+    stt,
+    tts: (provider) => tts.get(provider),
+    model: (agent) => {
+      const fallback = withFallback(llm.resolve(agent.llm), llm.resolve(agent.fallback_llm), { firstTokenTimeoutMs: config.llm.first_token_timeout_ms, logger: log });
+      return (messages, tools, signal) => fallback.stream(messages, tools, signal);
+    },
+    createVad: (settings) => new EnergyVad(settings),
+    createNoiseSuppressor: (settings) => createNoiseSuppressor(settings),
+    toolTimeoutMs: config.session.tool_timeout_secs * 1000,
+    logger,
+    ...overrides,
+  };
+}
+
+export function createAgentRuntimeFactory(deps: RuntimeDeps): SessionRuntimeFactory {
+  return (context, io) => new AgentRuntime(context, io, deps);
+}
