@@ -31,7 +31,25 @@ export interface TtsProviderConfig {
 }
 
 export const TTS_PROVIDER_KEYS = ['provider_1', 'provider_2', 'provider_3', 'provider_4', 'provider_5', 'provider_6'] as const;
-export type TtsProvidersConfig = Record<(typeof TTS_PROVIDER_KEYS)[number], TtsProviderConfig>;
+/** One entry of tts.providers: which voice provider it serves, and how. */
+export type TtsSlotConfig = TtsProviderConfig & { voice_provider: (typeof TTS_PROVIDER_KEYS)[number] };
+
+/** tts.providers as a map of every voice provider; the ones not listed use the local voice. */
+export function ttsProvidersBySlot(entries: readonly TtsSlotConfig[]): Record<(typeof TTS_PROVIDER_KEYS)[number], TtsProviderConfig> {
+  const map = Object.fromEntries(TTS_PROVIDER_KEYS.map((k) => [k, { type: 'local' }])) as Record<(typeof TTS_PROVIDER_KEYS)[number], TtsProviderConfig>;
+  for (const { voice_provider, ...rest } of entries) map[voice_provider] = rest;
+  return map;
+}
+
+/** Lists given in env vars are JSON (convict passes them on as strings). */
+const parseJsonEnv = (v: unknown): unknown => {
+  if (typeof v !== 'string') return v;
+  try {
+    return JSON.parse(v);
+  } catch {
+    return v; // validate() then names the setting and says what it must be
+  }
+};
 
 export interface VoiceCatalogEntry {
   id: string;
@@ -66,6 +84,7 @@ convict.addFormat({
 });
 convict.addFormat({
   name: 'llm-providers',
+  coerce: parseJsonEnv,
   validate(value: unknown) {
     if (!Array.isArray(value)) throw new Error('must be an array of providers');
     const names = new Set<string>();
@@ -92,19 +111,25 @@ convict.addFormat({
 });
 convict.addFormat({
   name: 'tts-providers',
+  coerce: parseJsonEnv,
   validate(value: unknown) {
-    if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new Error('must be an object mapping provider_1..provider_6 to { type, base_url, api_key, model }');
-    for (const [key, p] of Object.entries(value as Record<string, unknown>)) {
-      if (!(TTS_PROVIDER_KEYS as readonly string[]).includes(key)) throw new Error(`${key}: not one of ${TTS_PROVIDER_KEYS.join(', ')}`);
+    if (!Array.isArray(value)) throw new Error('must be an array of { voice_provider, type, base_url, api_key, model }');
+    const seen = new Set<string>();
+    for (const [i, p] of value.entries()) {
       const o = p as Record<string, unknown>;
-      if (typeof o !== 'object' || o === null || (o.type !== 'local' && o.type !== 'openai' && o.type !== 'stream')) throw new Error(`${key}: type must be local, openai or stream`);
-      if (o.type !== 'local' && (typeof o.base_url !== 'string' || !/^(https?|wss?):\/\//.test(o.base_url))) throw new Error(`${key}: base_url (http(s):// or ws(s)://) is required for type ${String(o.type)}`);
+      const where = `entry #${i}`;
+      if (typeof o !== 'object' || o === null) throw new Error(`${where} must be an object`);
+      if (!(TTS_PROVIDER_KEYS as readonly string[]).includes(String(o.voice_provider))) throw new Error(`${where}: voice_provider must be one of ${TTS_PROVIDER_KEYS.join(', ')}`);
+      if (seen.has(String(o.voice_provider))) throw new Error(`${where}: ${String(o.voice_provider)} is listed twice`);
+      seen.add(String(o.voice_provider));
+      if (o.type !== 'local' && o.type !== 'openai' && o.type !== 'stream') throw new Error(`${where} (${String(o.voice_provider)}): type must be local, openai or stream`);
+      if (o.type !== 'local' && (typeof o.base_url !== 'string' || !/^(https?|wss?):\/\//.test(o.base_url))) throw new Error(`${where} (${String(o.voice_provider)}): base_url (http(s):// or ws(s)://) is required for type ${String(o.type)}`);
     }
-    for (const key of TTS_PROVIDER_KEYS) if (!(key in (value as object))) throw new Error(`${key} is missing (every voice provider must be mapped)`);
   },
 });
 convict.addFormat({
   name: 'voice-catalog',
+  coerce: parseJsonEnv,
   validate(value: unknown) {
     if (!Array.isArray(value)) throw new Error('must be an array of voices');
     for (const [i, v] of value.entries()) {
@@ -240,9 +265,9 @@ const schema = {
   },
   tts: {
     providers: {
-      doc: 'What serves each voice_settings.provider (provider_1..provider_6): { type: local | openai | stream, base_url, api_key, model }. Default: all six use the embedded local voice.',
+      doc: 'What serves each voice_settings.provider: a list of { voice_provider: provider_1..provider_6, type: local | openai | stream, base_url, api_key, model }. Voice providers not listed use the embedded local voice.',
       format: 'tts-providers',
-      default: Object.fromEntries(TTS_PROVIDER_KEYS.map((k) => [k, { type: 'local' }])) as TtsProvidersConfig,
+      default: [] as TtsSlotConfig[],
       env: 'CALLBRIDGE_TTS_PROVIDERS',
     },
   },
@@ -360,7 +385,7 @@ export type Config = {
   region: { self: Region; peer_us_central1: string; peer_northamerica_northeast1: string; proxy_timeout_ms: number };
   llm: { providers: LlmProviderConfig[]; first_token_timeout_ms: number };
   stt: { provider: 'local' | 'openai' | 'stream'; base_url: string; api_key: string; model: string };
-  tts: { providers: TtsProvidersConfig };
+  tts: { providers: TtsSlotConfig[] };
   session: { tool_timeout_secs: number };
   voices: { catalog: VoiceCatalogEntry[] };
   agent_defaults: {

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig, modelCatalog } from '../src/config.ts';
+import { ConfigError, loadConfig, modelCatalog, ttsProvidersBySlot } from '../src/config.ts';
 import { createLogger } from '../src/log.ts';
 
 const EXAMPLE = join(import.meta.dirname, '..', 'config', 'example.json');
@@ -28,6 +28,38 @@ describe('configuration', () => {
     const e = loadConfig({}, { CALLBRIDGE_CONFIG: EXAMPLE, CALLBRIDGE_HTTP_PORT: '9090', CALLBRIDGE_REGION: 'northamerica-northeast1' });
     expect(e.http.port).toBe(9090);
     expect(e.region.self).toBe('northamerica-northeast1');
+  });
+
+  it('speech and model providers: defaults, the example file, JSON lists in env vars, and bad entries', () => {
+    const d = loadConfig({}, {});
+    expect(d.stt).toEqual({ provider: 'local', base_url: '', api_key: '', model: '' });
+    expect(d.llm.first_token_timeout_ms).toBe(3000);
+    expect(d.session.tool_timeout_secs).toBe(10);
+    expect(ttsProvidersBySlot(d.tts.providers)).toEqual(Object.fromEntries(['provider_1', 'provider_2', 'provider_3', 'provider_4', 'provider_5', 'provider_6'].map((k) => [k, { type: 'local' }])));
+    const ex = loadConfig({}, { CALLBRIDGE_CONFIG: EXAMPLE });
+    const slots = ttsProvidersBySlot(ex.tts.providers);
+    expect(slots.provider_1).toEqual({ type: 'local' });
+    expect(slots.provider_2).toMatchObject({ type: 'openai', base_url: 'https://speech.example.com/v1', model: 'tts-1' });
+    expect(slots.provider_3).toMatchObject({ type: 'stream' });
+    const env = loadConfig({}, {
+      CALLBRIDGE_LLM_PROVIDERS: JSON.stringify([{ name: 'local', type: 'echo', models: ['echo'] }, { name: 'ollama', type: 'openai', base_url: 'http://127.0.0.1:11434/v1', models: ['llama3.1'] }]),
+      CALLBRIDGE_TTS_PROVIDERS: JSON.stringify([{ voice_provider: 'provider_6', type: 'openai', base_url: 'http://127.0.0.1:9/v1' }]),
+      CALLBRIDGE_STT_PROVIDER: 'stream',
+      CALLBRIDGE_STT_BASE_URL: 'ws://127.0.0.1:9',
+    });
+    expect(modelCatalog(env)).toEqual(['local/echo', 'ollama/llama3.1']);
+    expect(ttsProvidersBySlot(env.tts.providers).provider_6).toEqual({ type: 'openai', base_url: 'http://127.0.0.1:9/v1' });
+    expect(env.stt.provider).toBe('stream');
+    const bad: Array<[Record<string, string>, RegExp]> = [
+      [{ CALLBRIDGE_STT_PROVIDER: 'openai' }, /stt\.base_url is required/],
+      [{ CALLBRIDGE_STT_PROVIDER: 'vosk' }, /stt\.provider/],
+      [{ CALLBRIDGE_TTS_PROVIDERS: '[{"voice_provider":"provider_9","type":"local"}]' }, /tts\.providers.*voice_provider must be one of/],
+      [{ CALLBRIDGE_TTS_PROVIDERS: '[{"voice_provider":"provider_2","type":"openai"}]' }, /tts\.providers.*base_url/],
+      [{ CALLBRIDGE_TTS_PROVIDERS: '[{"voice_provider":"provider_2","type":"local"},{"voice_provider":"provider_2","type":"local"}]' }, /listed twice/],
+      [{ CALLBRIDGE_TTS_PROVIDERS: 'not json' }, /tts\.providers.*must be an array/],
+      [{ CALLBRIDGE_LLM_PROVIDERS: '{' }, /llm\.providers.*must be an array/],
+    ];
+    for (const [e, re] of bad) expect(() => loadConfig({}, e), JSON.stringify(e)).toThrow(re);
   });
 
   it('rejects bad settings with a message naming them', () => {

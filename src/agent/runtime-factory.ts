@@ -4,7 +4,7 @@
  * registry with fallback, energy VAD and RNNoise. Local engines (speex resampler, RNNoise WASM,
  * eSpeak-NG) are loaded once by `prepareAgentRuntime()` before the first session.
  */
-import type { Config } from '../config.ts';
+import { ttsProvidersBySlot, type Config } from '../config.ts';
 import type { Logger } from '../log.ts';
 import { initResamplers } from '../media/resampler.ts';
 import type { SessionRuntimeFactory } from '../session/runtime-contract.ts';
@@ -24,7 +24,7 @@ export async function prepareAgentRuntime(): Promise<void> {
 /** The runtime's dependencies from the configuration; tests override single fields. */
 export function runtimeDepsFromConfig(config: Config, logger: Logger, overrides: Partial<RuntimeDeps> = {}): RuntimeDeps {
   const llm = createLlmRegistry(config.llm.providers);
-  const tts = createTtsProviders(config.tts.providers);
+  const tts = createTtsProviders(ttsProvidersBySlot(config.tts.providers));
   const stt = createSttProvider({ provider: config.stt.provider, base_url: config.stt.base_url, api_key: config.stt.api_key, model: config.stt.model });
   const log = logger.child({ component: 'agent' });
   return {
