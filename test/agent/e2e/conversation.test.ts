@@ -13,6 +13,7 @@
  *   3  first-message interruption window (0 s: not interruptible; 5 s: interruptible)
  *   4  default_timeout (end and transfer), silence timeout (re-prompt, then silence_timeout)
  *   5  fallback LLM: primary answers 500; primary misses the first-token deadline
+ *   6  a client tool that never answers; noise suppression on; summarize_calls
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestDaemon, type TestDaemon } from '../../helpers/daemon.ts';
@@ -105,6 +106,31 @@ describe('voice session with zero configuration', () => {
   });
 });
 
+describe('noise suppression and call summary', () => {
+  let td: TestDaemon;
+  beforeAll(async () => {
+    td = await startTestDaemon({ sip: { enabled: false } });
+  });
+  afterAll(async () => {
+    await td?.close();
+  });
+
+  it('with noise_cancel_settings enabled the caller is still heard and answered; summarize_calls stores a summary', async () => {
+    const agentId = await createAgent(td, { vad_settings: FAST_VAD, first_message: 'Hi.', noise_cancel_settings: { enabled: true, level: 100 }, summarize_calls: true });
+    const { client, sessionId } = await connect(td, agentId);
+    await turnEnd(client, 0);
+    const mark = client.events.length;
+    await say(client, 1.0);
+    const reply = await turnEnd(client, mark, 8000);
+    expect(reply.data.text).toMatch(/^You said: \(speech, \d\.\d seconds\)\.$/);
+    client.close();
+    // local/echo's summary of the transcript (its SUMMARIZE rule), stored after the end.
+    const rec = await waitForRecord(td, sessionId, (r) => r.summary !== null);
+    expect(rec.summary).toMatch(/^Summary: /);
+    expect(rec.summary).toContain('(speech,');
+  });
+});
+
 async function waitForRecord(td: TestDaemon, id: string, pred: (r: any) => boolean): Promise<any> {
   const end = Date.now() + 5000;
   for (;;) {
@@ -140,6 +166,7 @@ describe('voice session with a streaming recognizer', () => {
     const conn = stt.connections.at(-1)!;
     expect(conn.query.getAll('keyterm')).toEqual(['callbridge']);
     expect(conn.query.get('sample_rate')).toBe('24000');
+    expect(conn.query.get('language')).toBe('en'); // default_language reaches the recognizer
 
     // 1: a tool call. The recognizer sends an interim hypothesis, then the final on Finalize.
     stt.finalizeTranscript = 'tool lookup_order order_id=42';
@@ -206,6 +233,41 @@ describe('voice session with a streaming recognizer', () => {
     expect(roles).toContain('tool');
     const cut = rec.transcript.find((e: { interrupted?: boolean }) => e.interrupted === true);
     expect(cut?.text).toBe(heard!.data.text);
+  });
+});
+
+describe('client tool timeout', () => {
+  let td: TestDaemon;
+  let stt: FakeListenServer;
+  beforeAll(async () => {
+    stt = await startFakeListenServer();
+    td = await startTestDaemon({ sip: { enabled: false }, stt: { provider: 'stream', base_url: stt.baseUrl, api_key: 'k', model: 'nova-3' }, session: { tool_timeout_secs: 1 } });
+  });
+  afterAll(async () => {
+    await td?.close();
+    await stt?.close();
+  });
+
+  it('a tool_call left unanswered gives the model an error result after session.tool_timeout_secs', async () => {
+    const agentId = await createAgent(td, { vad_settings: FAST_VAD, first_message: 'Hi.' });
+    await publishNodes(td, agentId, [{ id: 't', type: 'tool', name: 'slow_tool', description: 'never answers', parameters: [] }]);
+    const { client } = await connect(td, agentId);
+    await turnEnd(client, 0);
+    stt.finalizeTranscript = 'tool slow_tool';
+    const mark = client.events.length;
+    await say(client);
+    const call = await client.waitForType('tool_call', 5000, mark);
+    expect(call.data.toolName).toBe('slow_tool');
+    const reply = await turnEnd(client, mark, 8000);
+    expect(reply.data.text).toBe('The slow_tool tool returned: Error: the tool slow_tool did not answer in time..');
+    expect(reply.at - call.at).toBeGreaterThan(900);
+    // A late answer is ignored, the session goes on.
+    client.send({ type: 'tool_call_output', data: { toolCallId: call.data.toolCallId, output: 'late' } });
+    stt.finalizeTranscript = 'still here';
+    const mark2 = client.events.length;
+    await say(client);
+    expect((await turnEnd(client, mark2, 8000)).data.text).toBe('You said: still here.');
+    client.close();
   });
 });
 
