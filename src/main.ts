@@ -33,9 +33,10 @@ export interface Daemon {
 export interface DaemonOptions {
   /**
    * The conversation runtime behind /v1/connection; default: the agent runtime built from the
-   * configuration (src/agent/runtime-factory.ts).
+   * configuration (src/agent/runtime-factory.ts). `null`: none (sessions then end at once with
+   * reason error and close 1011 "no runtime configured"; tests of the socket layer alone).
    */
-  runtimeFactory?: SessionRuntimeFactory;
+  runtimeFactory?: SessionRuntimeFactory | null;
   /** Tuning of the /v1/connection server (tests shorten the ping interval). */
   sessionServer?: { pingIntervalMs?: number; maxBufferedBytes?: number };
 }
@@ -62,8 +63,8 @@ export async function startDaemon(
   options: DaemonOptions = {},
 ): Promise<Daemon> {
   // Providers are built (and misconfigured vendors refused) before anything listens.
-  const runtimeFactory = options.runtimeFactory ?? createAgentRuntimeFactory(runtimeDepsFromConfig(config, logger));
-  await prepareAgentRuntime();
+  const runtimeFactory = options.runtimeFactory === undefined ? createAgentRuntimeFactory(runtimeDepsFromConfig(config, logger)) : (options.runtimeFactory ?? undefined);
+  if (options.runtimeFactory === undefined) await prepareAgentRuntime();
   const store = openStore(config.data_dir, config.security.encryption_key);
   ensureInitialKey(store, config, logger, print);
   let listening = false;

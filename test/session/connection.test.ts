@@ -394,7 +394,7 @@ describe('GET /v1/connection', () => {
 
 describe('GET /v1/connection: runtime failures, liveness, slow clients, shutdown', () => {
   it('without a runtime factory: session_started, session_ended error, close 1011 "no runtime configured"', async () => {
-    const d = await startTestDaemon();
+    const d = await startTestDaemon({}, undefined, { runtimeFactory: null });
     try {
       const agent = (await d.api('POST', '/v1/agents', { name: 'A' })).body;
       const t = await issue(d, { agent_id: agent.id });
