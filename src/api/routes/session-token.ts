@@ -4,7 +4,7 @@
  * participant identity, the media server URL and a LiveKit access token (503 when no media server
  * is configured). docs/voice-sessions.md.
  */
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { Type } from '@sinclair/typebox';
 import type { ApiDeps } from '../context.ts';
@@ -13,6 +13,7 @@ import { notFound, unavailable } from '../../domain/errors.ts';
 import type { Store } from '../../store/index.ts';
 import type { StoredAgent } from '../../store/agents.ts';
 import { signWebrtcToken } from '../../session/tokens.ts';
+import { issueSession } from '../../session/issue.ts';
 
 /** caller_id of a WebSocket session when the request names none (API document). */
 export const DEFAULT_WEBSOCKET_CALLER_ID = 'api-client';
@@ -72,29 +73,22 @@ export async function sessionTokenRoutes(app: FastifyInstance, deps: ApiDeps): P
       if (webrtc && !(url && apiKey && apiSecret)) {
         throw unavailable('transport webrtc needs a WebRTC media server: set webrtc.url, webrtc.api_key and webrtc.api_secret');
       }
-      const sessionId = randomUUID();
       const identity = webrtc ? `caller-${randomBytes(8).toString('hex')}` : undefined;
-      const issued = await tokens.sign({ sessionId, orgId: req.org.id, agentId: agent.id, versionId, chat: body.chat === true });
-      // Stored before the token is returned: a client may connect the moment it has it.
-      store.sessions.create({
-        id: sessionId,
-        org_id: req.org.id,
-        agent_id: agent.id,
-        version_id: versionId,
-        caller_id: body.caller_id ?? identity ?? DEFAULT_WEBSOCKET_CALLER_ID,
+      const issued = await issueSession(store, tokens, {
+        orgId: req.org.id,
+        agentId: agent.id,
+        versionId,
+        callerId: body.caller_id ?? identity ?? DEFAULT_WEBSOCKET_CALLER_ID,
+        callTo: agent.name,
         transport: webrtc ? 'webrtc' : 'websocket',
-        chat_id: body.chat_id ?? null,
-        first_message: body.first_message ?? null,
+        chatId: body.chat_id ?? null,
+        firstMessage: body.first_message ?? null,
         prompt: body.prompt ?? null,
         variables: body.variables ?? [],
-        scopes: issued.claims.scopes,
-        token_jti: issued.claims.jti,
-        token_expires_at: issued.expiresAt,
-        created_at: new Date().toISOString(),
-        call_to: agent.name,
+        chat: body.chat === true,
       });
       if (!webrtc || !identity) return { token: issued.token };
-      const room = `callbridge-${sessionId}`;
+      const room = `callbridge-${issued.sessionId}`;
       return { token: issued.token, room, identity, url, webrtc_token: await signWebrtcToken({ apiKey, apiSecret, identity, room }) };
     },
   );
