@@ -10,6 +10,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Config } from './config.ts';
 import type { Logger } from './log.ts';
 import { openStore, type Store } from './store/index.ts';
+import { CallBridge } from './bridge/call-bridge.ts';
 import { createAgentRuntimeFactory, prepareAgentRuntime, runtimeDepsFromConfig } from './agent/runtime-factory.ts';
 import { buildApp } from './api/app.ts';
 import { createRegistry } from './api/metrics.ts';
@@ -25,6 +26,8 @@ export interface Daemon {
   sip: SipService | undefined;
   /** Base URL of the REST API as bound (port resolved when 0 was asked). */
   url: string;
+  /** Bridges routed inbound calls to voice sessions (the SIP user agent's call handler). */
+  bridge: CallBridge;
   /** Stops taking work, lets in-flight requests finish, closes everything. Idempotent. */
   close(): Promise<void>;
 }
@@ -71,12 +74,13 @@ export async function startDaemon(
   let draining = false;
   let sip: SipService | undefined;
   const registry = createRegistry();
+  const tokens = new SessionTokens(loadTokenSecret(config));
   const app = await buildApp({
     config,
     store,
     logger,
     carrier: createCarrierClient(config),
-    tokens: new SessionTokens(loadTokenSecret(config)),
+    tokens,
     runtimeFactory,
     sessionServer: options.sessionServer,
     readiness: () => {
@@ -99,6 +103,10 @@ export async function startDaemon(
   const host = config.http.host.includes(':') ? `[${config.http.host}]` : config.http.host;
   const url = `http://${host === '0.0.0.0' ? '127.0.0.1' : host}:${port}`;
   logger.info({ url, dataDir: config.data_dir, region: config.region.self }, 'callbridge listening');
+  // Every routed inbound call becomes a voice session of its agent, through our own
+  // /v1/connection (the bridge is a client of the public protocol).
+  const bridge = new CallBridge({ store, tokens, logger, voiceBaseUrl: () => url });
+  sip?.ua.onInboundCall((call) => bridge.handleInbound(call));
 
   let closing: Promise<void> | undefined;
   return {
@@ -106,6 +114,7 @@ export async function startDaemon(
     store,
     sip,
     url,
+    bridge,
     close() {
       closing ??= (async () => {
         draining = true;

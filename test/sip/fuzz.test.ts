@@ -952,6 +952,9 @@ describe('SIP daemon fuzz: the whole stack (UDP + TCP)', () => {
       sip: { t1_ms: T1_MS, auth_max_failures: 1_000_000 },
       rtp: { media_timeout_secs: MEDIA_TIMEOUT_SECS, address: '127.0.0.1' },
     });
+    // The SIP stack alone: the call bridge (the daemon's default handler) is taken off here and
+    // a test handler takes calls for the middle half of the flood (below).
+    d.daemon.sip!.ua.onInboundCall(undefined);
     logCapture.active = false;
     const ok = async (p: Promise<{ status: number; body: any; text: string }>, status = 201): Promise<any> => {
       const r = await p;

@@ -1,0 +1,272 @@
+/**
+ * The call bridge (issue 6): one phone call <-> one voice session. The bridge is a client of the
+ * public voice protocol, like any browser: it opens a session for the routed agent, connects to
+ * `/v1/connection` (this daemon's own by default), answers the call once `session_started`
+ * arrives, and moves audio both ways:
+ *
+ *   caller RTP -> InboundPath (jitter buffer, decode, 8k->24k) -> 20 ms tick -> input_audio
+ *   response_audio -> OutboundPath (queue, 20 ms pacing, 24k->8k, encode) -> RTP to the caller
+ *   interruption -> OutboundPath.clear(): nothing stale reaches the caller
+ *   session_ended -> BYE (transfer: REFER to transfer_number first)   caller BYE -> socket closed
+ *
+ * The call record is the session's record (direction inbound, the trunk, from/to): the session
+ * server stores its end and transcript; the bridge adds what only it knows (a SIP-side end).
+ */
+import WebSocket from 'ws';
+import type { Logger } from '../log.ts';
+import { createCodec } from '../media/codecs.ts';
+import { InboundPath } from '../media/inbound-path.ts';
+import { OutboundPath } from '../media/outbound-path.ts';
+import { base64ToPcm16, pcm16ToBase64 } from '../media/pcm.ts';
+import { Pacer } from '../media/playout-queue.ts';
+import type { Codec, ReceivedRtp } from '../media/types.ts';
+import type { SipCall } from '../sip/call.ts';
+import type { Store } from '../store/index.ts';
+import { issueSession } from '../session/issue.ts';
+import type { SessionTokens } from '../session/tokens.ts';
+
+export interface CallBridgeOptions {
+  store: Store;
+  tokens: SessionTokens;
+  /** http(s) base URL of the voice server whose /v1/connection the bridge connects to. */
+  voiceBaseUrl(): string;
+  logger: Logger;
+  /** A session not started within this is given up: the call is refused (default 10 s). */
+  connectTimeoutMs?: number;
+}
+
+/** What the bridge reads of a server event (the payloads of DESIGN.md). */
+interface ServerMessage {
+  type: string;
+  data?: { audio?: string; reason?: string; transfer_number?: string; id?: string };
+}
+
+export class CallBridge {
+  readonly #o: CallBridgeOptions;
+  readonly #calls = new Set<BridgedCall>();
+
+  constructor(options: CallBridgeOptions) {
+    this.#o = options;
+  }
+
+  /** Calls being bridged now. */
+  get active(): number {
+    return this.#calls.size;
+  }
+
+  /** Takes a routed inbound call (SipUserAgent.onInboundCall): rings until the session is up. */
+  handleInbound(call: SipCall): void {
+    const bridged = new BridgedCall(call, this.#o, () => this.#calls.delete(bridged));
+    this.#calls.add(bridged);
+    void bridged.start();
+  }
+}
+
+class BridgedCall {
+  readonly #call: SipCall;
+  readonly #o: CallBridgeOptions;
+  readonly #log: Logger;
+  readonly #onDone: () => void;
+  #ws: WebSocket | undefined;
+  #codec: Codec | undefined;
+  #inbound: InboundPath | undefined;
+  #outbound: OutboundPath | undefined;
+  #ticker: Pacer | undefined;
+  #sessionId: string | undefined;
+  #done = false;
+  readonly #counts = { framesIn: 0, audioOut: 0, interruptions: 0 };
+
+  constructor(call: SipCall, options: CallBridgeOptions, onDone: () => void) {
+    this.#call = call;
+    this.#o = options;
+    this.#onDone = onDone;
+    this.#log = options.logger.child({ component: 'bridge', callId: call.id });
+  }
+
+  async start(): Promise<void> {
+    const call = this.#call;
+    const route = call.route;
+    call.on('hangup', (info) => this.#finish(`caller side ended: ${info.reason}`));
+    if (route === undefined) {
+      this.#refuse(500, 'inbound call without a route');
+      return;
+    }
+    const agent = this.#o.store.agents.get(route.orgId, route.agentId);
+    if (agent === undefined || agent.status !== 'active') {
+      this.#refuse(480, `agent ${route.agentId} is gone or inactive`);
+      return;
+    }
+    let token: string;
+    try {
+      const issued = await issueSession(this.#o.store, this.#o.tokens, {
+        orgId: route.orgId,
+        agentId: agent.id,
+        versionId: agent.active_version_id,
+        callerId: call.from,
+        callTo: call.to,
+        direction: 'inbound',
+        sipTrunkId: route.trunkId,
+      });
+      token = issued.token;
+      this.#sessionId = issued.sessionId;
+    } catch (err) {
+      this.#log.error({ err }, 'could not open a voice session for the call');
+      this.#refuse(503, 'voice session unavailable');
+      return;
+    }
+    if (this.#done) return;
+    this.#connect(token);
+  }
+
+  #connect(token: string): void {
+    const url = `${this.#o.voiceBaseUrl().replace(/^http/, 'ws')}/v1/connection?token=${encodeURIComponent(token)}`;
+    const ws = new WebSocket(url, { maxPayload: 8 * 1024 * 1024 });
+    this.#ws = ws;
+    const timer = setTimeout(() => {
+      if (this.#call.state === 'ringing') {
+        this.#log.warn({ sessionId: this.#sessionId }, 'voice session did not start in time: refusing the call');
+        this.#refuse(503, 'voice session timeout');
+      }
+    }, this.#o.connectTimeoutMs ?? 10_000);
+    timer.unref();
+    ws.on('unexpected-response', (_req, res) => {
+      clearTimeout(timer);
+      this.#log.error({ status: res.statusCode, sessionId: this.#sessionId }, 'the voice server refused the session');
+      this.#refuse(503, 'voice session refused');
+    });
+    ws.on('error', (err) => {
+      clearTimeout(timer);
+      this.#log.error({ err, sessionId: this.#sessionId }, 'voice session socket failed');
+      this.#finish('voice socket error');
+    });
+    ws.on('close', (code, reason) => {
+      clearTimeout(timer);
+      this.#finish(`voice session closed (${code}${reason.length ? ` ${reason.toString()}` : ''})`);
+    });
+    ws.on('message', (raw, isBinary) => {
+      if (isBinary) return;
+      let msg: ServerMessage;
+      try {
+        msg = JSON.parse(raw.toString()) as ServerMessage;
+      } catch {
+        this.#log.warn('voice server sent a frame that is not JSON: ignored');
+        return;
+      }
+      if (msg.type === 'session_started') {
+        clearTimeout(timer);
+        this.#answer();
+      } else {
+        this.#onEvent(msg);
+      }
+    });
+  }
+
+  /** The session is up: answer the call and start media both ways. */
+  #answer(): void {
+    const call = this.#call;
+    if (this.#done || !call.answer()) {
+      this.#finish('call gone before the session started');
+      return;
+    }
+    const neg = call.media.codec;
+    // One codec object per direction's needs: G.711 is stateless, Opus keeps state per call.
+    const codec = createCodec(neg.name, { payloadType: neg.payloadType });
+    this.#codec = codec;
+    this.#inbound = new InboundPath({ codec });
+    this.#outbound = new OutboundPath({
+      codec,
+      send: (payload, marker, timestampIncrement) => {
+        call.rtp.send(payload, { payloadType: neg.payloadType, timestampIncrement, marker });
+      },
+      onError: (err) => this.#log.warn({ err }, 'outbound media tick failed'),
+    });
+    this.#outbound.start();
+    const receivePt = neg.receivePayloadType;
+    const cnPt = call.media.comfortNoisePayloadType;
+    call.rtp.on('rtp', (p: ReceivedRtp) => {
+      if (p.payloadType === receivePt || (cnPt !== undefined && p.payloadType === cnPt)) this.#inbound?.push(p);
+    });
+    // Caller audio goes to the session at the jitter buffer's playout pace: one frame per 20 ms.
+    this.#ticker = new Pacer((tick) => this.#sendInputFrame(tick.nowMs), { onError: (err) => this.#log.warn({ err }, 'inbound media tick failed') });
+    this.#ticker.start();
+    this.#log.info({ sessionId: this.#sessionId, codec: neg.name, from: call.from, to: call.to }, 'call answered and bridged to its voice session');
+  }
+
+  #sendInputFrame(nowMs: number): void {
+    const frame = this.#inbound?.tick(nowMs);
+    const ws = this.#ws;
+    if (!frame || ws === undefined || ws.readyState !== WebSocket.OPEN) return;
+    // Built as a string: base64 needs no escaping, and this is ~3x cheaper than JSON.stringify.
+    ws.send(`{"type":"input_audio","data":{"audio":"${pcm16ToBase64(frame)}"}}`);
+    this.#counts.framesIn++;
+  }
+
+  readonly #pcmScratch = { buffer: Buffer.alloc(0) };
+
+  #onEvent(msg: ServerMessage): void {
+    switch (msg.type) {
+      case 'response_audio': {
+        const audio = msg.data?.audio;
+        if (typeof audio !== 'string' || audio === '' || this.#outbound === undefined) return;
+        try {
+          this.#outbound.push(base64ToPcm16(audio, this.#pcmScratch));
+          this.#counts.audioOut++;
+        } catch (err) {
+          this.#log.warn({ err }, 'response_audio that is not PCM16 base64: dropped');
+        }
+        return;
+      }
+      case 'interruption':
+        this.#counts.interruptions++;
+        this.#outbound?.clear();
+        return;
+      case 'session_ended':
+        void this.#onSessionEnded(msg.data?.reason ?? 'unknown', msg.data?.transfer_number);
+        return;
+      default:
+        return; // transcripts, text, tool calls: for other clients
+    }
+  }
+
+  async #onSessionEnded(reason: string, transferNumber: string | undefined): Promise<void> {
+    const call = this.#call;
+    if (reason === 'transfer' && transferNumber !== undefined && call.state === 'answered') {
+      const outcome = await call.transfer(transferNumber).catch((err: unknown) => {
+        this.#log.warn({ err }, 'REFER transfer failed');
+        return undefined;
+      });
+      this.#log.info({ transferNumber, outcome }, 'call transfer by REFER done');
+      // A transfer the peer accepted ends the call on its side (or ours, `transferred`); one it
+      // refused leaves us with the caller: hang up (the new-leg fallback is not built yet).
+      if (!call.closed) call.hangup('local');
+      return;
+    }
+    call.hangup('local');
+  }
+
+  #refuse(status: number, why: string): void {
+    if (this.#call.state === 'ringing') this.#call.reject(status, why);
+    this.#finish(why);
+  }
+
+  /** Ends both legs once: BYE (or refusal) to the caller, the socket closed, media stopped. */
+  #finish(why: string): void {
+    if (this.#done) return;
+    this.#done = true;
+    this.#ticker?.close();
+    this.#outbound?.close();
+    this.#inbound?.close();
+    this.#codec?.close();
+    const ws = this.#ws;
+    if (ws && (ws.readyState === WebSocket.OPEN || ws.readyState === WebSocket.CONNECTING)) ws.close(1000, 'call ended');
+    const call = this.#call;
+    if (call.state === 'answered') call.hangup('local');
+    else if (call.state === 'ringing') call.reject(480, 'voice session ended');
+    const rtp = call.rtp.stats();
+    this.#log.info(
+      { sessionId: this.#sessionId, why, ...this.#counts, packetsReceived: rtp.packetsReceived, packetsLost: rtp.packetsLost, jitterMs: rtp.jitterMs, inbound: this.#inbound?.stats(), outbound: this.#outbound?.stats() },
+      'bridged call ended',
+    );
+    this.#onDone();
+  }
+}

@@ -1,0 +1,51 @@
+/**
+ * The call bridge with a real SIP peer, the smallest end to end: SIPp calls an ACL trunk's number
+ * and streams a tone; callbridge answers once the agent's voice session is up, the session hears
+ * the caller (frames arrive) and the agent's first message goes back as RTP; SIPp's BYE ends the
+ * session, whose call record is inbound, on the trunk, from the caller to the number, answered,
+ * ended, with the first message in its transcript. (test/interop/bridge-e2e.test.ts checks the
+ * audio itself.)
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { runSipp, sippAvailable } from '../interop/sipp.ts';
+
+const NUMBER = '+15550007001';
+const CALLER = '+15559997001';
+
+describe.skipIf(!sippAvailable())('call bridge smoke (SIPp, ACL trunk)', () => {
+  let d: TestDaemon;
+  let trunkId: string;
+  let agentId: string;
+  beforeAll(async () => {
+    d = await startTestDaemon({ rtp: { address: '127.0.0.1' } });
+    agentId = (await d.api('POST', '/v1/agents', { name: 'Front desk', first_message: 'Hello from the bridge.' })).body.id;
+    trunkId = (await d.api('POST', '/v1/sip-trunks', { pbx: 'generic', name: 'acl', inbound_auth_type: 'acl', inbound_acl: ['127.0.0.1/32'] })).body.id;
+    expect((await d.api('POST', `/v1/sip-trunks/${trunkId}/assignments`, { agent_id: agentId, alternate_number: NUMBER })).status).toBe(201);
+  });
+  afterAll(async () => {
+    await d?.close();
+  });
+
+  it('answers, bridges, and the caller BYE ends the session with a complete record', async () => {
+    const remote = `127.0.0.1:${d.daemon.sip!.port}`;
+    const r = await runSipp({ scenario: 'inbound-acl', remote, service: NUMBER, keys: { caller: CALLER }, durationMs: 3000 });
+    expect(r.code, r.describe()).toBe(0);
+    expect(r.killed, r.describe()).toBe(false);
+    expect(r.failedCalls ?? 0, r.describe()).toBe(0);
+    let rec: any;
+    const end = Date.now() + 5000;
+    for (;;) {
+      const list = await d.api('GET', '/v1/calls?direction=inbound');
+      rec = list.body.find?.((c: any) => c.from === CALLER) ?? list.body.calls?.find?.((c: any) => c.from === CALLER);
+      if (rec?.ended_at) break;
+      if (Date.now() > end) throw new Error(`no ended inbound call record: ${list.text}`);
+      await new Promise((res) => setTimeout(res, 100));
+    }
+    expect(rec).toMatchObject({ direction: 'inbound', agent_id: agentId, sip_trunk_id: trunkId, from: CALLER, to: NUMBER });
+    expect(rec.answered_at).not.toBeNull();
+    expect(rec.end_reason).toBe('client_closed');
+    expect(rec.transcript[0]).toMatchObject({ role: 'agent', text: 'Hello from the bridge.' });
+    expect(d.daemon.bridge.active).toBe(0);
+  });
+});
