@@ -11,6 +11,7 @@ import type { Config } from './config.ts';
 import type { Logger } from './log.ts';
 import { openStore, type Store } from './store/index.ts';
 import { CallBridge } from './bridge/call-bridge.ts';
+import { unavailable } from './domain/errors.ts';
 import { createAgentRuntimeFactory, prepareAgentRuntime, runtimeDepsFromConfig } from './agent/runtime-factory.ts';
 import { buildApp } from './api/app.ts';
 import { createRegistry } from './api/metrics.ts';
@@ -75,6 +76,8 @@ export async function startDaemon(
   let sip: SipService | undefined;
   const registry = createRegistry();
   const tokens = new SessionTokens(loadTokenSecret(config));
+  // Created once HTTP listens (it connects to our own /v1/connection); the dial route waits for it.
+  let bridge: CallBridge | undefined;
   const app = await buildApp({
     config,
     store,
@@ -82,6 +85,12 @@ export async function startDaemon(
     carrier: createCarrierClient(config),
     tokens,
     runtimeFactory,
+    dialer: config.sip.enabled
+      ? (req) => {
+          if (bridge === undefined) throw unavailable('the daemon is starting');
+          return bridge.dial(req);
+        }
+      : undefined,
     sessionServer: options.sessionServer,
     readiness: () => {
       const sipUp = sip === undefined ? !config.sip.enabled : sip.ua.listening;
@@ -105,8 +114,9 @@ export async function startDaemon(
   logger.info({ url, dataDir: config.data_dir, region: config.region.self }, 'callbridge listening');
   // Every routed inbound call becomes a voice session of its agent, through our own
   // /v1/connection (the bridge is a client of the public protocol).
-  const bridge = new CallBridge({ store, tokens, logger, voiceBaseUrl: () => url });
-  sip?.ua.onInboundCall((call) => bridge.handleInbound(call));
+  const callBridge = new CallBridge({ store, tokens, logger, ua: sip?.ua, voiceBaseUrl: () => url });
+  bridge = callBridge;
+  sip?.ua.onInboundCall((call) => callBridge.handleInbound(call));
 
   let closing: Promise<void> | undefined;
   return {
@@ -114,7 +124,7 @@ export async function startDaemon(
     store,
     sip,
     url,
-    bridge,
+    bridge: callBridge,
     close() {
       closing ??= (async () => {
         draining = true;

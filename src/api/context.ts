@@ -13,6 +13,21 @@ export interface Readiness {
   reason?: string;
 }
 
+/** An outbound call for the dial route; the call bridge places it (main.ts wires it). */
+export interface OutboundDialRequest {
+  orgId: string;
+  agentId: string;
+  sipTrunkId: string;
+  number: string;
+  callerId: string;
+  firstMessage?: string | undefined;
+  prompt?: string | undefined;
+  variables: Array<{ key: string; value: string }>;
+}
+
+/** Places the call (its record exists when this resolves); throws DomainError when it cannot. */
+export type Dialer = (req: OutboundDialRequest) => Promise<{ callId: string }>;
+
 export interface ApiDeps {
   config: Config;
   store: Store;
@@ -20,6 +35,8 @@ export interface ApiDeps {
   carrier: CarrierClient;
   /** Readiness of the whole daemon (HTTP and SIP listening, not draining). */
   readiness: () => Readiness;
+  /** Outbound calls; undefined: the dial route answers 503. */
+  dialer?: Dialer | undefined;
   /** Signs and verifies session tokens (POST /v1/session-token, /v1/connection). */
   tokens: SessionTokens;
   /** Runs the conversation of each voice session; none: sessions close 1011 "no runtime configured". */

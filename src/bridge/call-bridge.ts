@@ -13,6 +13,7 @@
  * server stores its end and transcript; the bridge adds what only it knows (a SIP-side end).
  */
 import WebSocket from 'ws';
+import { notFound, unavailable, validation } from '../domain/errors.ts';
 import type { Logger } from '../log.ts';
 import { createCodec } from '../media/codecs.ts';
 import { InboundPath } from '../media/inbound-path.ts';
@@ -21,6 +22,9 @@ import { base64ToPcm16, pcm16ToBase64 } from '../media/pcm.ts';
 import { Pacer } from '../media/playout-queue.ts';
 import type { Codec, ReceivedRtp } from '../media/types.ts';
 import type { SipCall } from '../sip/call.ts';
+import type { DialFailureReason } from '../sip/outbound-call.ts';
+import { outboundTrunkFromStore } from '../sip/store-directory.ts';
+import type { SipUserAgent } from '../sip/user-agent.ts';
 import type { Store } from '../store/index.ts';
 import { issueSession } from '../session/issue.ts';
 import type { SessionTokens } from '../session/tokens.ts';
@@ -31,6 +35,8 @@ export interface CallBridgeOptions {
   /** http(s) base URL of the voice server whose /v1/connection the bridge connects to. */
   voiceBaseUrl(): string;
   logger: Logger;
+  /** The SIP user agent outbound calls are placed with (undefined: SIP disabled). */
+  ua?: SipUserAgent | undefined;
   /** A session not started within this is given up: the call is refused (default 10 s). */
   connectTimeoutMs?: number;
 }
@@ -60,6 +66,71 @@ export class CallBridge {
     this.#calls.add(bridged);
     void bridged.start();
   }
+
+  /**
+   * Places an outbound call through a SIP trunk for an agent (POST /v1/agents/{id}/dial). The
+   * session record (direction outbound, the call record) exists when this returns; the call
+   * rings in the background, and is bridged when answered, or its record ends with busy,
+   * no_answer or failed.
+   * @throws DomainError (404, 400, 503) when the call cannot be placed at all.
+   */
+  async dial(req: OutboundDial): Promise<{ callId: string }> {
+    const ua = this.#o.ua;
+    if (ua === undefined || !ua.listening) throw unavailable('outbound calling needs the SIP user agent (sip.enabled is false, or it is draining)');
+    const trunk = outboundTrunkFromStore(this.#o.store, req.orgId, req.sipTrunkId);
+    if (trunk === undefined) throw notFound('sip trunk');
+    if (trunk.outbound_host === '') throw validation(`SIP trunk "${trunk.name}" has no outbound_host to call through`);
+    const agent = this.#o.store.agents.get(req.orgId, req.agentId);
+    if (agent === undefined || agent.status !== 'active') throw notFound('active agent');
+    const { sessionId, token } = await issueSession(this.#o.store, this.#o.tokens, {
+      orgId: req.orgId,
+      agentId: agent.id,
+      versionId: agent.active_version_id,
+      callerId: req.callerId,
+      callTo: req.number,
+      direction: 'outbound',
+      sipTrunkId: trunk.id,
+      firstMessage: req.firstMessage ?? null,
+      prompt: req.prompt ?? null,
+      variables: req.variables,
+    });
+    const log = this.#o.logger.child({ component: 'bridge', sessionId });
+    log.info({ trunk: trunk.name, to: req.number }, 'placing outbound call');
+    void ua.dial({ trunk, to: req.number, callerId: req.callerId }).then(
+      (result) => {
+        if (!result.ok) {
+          this.#recordFailedDial(sessionId, result.reason, result.status);
+          log.info({ reason: result.reason, status: result.status }, 'outbound call not answered');
+          return;
+        }
+        const bridged = new BridgedCall(result.call, this.#o, () => this.#calls.delete(bridged));
+        this.#calls.add(bridged);
+        bridged.attach(sessionId, token);
+      },
+      (err: unknown) => {
+        log.error({ err }, 'outbound call failed');
+        this.#recordFailedDial(sessionId, 'unreachable');
+      },
+    );
+    return { callId: sessionId };
+  }
+
+  /** busy / no_answer keep their name as the record's status; anything else is failed. */
+  #recordFailedDial(sessionId: string, reason: DialFailureReason, status?: number): void {
+    const recordStatus = reason === 'busy' || reason === 'no_answer' ? reason : 'failed';
+    this.#o.store.calls.end(sessionId, { ended_at: new Date().toISOString(), end_reason: status ? `${reason} (${status})` : reason, transcript: [], status: recordStatus });
+  }
+}
+
+export interface OutboundDial {
+  orgId: string;
+  agentId: string;
+  sipTrunkId: string;
+  number: string;
+  callerId: string;
+  firstMessage?: string | undefined;
+  prompt?: string | undefined;
+  variables: Array<{ key: string; value: string }>;
 }
 
 class BridgedCall {
@@ -118,13 +189,20 @@ class BridgedCall {
     this.#connect(token);
   }
 
+  /** An answered outbound call: connect its (already stored) session and bridge on start. */
+  attach(sessionId: string, token: string): void {
+    this.#sessionId = sessionId;
+    this.#call.on('hangup', (info) => this.#finish(`callee side ended: ${info.reason}`));
+    this.#connect(token);
+  }
+
   #connect(token: string): void {
     const url = `${this.#o.voiceBaseUrl().replace(/^http/, 'ws')}/v1/connection?token=${encodeURIComponent(token)}`;
     const ws = new WebSocket(url, { maxPayload: 8 * 1024 * 1024 });
     this.#ws = ws;
     const timer = setTimeout(() => {
-      if (this.#call.state === 'ringing') {
-        this.#log.warn({ sessionId: this.#sessionId }, 'voice session did not start in time: refusing the call');
+      if (this.#ticker === undefined) {
+        this.#log.warn({ sessionId: this.#sessionId }, 'voice session did not start in time: ending the call');
         this.#refuse(503, 'voice session timeout');
       }
     }, this.#o.connectTimeoutMs ?? 10_000);
@@ -161,10 +239,11 @@ class BridgedCall {
     });
   }
 
-  /** The session is up: answer the call and start media both ways. */
+  /** The session is up: answer the call (inbound) and start media both ways. */
   #answer(): void {
     const call = this.#call;
-    if (this.#done || !call.answer()) {
+    const answered = call.state === 'answered' || (call.state === 'ringing' && call.answer());
+    if (this.#done || !answered) {
       this.#finish('call gone before the session started');
       return;
     }

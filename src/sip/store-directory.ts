@@ -14,6 +14,7 @@ import { ipInCidr, parseCidr, type Cidr } from '../domain/sip-trunk.ts';
 import type { Store } from '../store/index.ts';
 import type { StoredSipTrunk } from '../store/sip-trunks.ts';
 import type { InboundDirectory, InboundRoute, InboundTrunk } from './inbound-routing.ts';
+import type { OutboundTrunk } from './outbound-call.ts';
 
 export interface StoreDirectoryOptions {
   /** How long a resolved inbound_host stays cached. Default 60 s. */
@@ -187,4 +188,15 @@ export class StoreDirectory implements InboundDirectory {
     e.pending = undefined;
     return e.addresses;
   }
+}
+
+/**
+ * The trunk an outbound call goes through, as the UAC needs it (outbound credentials decrypted
+ * here, for the SIP layer only). Undefined when the trunk is not the organization's.
+ */
+export function outboundTrunkFromStore(store: Store, orgId: string, trunkId: string): OutboundTrunk | undefined {
+  const t = store.sipTrunks.get(orgId, trunkId);
+  if (t === undefined) return undefined;
+  const creds = store.sipTrunks.credentials(t.id)?.outbound;
+  return { id: t.id, orgId: t.org_id, name: t.name, pbx: t.pbx, outbound_host: t.outbound_host, caller_id_transforms: t.caller_id_transforms, ...(creds ? { credentials: creds } : {}) };
 }

@@ -60,14 +60,19 @@ describe('POST /v1/agents/{id}/dial', () => {
     }
   });
 
-  it('503, saying what is missing, once the request is valid on either route', async () => {
+  it('a valid trunk dial is placed (200, a pending outbound call record); the carrier route answers 503 saying what is missing', async () => {
     const a = await d.api('POST', `/v1/sip-trunks/${trunk.id}/assignments`, { agent_id: agent.id, alternate_number: '4000' });
     expect(a.status).toBe(201);
     const viaTrunk = await dial(`?number=%2B15551234567&sip_trunk_id=${trunk.id}&caller_id=%2B15550000000&first_message=Hi&prompt=Sell`, {
       variables: [{ key: 'name', value: 'Ada' }],
     });
-    expect(viaTrunk.status).toBe(503);
-    expect(viaTrunk.body.error).toMatch(/outbound calling is not available yet/);
+    expect(viaTrunk.status, viaTrunk.text).toBe(200);
+    expect(viaTrunk.body).toEqual({ success: true });
+    // The record exists when the answer comes; nothing listens on the trunk's host, so it rings.
+    const calls = await d.api('GET', `/v1/calls?direction=outbound&agent_ids=${agent.id}`);
+    expect(calls.status).toBe(200);
+    const rec = (Array.isArray(calls.body) ? calls.body : calls.body.calls).find((c: any) => c.to === '+15551234567');
+    expect(rec).toMatchObject({ direction: 'outbound', agent_id: agent.id, sip_trunk_id: trunk.id, from: '+15550000000', to: '+15551234567', answered_at: null });
 
     carrier.addNumber('AC1', 'tok', '+15557654321');
     const num = await d.api('POST', '/v1/telco/numbers', { phone_number: '+15557654321', account_sid: 'AC1', auth_token: 'tok' });
@@ -75,6 +80,15 @@ describe('POST /v1/agents/{id}/dial', () => {
     await d.api('PATCH', `/v1/agents/${agent.id}`, { phone_number_id: num.body.id });
     const viaCarrier = await dial('?destination=%2B15551234567');
     expect(viaCarrier.status).toBe(503);
+    expect(viaCarrier.body.error).toMatch(/carrier number need a SIP trunk .* pass sip_trunk_id/);
+  });
+
+  it('400 when the trunk has no outbound_host to call through', async () => {
+    const t = (await d.api('POST', '/v1/sip-trunks', { pbx: 'generic', name: 'Inbound only', inbound_auth_type: 'acl', inbound_acl: ['10.0.0.0/8'] })).body;
+    expect((await d.api('POST', `/v1/sip-trunks/${t.id}/assignments`, { agent_id: agent.id, alternate_number: '4001' })).status).toBe(201);
+    const r = await dial(`?number=%2B15551234567&sip_trunk_id=${t.id}`);
+    expect(r.status).toBe(400);
+    expect(r.body.error).toMatch(/no outbound_host/);
   });
 });
 

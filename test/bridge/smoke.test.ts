@@ -3,12 +3,14 @@
  * and streams a tone; callbridge answers once the agent's voice session is up, the session hears
  * the caller (frames arrive) and the agent's first message goes back as RTP; SIPp's BYE ends the
  * session, whose call record is inbound, on the trunk, from the caller to the number, answered,
- * ended, with the first message in its transcript. (test/interop/bridge-e2e.test.ts checks the
- * audio itself.)
+ * ended, with the first message in its transcript. Outbound: POST /v1/agents/{id}/dial through a
+ * trunk whose far end is a SIPp UAS that challenges with 407 and echoes RTP; the agent's
+ * default_timeout ends the session, callbridge sends BYE, the record is complete.
+ * (test/interop/bridge-e2e.test.ts checks the audio itself.)
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.ts';
-import { runSipp, sippAvailable } from '../interop/sipp.ts';
+import { runSipp, sippAvailable, startSipp } from '../interop/sipp.ts';
 
 const NUMBER = '+15550007001';
 const CALLER = '+15559997001';
@@ -47,5 +49,43 @@ describe.skipIf(!sippAvailable())('call bridge smoke (SIPp, ACL trunk)', () => {
     expect(rec.end_reason).toBe('client_closed');
     expect(rec.transcript[0]).toMatchObject({ role: 'agent', text: 'Hello from the bridge.' });
     expect(d.daemon.bridge.active).toBe(0);
+  });
+
+  it('outbound: dial through a trunk to a UAS with a 407 challenge is answered and bridged; the session end sends BYE', async () => {
+    const server = await startSipp({ scenario: 'uas-challenge-407', rtpEcho: true, timeoutMs: 30_000 });
+    try {
+      await server.ready;
+      const trunk = (await d.api('POST', '/v1/sip-trunks', {
+        pbx: 'generic',
+        name: 'carrier out',
+        inbound_auth_type: 'none',
+        outbound_host: `127.0.0.1:${server.localPort}`,
+        outbound_sip_username: 'carrier-user',
+        outbound_sip_password: 'carrier-secret',
+      })).body;
+      const agent = (await d.api('POST', '/v1/agents', { name: 'Caller', first_message: 'Hi, this is the clinic.', timeout_settings: { default_timeout: 3 } })).body;
+      expect((await d.api('POST', `/v1/sip-trunks/${trunk.id}/assignments`, { agent_id: agent.id, number: '700' })).status).toBe(201);
+      const r = await d.api('POST', `/v1/agents/${agent.id}/dial?number=%2B15550008000&sip_trunk_id=${trunk.id}&caller_id=%2B15550001111`);
+      expect(r.status, r.text).toBe(200);
+      expect(r.body).toEqual({ success: true });
+      const uas = await server.result;
+      expect(uas.code, uas.describe()).toBe(0);
+      expect(uas.statuses('sent', 'INVITE')).toEqual([100, 407, 100, 180, 200]);
+      expect(uas.statuses('sent', 'BYE')).toEqual([200]);
+      let rec: any;
+      const end = Date.now() + 5000;
+      for (;;) {
+        const list = await d.api('GET', `/v1/calls?direction=outbound&agent_ids=${agent.id}`);
+        rec = (Array.isArray(list.body) ? list.body : list.body.calls)[0];
+        if (rec?.ended_at) break;
+        if (Date.now() > end) throw new Error(`no ended outbound call record: ${list.text}`);
+        await new Promise((res) => setTimeout(res, 100));
+      }
+      expect(rec).toMatchObject({ direction: 'outbound', agent_id: agent.id, sip_trunk_id: trunk.id, from: '+15550001111', to: '+15550008000', end_reason: 'timeout', status: 'completed' });
+      expect(rec.answered_at).not.toBeNull();
+      expect(rec.transcript[0]).toMatchObject({ role: 'agent', text: 'Hi, this is the clinic.' });
+    } finally {
+      server.kill();
+    }
   });
 });

@@ -1,7 +1,9 @@
 /**
- * POST /v1/agents/{id}/dial: validated fully now (every documented error), placed by the call
- * bridge of issue 6. Until that exists a valid request answers 503 saying so: never a fake
- * `{ success: true }`.
+ * POST /v1/agents/{id}/dial: validated fully (every documented error), then placed by the call
+ * bridge through the SIP trunk (`sip_trunk_id`). `{ success: true }` means the call record exists
+ * and the INVITE is on its way; progress (answered, busy, no_answer, failed) is in
+ * GET /v1/calls/{id}. The carrier-number route (no trunk) needs a trunk configured for the
+ * carrier account, which this build does not have: it answers 503 saying so, never a fake success.
  */
 import type { FastifyInstance } from 'fastify';
 import { Type } from '@sinclair/typebox';
@@ -68,6 +70,12 @@ export function resolveDial(store: Store, orgId: string, agentId: string, q: Rec
   return req;
 }
 
+/** Without caller_id: the agent's number on that trunk (what a callback would dial), else anonymous. */
+function defaultCallerId(store: Store, trunkId: string, agentId: string): string {
+  const a = store.assignments.listByTrunk(trunkId).find((x) => x.agent_id === agentId);
+  return a?.number ?? a?.alternate_number ?? 'anonymous';
+}
+
 export async function dialRoutes(app: FastifyInstance, deps: ApiDeps): Promise<void> {
   app.post(
     '/v1/agents/:id/dial',
@@ -88,8 +96,22 @@ export async function dialRoutes(app: FastifyInstance, deps: ApiDeps): Promise<v
       const { id } = req.params as { id: string };
       const body = (req.body ?? {}) as { variables?: DialRequest['variables'] };
       const dial = resolveDial(deps.store, req.org.id, id, req.query as Record<string, string | undefined>, body.variables ?? []);
-      req.log.info({ agentId: id, route: dial.sipTrunkId ? 'sip_trunk' : 'carrier_number' }, 'dial request valid; outbound calling not available');
-      throw unavailable('outbound calling is not available yet: this build has no SIP stack or call bridge (see docs/status.md)');
+      if (dial.sipTrunkId === undefined) {
+        throw unavailable('outbound calls through a carrier number need a SIP trunk configured for its carrier account, and none is: pass sip_trunk_id (see docs/status.md)');
+      }
+      if (deps.dialer === undefined) throw unavailable('outbound calling needs the SIP user agent (sip.enabled is false)');
+      const { callId } = await deps.dialer({
+        orgId: dial.orgId,
+        agentId: dial.agentId,
+        sipTrunkId: dial.sipTrunkId,
+        number: dial.number,
+        callerId: dial.callerId ?? defaultCallerId(deps.store, dial.sipTrunkId, dial.agentId),
+        firstMessage: dial.firstMessage,
+        prompt: dial.prompt,
+        variables: dial.variables,
+      });
+      req.log.info({ agentId: id, callId, trunkId: dial.sipTrunkId }, 'outbound call placed');
+      return { success: true };
     },
   );
 }
