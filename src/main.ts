@@ -11,7 +11,6 @@ import type { Config } from './config.ts';
 import type { Logger } from './log.ts';
 import { openStore, type Store } from './store/index.ts';
 import { CallBridge } from './bridge/call-bridge.ts';
-import { unavailable } from './domain/errors.ts';
 import { createAgentRuntimeFactory, prepareAgentRuntime, runtimeDepsFromConfig } from './agent/runtime-factory.ts';
 import { buildApp } from './api/app.ts';
 import { createRegistry } from './api/metrics.ts';
@@ -76,8 +75,9 @@ export async function startDaemon(
   let sip: SipService | undefined;
   const registry = createRegistry();
   const tokens = new SessionTokens(loadTokenSecret(config));
-  // Created once HTTP listens (it connects to our own /v1/connection); the dial route waits for it.
-  let bridge: CallBridge | undefined;
+  // The bridge connects to our own /v1/connection, whose URL is known once HTTP listens.
+  let url = '';
+  const bridge = new CallBridge({ store, tokens, logger, ua: () => sip?.ua, voiceBaseUrl: () => url });
   const app = await buildApp({
     config,
     store,
@@ -85,12 +85,7 @@ export async function startDaemon(
     carrier: createCarrierClient(config),
     tokens,
     runtimeFactory,
-    dialer: config.sip.enabled
-      ? (req) => {
-          if (bridge === undefined) throw unavailable('the daemon is starting');
-          return bridge.dial(req);
-        }
-      : undefined,
+    dialer: config.sip.enabled ? (req) => bridge.dial(req) : undefined,
     sessionServer: options.sessionServer,
     readiness: () => {
       const sipUp = sip === undefined ? !config.sip.enabled : sip.ua.listening;
@@ -110,13 +105,11 @@ export async function startDaemon(
   const addr = app.server.address();
   const port = typeof addr === 'object' && addr ? addr.port : config.http.port;
   const host = config.http.host.includes(':') ? `[${config.http.host}]` : config.http.host;
-  const url = `http://${host === '0.0.0.0' ? '127.0.0.1' : host}:${port}`;
+  url = `http://${host === '0.0.0.0' ? '127.0.0.1' : host}:${port}`;
   logger.info({ url, dataDir: config.data_dir, region: config.region.self }, 'callbridge listening');
   // Every routed inbound call becomes a voice session of its agent, through our own
   // /v1/connection (the bridge is a client of the public protocol).
-  const callBridge = new CallBridge({ store, tokens, logger, ua: sip?.ua, voiceBaseUrl: () => url });
-  bridge = callBridge;
-  sip?.ua.onInboundCall((call) => callBridge.handleInbound(call));
+  sip?.ua.onInboundCall((call) => bridge.handleInbound(call));
 
   let closing: Promise<void> | undefined;
   return {
@@ -124,7 +117,7 @@ export async function startDaemon(
     store,
     sip,
     url,
-    bridge: callBridge,
+    bridge,
     close() {
       closing ??= (async () => {
         draining = true;

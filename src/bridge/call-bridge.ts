@@ -35,8 +35,8 @@ export interface CallBridgeOptions {
   /** http(s) base URL of the voice server whose /v1/connection the bridge connects to. */
   voiceBaseUrl(): string;
   logger: Logger;
-  /** The SIP user agent outbound calls are placed with (undefined: SIP disabled). */
-  ua?: SipUserAgent | undefined;
+  /** The SIP user agent outbound calls are placed with (undefined: SIP disabled or not started). */
+  ua(): SipUserAgent | undefined;
   /** A session not started within this is given up: the call is refused (default 10 s). */
   connectTimeoutMs?: number;
 }
@@ -75,7 +75,7 @@ export class CallBridge {
    * @throws DomainError (404, 400, 503) when the call cannot be placed at all.
    */
   async dial(req: OutboundDial): Promise<{ callId: string }> {
-    const ua = this.#o.ua;
+    const ua = this.#o.ua();
     if (ua === undefined || !ua.listening) throw unavailable('outbound calling needs the SIP user agent (sip.enabled is false, or it is draining)');
     const trunk = outboundTrunkFromStore(this.#o.store, req.orgId, req.sipTrunkId);
     if (trunk === undefined) throw notFound('sip trunk');
