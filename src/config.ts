@@ -271,6 +271,20 @@ const schema = {
       env: 'CALLBRIDGE_TTS_PROVIDERS',
     },
   },
+  bridge: {
+    max_calls: {
+      doc: 'Most calls bridged at once (inbound and outbound); an INVITE over it gets 503 with Retry-After, a dial request 429. 0 = no limit.',
+      format: 'nat',
+      default: 200,
+      env: 'CALLBRIDGE_BRIDGE_MAX_CALLS',
+    },
+    max_calls_per_trunk: {
+      doc: 'Most calls bridged at once through one SIP trunk; an INVITE over it gets 486 Busy Here, a dial request 429. 0 = no limit.',
+      format: 'nat',
+      default: 0,
+      env: 'CALLBRIDGE_BRIDGE_MAX_CALLS_PER_TRUNK',
+    },
+  },
   session: {
     tool_timeout_secs: {
       doc: 'How long the agent waits for a client tool\'s tool_call_output before telling the model the tool timed out.',
@@ -387,6 +401,7 @@ export type Config = {
   stt: { provider: 'local' | 'openai' | 'stream'; base_url: string; api_key: string; model: string };
   tts: { providers: TtsSlotConfig[] };
   session: { tool_timeout_secs: number };
+  bridge: { max_calls: number; max_calls_per_trunk: number };
   voices: { catalog: VoiceCatalogEntry[] };
   agent_defaults: {
     status: 'active' | 'inactive';

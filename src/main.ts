@@ -11,6 +11,8 @@ import type { Config } from './config.ts';
 import type { Logger } from './log.ts';
 import { openStore, type Store } from './store/index.ts';
 import { CallBridge } from './bridge/call-bridge.ts';
+import { LocalSessionOpener } from './bridge/session-opener.ts';
+import { createBridgeMetrics } from './bridge/bridge-metrics.ts';
 import { createAgentRuntimeFactory, prepareAgentRuntime, runtimeDepsFromConfig } from './agent/runtime-factory.ts';
 import { buildApp } from './api/app.ts';
 import { createRegistry } from './api/metrics.ts';
@@ -77,7 +79,14 @@ export async function startDaemon(
   const tokens = new SessionTokens(loadTokenSecret(config));
   // The bridge connects to our own /v1/connection, whose URL is known once HTTP listens.
   let url = '';
-  const bridge = new CallBridge({ store, tokens, logger, ua: () => sip?.ua, voiceBaseUrl: () => url });
+  const bridge = new CallBridge({
+    store,
+    logger,
+    ua: () => sip?.ua,
+    sessions: new LocalSessionOpener(store, tokens, () => url),
+    limits: { maxCalls: config.bridge.max_calls, maxCallsPerTrunk: config.bridge.max_calls_per_trunk },
+    metrics: createBridgeMetrics(registry),
+  });
   const app = await buildApp({
     config,
     store,

@@ -13,6 +13,7 @@ export const STATUS_OF_KIND: Record<ErrorKind, number> = {
   not_found: 404,
   conflict: 409,
   unavailable: 503,
+  too_many: 429,
   bad_gateway: 502,
   internal: 500,
 };

@@ -13,7 +13,7 @@
  * server stores its end and transcript; the bridge adds what only it knows (a SIP-side end).
  */
 import WebSocket from 'ws';
-import { notFound, unavailable, validation } from '../domain/errors.ts';
+import { notFound, tooMany, unavailable, validation } from '../domain/errors.ts';
 import type { Logger } from '../log.ts';
 import { createCodec } from '../media/codecs.ts';
 import { InboundPath } from '../media/inbound-path.ts';
@@ -26,19 +26,21 @@ import type { DialFailureReason } from '../sip/outbound-call.ts';
 import { outboundTrunkFromStore } from '../sip/store-directory.ts';
 import type { SipUserAgent } from '../sip/user-agent.ts';
 import type { Store } from '../store/index.ts';
-import { issueSession } from '../session/issue.ts';
-import type { SessionTokens } from '../session/tokens.ts';
+import type { BridgeMetrics } from './bridge-metrics.ts';
+import type { SessionOpener } from './session-opener.ts';
 
 export interface CallBridgeOptions {
   store: Store;
-  tokens: SessionTokens;
-  /** http(s) base URL of the voice server whose /v1/connection the bridge connects to. */
-  voiceBaseUrl(): string;
+  /** Opens each call's voice session (this daemon's own by default; see session-opener.ts). */
+  sessions: SessionOpener;
   logger: Logger;
   /** The SIP user agent outbound calls are placed with (undefined: SIP disabled or not started). */
   ua(): SipUserAgent | undefined;
   /** A session not started within this is given up: the call is refused (default 10 s). */
   connectTimeoutMs?: number;
+  /** Concurrent call limits (0 = none): over them inbound calls get 503 / 486, dials 429. */
+  limits?: { maxCalls: number; maxCallsPerTrunk: number };
+  metrics?: BridgeMetrics;
 }
 
 /** What the bridge reads of a server event (the payloads of DESIGN.md). */
@@ -62,9 +64,33 @@ export class CallBridge {
 
   /** Takes a routed inbound call (SipUserAgent.onInboundCall): rings until the session is up. */
   handleInbound(call: SipCall): void {
-    const bridged = new BridgedCall(call, this.#o, () => this.#calls.delete(bridged));
+    const over = this.#overLimit(call.route?.trunkId);
+    if (over !== undefined) {
+      this.#o.logger.warn({ callId: call.id, from: call.from, to: call.to, trunkId: call.route?.trunkId, limit: over }, `INVITE refused: ${over} concurrent call limit reached`);
+      this.#o.metrics?.failure(`limit_${over}`);
+      // RFC 3261 21.5.4 / 21.4.24: 503 with Retry-After for the whole service, 486 for one trunk.
+      call.reject(over === 'global' ? 503 : 486, over === 'global' ? 'Too many calls' : 'Trunk busy');
+      return;
+    }
+    this.#track(new BridgedCall(call, this.#o, (b) => this.#calls.delete(b)), (b) => void b.start());
+  }
+
+  #track(bridged: BridgedCall, begin: (b: BridgedCall) => void): void {
     this.#calls.add(bridged);
-    void bridged.start();
+    begin(bridged);
+  }
+
+  /** Which limit a new call on `trunkId` would exceed, if any. */
+  #overLimit(trunkId: string | undefined): 'global' | 'trunk' | undefined {
+    const l = this.#o.limits;
+    if (l === undefined) return undefined;
+    if (l.maxCalls > 0 && this.#calls.size >= l.maxCalls) return 'global';
+    if (l.maxCallsPerTrunk > 0 && trunkId !== undefined) {
+      let n = 0;
+      for (const c of this.#calls) if (c.trunkId === trunkId) n++;
+      if (n >= l.maxCallsPerTrunk) return 'trunk';
+    }
+    return undefined;
   }
 
   /**
@@ -80,9 +106,14 @@ export class CallBridge {
     const trunk = outboundTrunkFromStore(this.#o.store, req.orgId, req.sipTrunkId);
     if (trunk === undefined) throw notFound('sip trunk');
     if (trunk.outbound_host === '') throw validation(`SIP trunk "${trunk.name}" has no outbound_host to call through`);
+    const over = this.#overLimit(trunk.id);
+    if (over !== undefined) {
+      this.#o.metrics?.failure(`limit_${over}`);
+      throw tooMany(over === 'global' ? 'too many calls in progress: try again later' : `too many calls in progress on SIP trunk "${trunk.name}": try again later`);
+    }
     const agent = this.#o.store.agents.get(req.orgId, req.agentId);
     if (agent === undefined || agent.status !== 'active') throw notFound('active agent');
-    const { sessionId, token } = await issueSession(this.#o.store, this.#o.tokens, {
+    const { sessionId, connectUrl } = await this.#o.sessions.open({
       orgId: req.orgId,
       agentId: agent.id,
       versionId: agent.active_version_id,
@@ -99,13 +130,12 @@ export class CallBridge {
     void ua.dial({ trunk, to: req.number, callerId: req.callerId }).then(
       (result) => {
         if (!result.ok) {
+          this.#o.metrics?.failure(`dial_${result.reason}`);
           this.#recordFailedDial(sessionId, result.reason, result.status);
           log.info({ reason: result.reason, status: result.status }, 'outbound call not answered');
           return;
         }
-        const bridged = new BridgedCall(result.call, this.#o, () => this.#calls.delete(bridged));
-        this.#calls.add(bridged);
-        bridged.attach(sessionId, token);
+        this.#track(new BridgedCall(result.call, this.#o, (b) => this.#calls.delete(b)), (b) => b.attach(sessionId, connectUrl));
       },
       (err: unknown) => {
         log.error({ err }, 'outbound call failed');
@@ -137,7 +167,7 @@ class BridgedCall {
   readonly #call: SipCall;
   readonly #o: CallBridgeOptions;
   readonly #log: Logger;
-  readonly #onDone: () => void;
+  readonly #onDone: (b: BridgedCall) => void;
   #ws: WebSocket | undefined;
   #codec: Codec | undefined;
   #inbound: InboundPath | undefined;
@@ -145,13 +175,21 @@ class BridgedCall {
   #ticker: Pacer | undefined;
   #sessionId: string | undefined;
   #done = false;
+  /** Media ran (the call was answered and connected): counted in the active-calls gauge. */
+  #bridged = false;
+  #tickMsTotal = 0;
   readonly #counts = { framesIn: 0, audioOut: 0, interruptions: 0 };
 
-  constructor(call: SipCall, options: CallBridgeOptions, onDone: () => void) {
+  constructor(call: SipCall, options: CallBridgeOptions, onDone: (b: BridgedCall) => void) {
     this.#call = call;
     this.#o = options;
     this.#onDone = onDone;
     this.#log = options.logger.child({ component: 'bridge', callId: call.id });
+  }
+
+  /** The trunk the call came in or goes out on (per-trunk limits). */
+  get trunkId(): string | undefined {
+    return this.#call.trunk?.id ?? this.#call.route?.trunkId;
   }
 
   async start(): Promise<void> {
@@ -167,9 +205,9 @@ class BridgedCall {
       this.#refuse(480, `agent ${route.agentId} is gone or inactive`);
       return;
     }
-    let token: string;
+    let connectUrl: string;
     try {
-      const issued = await issueSession(this.#o.store, this.#o.tokens, {
+      const opened = await this.#o.sessions.open({
         orgId: route.orgId,
         agentId: agent.id,
         versionId: agent.active_version_id,
@@ -178,26 +216,25 @@ class BridgedCall {
         direction: 'inbound',
         sipTrunkId: route.trunkId,
       });
-      token = issued.token;
-      this.#sessionId = issued.sessionId;
+      connectUrl = opened.connectUrl;
+      this.#sessionId = opened.sessionId;
     } catch (err) {
       this.#log.error({ err }, 'could not open a voice session for the call');
       this.#refuse(503, 'voice session unavailable');
       return;
     }
     if (this.#done) return;
-    this.#connect(token);
+    this.#connect(connectUrl);
   }
 
   /** An answered outbound call: connect its (already stored) session and bridge on start. */
-  attach(sessionId: string, token: string): void {
+  attach(sessionId: string, connectUrl: string): void {
     this.#sessionId = sessionId;
     this.#call.on('hangup', (info) => this.#finish(`callee side ended: ${info.reason}`));
-    this.#connect(token);
+    this.#connect(connectUrl);
   }
 
-  #connect(token: string): void {
-    const url = `${this.#o.voiceBaseUrl().replace(/^http/, 'ws')}/v1/connection?token=${encodeURIComponent(token)}`;
+  #connect(url: string): void {
     const ws = new WebSocket(url, { maxPayload: 8 * 1024 * 1024 });
     this.#ws = ws;
     const timer = setTimeout(() => {
@@ -268,16 +305,20 @@ class BridgedCall {
     // Caller audio goes to the session at the jitter buffer's playout pace: one frame per 20 ms.
     this.#ticker = new Pacer((tick) => this.#sendInputFrame(tick.nowMs), { onError: (err) => this.#log.warn({ err }, 'inbound media tick failed') });
     this.#ticker.start();
+    this.#o.metrics?.callStarted(call.direction);
+    this.#bridged = true;
     this.#log.info({ sessionId: this.#sessionId, codec: neg.name, from: call.from, to: call.to }, 'call answered and bridged to its voice session');
   }
 
   #sendInputFrame(nowMs: number): void {
+    const t0 = performance.now();
     const frame = this.#inbound?.tick(nowMs);
     const ws = this.#ws;
     if (!frame || ws === undefined || ws.readyState !== WebSocket.OPEN) return;
     // Built as a string: base64 needs no escaping, and this is ~3x cheaper than JSON.stringify.
     ws.send(`{"type":"input_audio","data":{"audio":"${pcm16ToBase64(frame)}"}}`);
     this.#counts.framesIn++;
+    this.#tickMsTotal += performance.now() - t0;
   }
 
   readonly #pcmScratch = { buffer: Buffer.alloc(0) };
@@ -342,10 +383,33 @@ class BridgedCall {
     if (call.state === 'answered') call.hangup('local');
     else if (call.state === 'ringing') call.reject(480, 'voice session ended');
     const rtp = call.rtp.stats();
+    const inbound = this.#inbound?.stats();
+    const lossRatio = rtp.packetsReceived + rtp.packetsLost > 0 ? Math.max(0, rtp.packetsLost) / (rtp.packetsReceived + Math.max(0, rtp.packetsLost)) : 0;
+    const inboundTickMs = this.#counts.framesIn > 0 ? this.#tickMsTotal / this.#counts.framesIn : 0;
+    if (this.#bridged) {
+      this.#o.metrics?.callEnded(call.direction);
+      this.#o.metrics?.quality({ jitterBufferDepthMs: inbound?.depthMs ?? 0, lossRatio, inboundTickMs });
+    } else {
+      this.#o.metrics?.failure('not_bridged');
+    }
+    // One line per call with its quality figures: what an operator greps for at 3 a.m.
     this.#log.info(
-      { sessionId: this.#sessionId, why, ...this.#counts, packetsReceived: rtp.packetsReceived, packetsLost: rtp.packetsLost, jitterMs: rtp.jitterMs, inbound: this.#inbound?.stats(), outbound: this.#outbound?.stats() },
+      {
+        sessionId: this.#sessionId,
+        why,
+        direction: call.direction,
+        ...this.#counts,
+        packetsReceived: rtp.packetsReceived,
+        packetsLost: rtp.packetsLost,
+        lossRatio: Number(lossRatio.toFixed(4)),
+        jitterMs: rtp.jitterMs,
+        jitterBufferDepthMs: inbound?.depthMs,
+        concealedFrames: inbound?.concealedFrames,
+        inboundTickMs: Number(inboundTickMs.toFixed(4)),
+        outbound: this.#outbound?.stats(),
+      },
       'bridged call ended',
     );
-    this.#onDone();
+    this.#onDone(this);
   }
 }

@@ -9,6 +9,7 @@ export type ErrorKind =
   | 'not_found'
   | 'conflict'
   | 'unavailable'
+  | 'too_many'
   | 'bad_gateway'
   | 'internal';
 
@@ -29,5 +30,7 @@ export const notFound = (what: string) => new DomainError('not_found', 'NOT_FOUN
 export const conflict = (message: string, code = 'CONFLICT') => new DomainError('conflict', code, message);
 export const forbidden = (message: string, code = 'FORBIDDEN') => new DomainError('forbidden', code, message);
 export const unavailable = (message: string, code = 'UNAVAILABLE') => new DomainError('unavailable', code, message);
+/** A rate or concurrency limit (DESIGN.md: 429). */
+export const tooMany = (message: string, code = 'TOO_MANY') => new DomainError('too_many', code, message);
 export const badGateway = (message: string, code = 'BAD_GATEWAY', cause?: unknown) =>
   new DomainError('bad_gateway', code, message, { cause });

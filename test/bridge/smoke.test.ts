@@ -88,4 +88,30 @@ describe.skipIf(!sippAvailable())('call bridge smoke (SIPp, ACL trunk)', () => {
       server.kill();
     }
   });
+
+  it('per-trunk limit: a second concurrent call on the trunk gets 486; /metrics counts setups and failures', async () => {
+    const d2 = await startTestDaemon({ rtp: { address: '127.0.0.1' }, bridge: { max_calls_per_trunk: 1 } });
+    try {
+      const agent = (await d2.api('POST', '/v1/agents', { name: 'Desk', first_message: 'Hi.' })).body;
+      const trunk = (await d2.api('POST', '/v1/sip-trunks', { pbx: 'generic', name: 'acl', inbound_auth_type: 'acl', inbound_acl: ['127.0.0.1/32'] })).body;
+      expect((await d2.api('POST', `/v1/sip-trunks/${trunk.id}/assignments`, { agent_id: agent.id, alternate_number: NUMBER })).status).toBe(201);
+      const remote = `127.0.0.1:${d2.daemon.sip!.port}`;
+      const first = runSipp({ scenario: 'inbound-acl', remote, service: NUMBER, keys: { caller: CALLER }, durationMs: 3000 });
+      const until = Date.now() + 5000;
+      while (d2.daemon.bridge.active < 1) {
+        if (Date.now() > until) throw new Error('the first call was never bridged');
+        await new Promise((res) => setTimeout(res, 20));
+      }
+      const second = await runSipp({ scenario: 'inbound-acl', remote, service: NUMBER, keys: { caller: '+15559997002' }, durationMs: 500 });
+      expect(second.statuses('received', 'INVITE').filter((x) => x >= 200)).toEqual([486]);
+      const r1 = await first;
+      expect(r1.code, r1.describe()).toBe(0);
+      const metrics = (await fetch(`${d2.url}/metrics`).then((r) => r.text())).split('\n');
+      expect(metrics).toContain('callbridge_bridge_call_setups_total{direction="inbound"} 1');
+      expect(metrics).toContain('callbridge_bridge_call_failures_total{reason="limit_trunk"} 1');
+      expect(metrics.some((l) => l.startsWith('callbridge_bridge_packet_loss_ratio_count 1'))).toBe(true);
+    } finally {
+      await d2.close();
+    }
+  });
 });

@@ -89,7 +89,7 @@ export async function dialRoutes(app: FastifyInstance, deps: ApiDeps): Promise<v
         params: IdParams,
         querystring: Query,
         body: Body,
-        response: { 200: Type.Object({ success: Type.Boolean() }), ...errorResponses(400, 401, 403, 404, 500, 503) },
+        response: { 200: Type.Object({ success: Type.Boolean() }), ...errorResponses(400, 401, 403, 404, 429, 500, 503) },
       },
     },
     async (req) => {
