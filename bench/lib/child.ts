@@ -1,0 +1,110 @@
+/**
+ * Child processes of a benchmark (servers it measures or talks to) and their CPU time.
+ *
+ * - startChild: `node <args>` in the project root, output kept (last 8 kB, API keys redacted)
+ *   for the error message when the child fails; `waitForLine` finds a `LISTENING ...` line in
+ *   what it printed so far or prints next.
+ * - stopChild: SIGTERM by PID, SIGKILL 5 s later. Idempotent. Never by name.
+ * - cpuSeconds / threadCpuSeconds: user + system CPU seconds from /proc (Linux; NaN elsewhere).
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+
+export interface Child {
+  name: string;
+  proc: ChildProcess;
+  /** Last output of the child, for the error message when it fails. API keys are redacted. */
+  output(): string;
+  exited: Promise<number | null>;
+}
+
+export function startChild(name: string, args: string[], env: Record<string, string>): Child {
+  const proc = spawn(process.execPath, args, { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let tail = '';
+  const keep = (chunk: Buffer) => {
+    tail = (tail + chunk.toString('utf8')).slice(-8000);
+  };
+  proc.stdout?.on('data', keep);
+  proc.stderr?.on('data', keep);
+  const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
+  proc.once('error', (err) => keep(Buffer.from(`\nspawn failed: ${err.message}\n`)));
+  return { name, proc, exited, output: () => tail.replace(/cbk_[A-Za-z0-9_-]+/g, 'cbk_<redacted>') };
+}
+
+/** Whether the child is still running. */
+export function running(child: Child): boolean {
+  return child.proc.exitCode === null && child.proc.signalCode === null;
+}
+
+/** SIGTERM by PID, SIGKILL after 5 s. Idempotent. */
+export async function stopChild(child: Child): Promise<void> {
+  const { proc } = child;
+  if (!running(child) || proc.pid === undefined) return;
+  process.kill(proc.pid, 'SIGTERM');
+  const timer = setTimeout(() => {
+    if (running(child) && proc.pid !== undefined) process.kill(proc.pid, 'SIGKILL');
+  }, 5000);
+  await child.exited;
+  clearTimeout(timer);
+}
+
+/** Resolves with the first capture group of `pattern` in the child's stdout, e.g. /LISTENING (\S+)/. */
+export function waitForLine(child: Child, pattern: RegExp, timeoutMs: number): Promise<string> {
+  return new Promise<string>((resolve, reject) => {
+    // Output the child printed before this call counts too.
+    let seen = child.output();
+    const onData = (chunk: Buffer) => {
+      seen += chunk.toString('utf8');
+      const m = pattern.exec(seen);
+      if (m) {
+        done();
+        resolve(m[1] ?? m[0]);
+      }
+    };
+    const onExit = () => {
+      done();
+      reject(new Error(`${child.name} exited (${child.proc.exitCode ?? child.proc.signalCode}) before printing ${pattern}:\n${child.output()}`));
+    };
+    const timer = setTimeout(() => {
+      done();
+      reject(new Error(`${child.name}: no ${pattern} within ${timeoutMs} ms:\n${child.output()}`));
+    }, timeoutMs);
+    const done = () => {
+      clearTimeout(timer);
+      child.proc.stdout?.off('data', onData);
+      child.proc.off('exit', onExit);
+    };
+    child.proc.stdout?.on('data', onData);
+    child.proc.once('exit', onExit);
+    onData(Buffer.alloc(0));
+  });
+}
+
+/** Clock ticks per second of /proc/<pid>/stat times (USER_HZ, 100 on Linux). */
+export const USER_HZ = 100;
+
+function statCpu(path: string): number {
+  try {
+    const stat = readFileSync(path, 'utf8');
+    // Fields after the parenthesised command name, which may contain spaces: utime is field 14,
+    // stime field 15 (indices 11 and 12 after the name).
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / USER_HZ;
+  } catch {
+    return Number.NaN;
+  }
+}
+
+/** User + system CPU seconds a process (all its threads) has used so far; NaN without /proc. */
+export function cpuSeconds(pid: number | undefined): number {
+  return pid === undefined ? Number.NaN : statCpu(`/proc/${pid}/stat`);
+}
+
+/** The same for a process's main thread only (for Node: the event loop); NaN without /proc. */
+export function mainThreadCpuSeconds(pid: number | undefined): number {
+  return pid === undefined ? Number.NaN : statCpu(`/proc/${pid}/task/${pid}/stat`);
+}

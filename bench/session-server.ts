@@ -1,0 +1,65 @@
+/**
+ * The daemon of `bench/session`, as its own process so that the load generator's CPU is not
+ * counted: `startDaemon` exactly as main.ts composes it (store, REST API, /v1/connection, the
+ * agent runtime built from the configuration by runtimeDepsFromConfig: local STT, local/echo
+ * LLM, energy VAD), with one change: every voice provider is the real OpenAI-compatible TTS
+ * adapter (`OpenAiSpeechProvider`) pointed at the bench's fake speech server, which answers at
+ * once. The adapter is injected through runtimeDepsFromConfig's overrides rather than through
+ * `tts.providers`, so the bench does not depend on that setting's shape.
+ *
+ * Run as its own process: `node --import tsx bench/session-server.ts`.
+ *   BENCH_SESSION_DATA_DIR  data directory (required; the initial API key is written there)
+ *   BENCH_SESSION_TTS_URL   base URL of the fake speech server, e.g. http://127.0.0.1:1234/v1
+ * HTTP on 127.0.0.1 with an OS-chosen port, SIP off, log level warn. Prints `LISTENING <url>`
+ * once it listens; SIGUSR2: prints `LOOPDELAY {...}`, the event loop's delay since the last
+ * SIGUSR2 (the one addition to the daemon: a 5 ms histogram timer); SIGTERM or
+ * SIGINT: drain (1 s) and exit.
+ */
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { loadConfig } from '../src/config.ts';
+import { createLogger } from '../src/log.ts';
+import { startDaemon } from '../src/main.ts';
+import { createAgentRuntimeFactory, runtimeDepsFromConfig } from '../src/agent/runtime-factory.ts';
+import { OpenAiSpeechProvider } from '../src/agent/providers/tts/openai.ts';
+
+const dataDir = process.env.BENCH_SESSION_DATA_DIR;
+const ttsUrl = process.env.BENCH_SESSION_TTS_URL;
+if (!dataDir || !ttsUrl) throw new Error('BENCH_SESSION_DATA_DIR and BENCH_SESSION_TTS_URL are required');
+
+const config = loadConfig(
+  {
+    data_dir: dataDir,
+    http: { host: '127.0.0.1', port: 0 },
+    sip: { enabled: false, host: '127.0.0.1', port: 0 },
+    log_level: 'warn',
+    drain: { deadline_secs: 1 },
+  },
+  {},
+);
+const logger = createLogger('warn');
+const tts = new OpenAiSpeechProvider({ baseUrl: ttsUrl, name: 'provider_1' });
+const runtimeFactory = createAgentRuntimeFactory(runtimeDepsFromConfig(config, logger, { tts: () => tts }));
+const daemon = await startDaemon(config, logger, () => {}, { runtimeFactory });
+process.stdout.write(`LISTENING ${daemon.url}\n`);
+
+// The event loop's delay (how late a 5 ms timer fires), for the bench's step table: SIGUSR2 prints
+// `LOOPDELAY {"p50","p99","max"}` (ms) for the time since the previous SIGUSR2 and starts over.
+const loop = monitorEventLoopDelay({ resolution: 5 });
+loop.enable();
+process.on('SIGUSR2', () => {
+  const ms = (ns: number) => Number((ns / 1e6).toFixed(2));
+  process.stdout.write(`LOOPDELAY ${JSON.stringify({ p50: ms(loop.percentile(50)), p99: ms(loop.percentile(99)), max: ms(loop.max) })}\n`);
+  loop.reset();
+});
+
+let stopping = false;
+const stop = () => {
+  if (stopping) return;
+  stopping = true;
+  daemon.close().then(
+    () => process.exit(0),
+    () => process.exit(1),
+  );
+};
+process.on('SIGTERM', stop);
+process.on('SIGINT', stop);
