@@ -41,6 +41,19 @@ export interface CallBridgeOptions {
   /** Concurrent call limits (0 = none): over them inbound calls get 503 / 486, dials 429. */
   limits?: { maxCalls: number; maxCallsPerTrunk: number };
   metrics?: BridgeMetrics;
+  /** Call recording: a recorder per bridged call (undefined: recording off). */
+  recorder?: (callId: string) => CallRecorderSink | undefined;
+}
+
+/**
+ * Where a call's audio is recorded: both directions at 24 kHz, one 20 ms frame per tick of the
+ * caller's clock (silence where a side had nothing), so the two channels stay aligned.
+ */
+export interface CallRecorderSink {
+  /** One tick: the caller's frame (null: nothing played) and the agent frames sent since the last tick. */
+  tick(caller: Int16Array | null, agent: Int16Array | null): void;
+  /** Finishes the file; returns its path (stored with the call record), or undefined on failure. */
+  close(): string | undefined;
 }
 
 /** What the bridge reads of a server event (the payloads of DESIGN.md). */
@@ -178,6 +191,9 @@ class BridgedCall {
   /** Media ran (the call was answered and connected): counted in the active-calls gauge. */
   #bridged = false;
   #tickMsTotal = 0;
+  #recorder: CallRecorderSink | undefined;
+  readonly #agentFrame = new Int16Array(480);
+  #agentFresh = false;
   readonly #counts = { framesIn: 0, audioOut: 0, interruptions: 0 };
 
   constructor(call: SipCall, options: CallBridgeOptions, onDone: (b: BridgedCall) => void) {
@@ -289,8 +305,10 @@ class BridgedCall {
     const codec = createCodec(neg.name, { payloadType: neg.payloadType });
     this.#codec = codec;
     this.#inbound = new InboundPath({ codec });
+    this.#recorder = this.#sessionId !== undefined ? this.#o.recorder?.(this.#sessionId) : undefined;
     this.#outbound = new OutboundPath({
       codec,
+      ...(this.#recorder ? { onFrame: (frame: Int16Array) => this.#keepAgentFrame(frame) } : {}),
       send: (payload, marker, timestampIncrement) => {
         call.rtp.send(payload, { payloadType: neg.payloadType, timestampIncrement, marker });
       },
@@ -310,9 +328,20 @@ class BridgedCall {
     this.#log.info({ sessionId: this.#sessionId, codec: neg.name, from: call.from, to: call.to }, 'call answered and bridged to its voice session');
   }
 
+  /** The agent's last frame sent, for the recording's second channel (copied: it is a view). */
+  #keepAgentFrame(frame: Int16Array): void {
+    this.#agentFrame.fill(0);
+    this.#agentFrame.set(frame.subarray(0, this.#agentFrame.length));
+    this.#agentFresh = true;
+  }
+
   #sendInputFrame(nowMs: number): void {
     const t0 = performance.now();
     const frame = this.#inbound?.tick(nowMs);
+    if (this.#recorder) {
+      this.#recorder.tick(frame ?? null, this.#agentFresh ? this.#agentFrame : null);
+      this.#agentFresh = false;
+    }
     const ws = this.#ws;
     if (!frame || ws === undefined || ws.readyState !== WebSocket.OPEN) return;
     // Built as a string: base64 needs no escaping, and this is ~3x cheaper than JSON.stringify.
@@ -377,6 +406,8 @@ class BridgedCall {
     this.#outbound?.close();
     this.#inbound?.close();
     this.#codec?.close();
+    const recording = this.#recorder?.close();
+    if (recording !== undefined && this.#sessionId !== undefined) this.#o.store.calls.setRecording(this.#sessionId, recording);
     const ws = this.#ws;
     if (ws && (ws.readyState === WebSocket.OPEN || ws.readyState === WebSocket.CONNECTING)) ws.close(1000, 'call ended');
     const call = this.#call;

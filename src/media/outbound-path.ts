@@ -23,6 +23,8 @@ export interface OutboundPathOptions {
   clock?: Clock;
   timers?: TimerApi;
   onError?: (err: unknown) => void;
+  /** Sees every frame sent, at inRate before resampling (call recording); a view, valid during the call. */
+  onFrame?: (frame: Int16Array) => void;
 }
 
 export interface OutboundPathStats {
@@ -87,6 +89,7 @@ export class OutboundPath {
    * benchmark or a test can drive the path without timers.
    */
   encodeAndSend(frame: Int16Array, marker: boolean): void {
+    this.#options.onFrame?.(frame);
     const pcm = this.#resampler ? this.#resampler.process(frame) : frame;
     const bytes = this.codec.encode(pcm, this.#encoded);
     this.#send(this.#encoded.subarray(0, bytes), marker, this.#timestampIncrement);

@@ -118,6 +118,17 @@ export class CallRepo {
     return this.#end.run({ id, status, ended_at: e.ended_at, end_reason: e.end_reason, transcript: JSON.stringify(e.transcript) }).changes === 1;
   }
 
+  /** Where the call's recording (a WAV file) is; has_recording turns true. */
+  setRecording(id: string, path: string): boolean {
+    return this.db.prepare('UPDATE calls SET recording_path = ? WHERE id = ?').run(path, id).changes === 1;
+  }
+
+  /** The recording's file path, when the call has one. */
+  recordingPath(orgId: string, id: string): string | undefined {
+    const r = this.db.prepare('SELECT recording_path FROM calls WHERE id = ? AND org_id = ?').get(id, orgId) as { recording_path: string | null } | undefined;
+    return r?.recording_path ?? undefined;
+  }
+
   /** The after-call summary (it may arrive after the end). */
   setSummary(id: string, text: string): boolean {
     return this.#setSummary.run(text, id).changes === 1;
