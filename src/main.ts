@@ -12,6 +12,7 @@ import type { Logger } from './log.ts';
 import { openStore, type Store } from './store/index.ts';
 import { CallBridge } from './bridge/call-bridge.ts';
 import { LocalSessionOpener } from './bridge/session-opener.ts';
+import { UpstreamSessionOpener } from './bridge/upstream-session-opener.ts';
 import { createBridgeMetrics } from './bridge/bridge-metrics.ts';
 import { createAgentRuntimeFactory, prepareAgentRuntime, runtimeDepsFromConfig } from './agent/runtime-factory.ts';
 import { buildApp } from './api/app.ts';
@@ -69,7 +70,7 @@ export async function startDaemon(
 ): Promise<Daemon> {
   // Providers are built (and misconfigured vendors refused) before anything listens.
   const runtimeFactory = options.runtimeFactory === undefined ? createAgentRuntimeFactory(runtimeDepsFromConfig(config, logger)) : (options.runtimeFactory ?? undefined);
-  if (options.runtimeFactory === undefined) await prepareAgentRuntime();
+  if (options.runtimeFactory === undefined) await prepareAgentRuntime(config, logger);
   const store = openStore(config.data_dir, config.security.encryption_key);
   ensureInitialKey(store, config, logger, print);
   let listening = false;
@@ -83,7 +84,7 @@ export async function startDaemon(
     store,
     logger,
     ua: () => sip?.ua,
-    sessions: new LocalSessionOpener(store, tokens, () => url),
+    sessions: config.bridge.upstream_url ? new UpstreamSessionOpener({ baseUrl: config.bridge.upstream_url, apiKey: config.bridge.upstream_api_key, timeoutMs: config.bridge.upstream_timeout_ms, store, logger: logger.child({ component: 'bridge' }) }) : new LocalSessionOpener(store, tokens, () => url),
     limits: { maxCalls: config.bridge.max_calls, maxCallsPerTrunk: config.bridge.max_calls_per_trunk },
     metrics: createBridgeMetrics(registry),
   });

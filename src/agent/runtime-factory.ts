@@ -12,13 +12,21 @@ import { createLlmRegistry } from './providers/llm/registry.ts';
 import { withFallback } from './providers/llm/fallback.ts';
 import { createNoiseSuppressor, loadRnnoise } from './providers/noise/index.ts';
 import { createSttProvider } from './providers/stt/index.ts';
-import { createTtsProviders } from './providers/tts/index.ts';
+import { createTtsProviders, LocalEspeakProvider } from './providers/tts/index.ts';
 import { EnergyVad } from './providers/vad/energy.ts';
 import { AgentRuntime, type RuntimeDeps } from './runtime.ts';
 
-/** Loads the WASM engines the runtime needs; call once at start-up (idempotent). */
-export async function prepareAgentRuntime(): Promise<void> {
+/**
+ * Loads the WASM engines the runtime needs; call once at start-up (idempotent). The local voice
+ * (eSpeak-NG, 24 MB of voice data, 0.3-1.4 s to load) starts loading in the background when a
+ * voice provider uses it, so the first call's first message is not late, without delaying start.
+ */
+export async function prepareAgentRuntime(config?: Pick<Config, 'tts'>, logger?: Logger): Promise<void> {
   await Promise.all([initResamplers(), loadRnnoise()]);
+  const slots = config ? Object.values(ttsProvidersBySlot(config.tts.providers)) : [];
+  if (slots.some((p) => p.type === 'local')) {
+    new LocalEspeakProvider().warmUp().catch((err: unknown) => logger?.warn({ err }, 'the local voice could not be loaded at start-up (it is retried on first use)'));
+  }
 }
 
 /** The runtime's dependencies from the configuration; tests override single fields. */

@@ -61,7 +61,10 @@ export interface SessionIo {
 
 /** What the runtime gives the server. */
 export interface SessionRuntime {
-  /** PCM16 mono 24 kHz from the client, any length (the runtime frames it). */
+  /**
+   * PCM16 mono 24 kHz from the client, any length (the runtime frames it). A view of the
+   * server's reused buffer, valid only during the call: copy what you keep.
+   */
   inputAudio(pcm: Int16Array): void;
   toolCallOutput(toolCallId: string, output: string): void;
   /** The transcript so far, for the session record. */

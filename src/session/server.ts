@@ -255,6 +255,7 @@ class VoiceSession {
   readonly #log: Logger;
   #runtime: SessionRuntime | undefined;
   #ended = false;
+  readonly #audioScratch = { buffer: Buffer.alloc(0) };
   #startedAt = 0;
   #awaitingPong = false;
   #pingTimer: NodeJS.Timeout | undefined;
@@ -412,8 +413,9 @@ class VoiceSession {
         if (typeof audio !== 'string') throw new ClientError(CLOSE.INVALID_PAYLOAD, 'input_audio: data.audio must be a base64 string');
         let pcm: Int16Array;
         try {
-          // A fresh buffer per message: the runtime owns the samples it is handed.
-          pcm = base64ToPcm16(audio, { buffer: Buffer.alloc(0) });
+          // Decoded into this session's reused buffer: the runtime copies what it keeps
+          // (SessionRuntime.inputAudio), so no allocation per 20 ms frame.
+          pcm = base64ToPcm16(audio, this.#audioScratch);
         } catch (err) {
           throw new ClientError(CLOSE.INVALID_PAYLOAD, `input_audio: ${(err as Error).message}`);
         }

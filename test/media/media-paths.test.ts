@@ -130,6 +130,11 @@ describe('PCM16 base64', () => {
     const holder = { buffer: Buffer.alloc(0) };
     expect(Array.from(base64ToPcm16(pcm16ToBase64(samples), holder))).toEqual(Array.from(samples));
     expect(() => base64ToPcm16('not base64!', holder)).toThrow(/base64/);
+    // Every way text can be 4-aligned and still not be base64: a character outside the alphabet,
+    // whitespace, padding in the middle, too much padding.
+    for (const bad of ['AAA!AAAA', 'AAAA AAA', 'AA==AAAA', 'A===', '====', 'AAAA\nAAA']) expect(() => base64ToPcm16(bad, holder), bad).toThrow(/base64/);
+    expect(Array.from(base64ToPcm16('AAA=', holder))).toEqual([0]);
+    expect(Array.from(base64ToPcm16('', holder))).toEqual([]);
     expect(() => base64ToPcm16(Buffer.from([1, 2, 3]).toString('base64'), holder)).toThrow(/odd byte count/);
     // Little-endian on the wire, as the voice protocol says.
     expect(Buffer.from(pcm16ToBase64(Int16Array.from([0x0102])), 'base64')).toEqual(Buffer.from([0x02, 0x01]));

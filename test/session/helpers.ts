@@ -35,7 +35,7 @@ export function scriptedRuntime(onCreate?: (s: ScriptedSession) => void): Script
     sessions.push(s);
     onCreate?.(s);
     return {
-      inputAudio: (pcm) => s.audio.push(pcm),
+      inputAudio: (pcm) => s.audio.push(pcm.slice()), // a view of the server's buffer: copy (runtime contract)
       toolCallOutput: (id, output) => s.toolOutputs.push([id, output]),
       transcript: () => s.transcript,
       close: () => {
