@@ -27,7 +27,7 @@ import { RUNTIME_SAMPLE_RATE } from './providers/types.ts';
 import { SentenceSplitter } from './sentence-splitter.ts';
 import { SpeechTurn } from './speech-turn.ts';
 import { substituteVariables } from './template.ts';
-import { builtinToolSpecs, clientToolsFromNodes, END_CALL_TOOL, toolCallArguments, TRANSFER_CALL_TOOL, type ClientTool } from './tools.ts';
+import { builtinToolSpecs, clientToolsFromNodes, END_CALL_TOOL, SEND_DTMF_TOOL, toolCallArguments, TRANSFER_CALL_TOOL, type ClientTool } from './tools.ts';
 
 /** Streams one completion of the agent's model (primary with fallback, decided by the factory). */
 export type ModelStream = (messages: ChatMessage[], tools: ToolSpec[], signal: AbortSignal) => AsyncIterable<LlmDelta>;
@@ -60,6 +60,8 @@ const MAX_TOOL_ROUNDS = 5;
 const MAX_MODEL_FAILURES = 3;
 /** After speech stopped, how long to wait for a final transcript before committing what there is. */
 const FINAL_TRANSCRIPT_GRACE_MS = 2000;
+/** Keys pressed with less than this between them are one entry; '#' ends an entry at once. */
+const DTMF_INTER_DIGIT_MS = 1500;
 
 type TurnKind = 'first' | 'reply' | 'reprompt' | 'closing';
 
@@ -106,6 +108,8 @@ export class AgentRuntime implements SessionRuntime {
   #silenceTimer: unknown;
   #sessionTimer: unknown;
   #silenceStrikes = 0;
+  #dtmfDigits = '';
+  #dtmfTimer: unknown;
   #modelFailures = 0;
   #ended = false;
 
@@ -122,7 +126,7 @@ export class AgentRuntime implements SessionRuntime {
     this.#tts = deps.tts(a.voice_settings.provider);
     this.#model = deps.model(a);
     this.#clientTools = clientToolsFromNodes(ctx.nodes);
-    this.#tools = [...builtinToolSpecs(this.#transferNumber('timeout') !== undefined), ...this.#clientTools.map((t) => t.spec)];
+    this.#tools = [...builtinToolSpecs(this.#transferNumber('timeout') !== undefined, ctx.direction !== 'web'), ...this.#clientTools.map((t) => t.spec)];
     this.#frames = new FrameAssembler((f) => this.#onFrame(f));
     this.#stt = deps.stt.open(
       { language: a.default_language, keyterms: a.keyterms },
@@ -148,6 +152,30 @@ export class AgentRuntime implements SessionRuntime {
     }
     this.#pendingTools.delete(toolCallId);
     resolve(output);
+  }
+
+  /**
+   * A key the caller pressed. The first key cuts the agent like speech would (IVR habit); keys
+   * are collected until '#' or a pause, then go to the model as the caller's turn.
+   */
+  dtmf(digit: string): void {
+    if (this.#ended) return;
+    this.#timers.clearTimeout(this.#silenceTimer);
+    this.#silenceStrikes = 0;
+    if (this.#dtmfDigits === '') this.#bargeIn();
+    this.#dtmfDigits += digit;
+    this.#timers.clearTimeout(this.#dtmfTimer);
+    if (digit === '#') this.#commitDtmf();
+    else this.#dtmfTimer = this.#timers.setTimeout(() => this.#commitDtmf(), DTMF_INTER_DIGIT_MS);
+  }
+
+  #commitDtmf(): void {
+    this.#timers.clearTimeout(this.#dtmfTimer);
+    const digits = this.#dtmfDigits;
+    this.#dtmfDigits = '';
+    if (digits === '' || this.#ended) return;
+    this.#userText.push(`[The caller pressed ${digits}]`);
+    if (!this.#userSpeechOpen) this.#commitUserTurn();
   }
 
   transcript(): TranscriptEntry[] {
@@ -402,12 +430,32 @@ export class AgentRuntime implements SessionRuntime {
         this.#transfer(turn, this.#transferNumber('timeout'));
         return true;
       }
+      if (call.name === SEND_DTMF_TOOL && this.#ctx.direction !== 'web') {
+        const output = this.#sendDtmf(call);
+        this.#messages.push({ role: 'tool', toolCallId: call.id, name: call.name, content: output });
+        this.#record({ role: 'tool', text: `${call.name}: ${output}` });
+        continue;
+      }
       const output = await this.#runClientTool(call, turn.abort.signal);
       if (turn.abort.signal.aborted) return false;
       this.#messages.push({ role: 'tool', toolCallId: call.id, name: call.name, content: output });
       this.#record({ role: 'tool', text: `${call.name}: ${output}` });
     }
     return false;
+  }
+
+  /** send_dtmf: the keys go to the phone line (the bridge plays them as RFC 4733 events). */
+  #sendDtmf(call: ToolCallRequest): string {
+    let args: { digits?: unknown };
+    try {
+      args = JSON.parse(call.arguments || '{}') as { digits?: unknown };
+    } catch {
+      return 'Error: the arguments are not a JSON object.';
+    }
+    const digits = typeof args.digits === 'string' ? args.digits.toUpperCase().replace(/[^0-9A-D*#]/g, '') : '';
+    if (digits === '') return 'Error: digits must contain 0-9, *, # or A-D.';
+    this.#io.send({ type: 'dtmf', data: { digits } });
+    return `Sent ${digits}.`;
   }
 
   async #runClientTool(call: ToolCallRequest, signal: AbortSignal): Promise<string> {
@@ -537,7 +585,7 @@ export class AgentRuntime implements SessionRuntime {
   #shutdown(): void {
     if (this.#ended) return;
     this.#ended = true;
-    for (const t of [this.#silenceTimer, this.#sessionTimer, this.#graceTimer]) this.#timers.clearTimeout(t);
+    for (const t of [this.#silenceTimer, this.#sessionTimer, this.#graceTimer, this.#dtmfTimer]) this.#timers.clearTimeout(t);
     const turn = this.#turn;
     this.#turn = undefined;
     if (turn) {

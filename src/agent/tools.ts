@@ -14,6 +14,7 @@ import type { ToolCallRequest, ToolSpec } from './providers/types.ts';
 
 export const END_CALL_TOOL = 'end_call';
 export const TRANSFER_CALL_TOOL = 'transfer_call';
+export const SEND_DTMF_TOOL = 'send_dtmf';
 
 interface ParamDef {
   name: string;
@@ -50,7 +51,7 @@ function paramsOf(raw: unknown): ParamDef[] {
 /** The client tools declared in the version's nodes; nodes of other types are ignored. */
 export function clientToolsFromNodes(nodes: ReadonlyArray<Record<string, unknown>>): ClientTool[] {
   const tools: ClientTool[] = [];
-  const seen = new Set<string>([END_CALL_TOOL, TRANSFER_CALL_TOOL]);
+  const seen = new Set<string>([END_CALL_TOOL, TRANSFER_CALL_TOOL, SEND_DTMF_TOOL]);
   for (const node of nodes) {
     if (node.type !== 'tool' || typeof node.name !== 'string' || !/^[A-Za-z0-9_-]{1,64}$/.test(node.name) || seen.has(node.name)) continue;
     seen.add(node.name);
@@ -78,8 +79,15 @@ function jsonType(dataType: string): string {
   return 'string';
 }
 
-export function builtinToolSpecs(canTransfer: boolean): ToolSpec[] {
+export function builtinToolSpecs(canTransfer: boolean, phone = false): ToolSpec[] {
   const specs: ToolSpec[] = [{ name: END_CALL_TOOL, description: 'End the call when the conversation is over or the caller asks to hang up. Say goodbye first.', parameters: { type: 'object', properties: {}, required: [] } }];
+  if (phone) {
+    specs.push({
+      name: SEND_DTMF_TOOL,
+      description: 'Press keys on the phone line (to navigate an automated phone menu).',
+      parameters: { type: 'object', properties: { digits: { type: 'string', description: 'keys to press: 0-9, *, #, A-D' } }, required: ['digits'] },
+    });
+  }
   if (canTransfer) {
     specs.push({ name: TRANSFER_CALL_TOOL, description: 'Transfer the caller to a human when they ask for one or you cannot help.', parameters: { type: 'object', properties: {}, required: [] } });
   }

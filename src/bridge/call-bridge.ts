@@ -59,7 +59,7 @@ export interface CallRecorderSink {
 /** What the bridge reads of a server event (the payloads of DESIGN.md). */
 interface ServerMessage {
   type: string;
-  data?: { audio?: string; reason?: string; transfer_number?: string; id?: string };
+  data?: { audio?: string; reason?: string; transfer_number?: string; id?: string; digits?: string };
 }
 
 export class CallBridge {
@@ -194,6 +194,7 @@ class BridgedCall {
   #recorder: CallRecorderSink | undefined;
   readonly #agentFrame = new Int16Array(480);
   #agentFresh = false;
+  #digitChain: Promise<void> = Promise.resolve();
   readonly #counts = { framesIn: 0, audioOut: 0, interruptions: 0 };
 
   constructor(call: SipCall, options: CallBridgeOptions, onDone: (b: BridgedCall) => void) {
@@ -320,6 +321,10 @@ class BridgedCall {
     call.rtp.on('rtp', (p: ReceivedRtp) => {
       if (p.payloadType === receivePt || (cnPt !== undefined && p.payloadType === cnPt)) this.#inbound?.push(p);
     });
+    // Keys the caller presses (RFC 4733 or SIP INFO) go to the agent as the `dtmf` extension.
+    call.on('dtmf', (digit) => {
+      if (this.#ws?.readyState === WebSocket.OPEN) this.#ws.send(JSON.stringify({ type: 'dtmf', data: { digit } }));
+    });
     // Caller audio goes to the session at the jitter buffer's playout pace: one frame per 20 ms.
     this.#ticker = new Pacer((tick) => this.#sendInputFrame(tick.nowMs), { onError: (err) => this.#log.warn({ err }, 'inbound media tick failed') });
     this.#ticker.start();
@@ -369,12 +374,26 @@ class BridgedCall {
         this.#counts.interruptions++;
         this.#outbound?.clear();
         return;
+      case 'dtmf':
+        void this.#playDigits(msg.data?.digits ?? '');
+        return;
       case 'session_ended':
         void this.#onSessionEnded(msg.data?.reason ?? 'unknown', msg.data?.transfer_number);
         return;
       default:
         return; // transcripts, text, tool calls: for other clients
     }
+  }
+
+  /** The agent presses keys (IVRs): RFC 4733 events, one after another. */
+  async #playDigits(digits: string): Promise<void> {
+    const play = (this.#digitChain = this.#digitChain.then(async () => {
+      for (const d of digits) {
+        if (this.#done || !/^[0-9A-D*#]$/.test(d)) return;
+        await this.#call.sendDtmf(d);
+      }
+    }));
+    await play.catch((err: unknown) => this.#log.warn({ err }, 'sending DTMF failed'));
   }
 
   async #onSessionEnded(reason: string, transferNumber: string | undefined): Promise<void> {

@@ -27,13 +27,21 @@ export type ServerEvent =
   | { type: 'speech_stopped'; data: Record<string, never> }
   | { type: 'session_ended'; data: { reason: SessionEndReason; transfer_number?: string } }
   | { type: 'interruption'; data: Record<string, never> }
-  | { type: 'tool_call'; data: { toolCallId: string; toolName: string; arguments: ToolCallArgument[] } };
+  | { type: 'tool_call'; data: { toolCallId: string; toolName: string; arguments: ToolCallArgument[] } }
+  /**
+   * Extension (not in the API document; docs/decisions.md): keys the agent sends into the call
+   * (IVRs). Only phone sessions (direction inbound/outbound) offer the model the tool that sends
+   * it, so WebSocket clients of the public protocol never receive it.
+   */
+  | { type: 'dtmf'; data: { digits: string } };
 
 export type ServerEventType = ServerEvent['type'];
 
 export type ClientEvent =
   | { type: 'input_audio'; data: { audio: string } }
-  | { type: 'tool_call_output'; data: { toolCallId: string; output: string } };
+  | { type: 'tool_call_output'; data: { toolCallId: string; output: string } }
+  /** Extension: a key the caller pressed (sent by the call bridge; docs/decisions.md). */
+  | { type: 'dtmf'; data: { digit: string } };
 
 /**
  * A server event as one JSON text. `response_audio` is built as a string: base64 needs no JSON

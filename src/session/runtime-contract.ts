@@ -67,6 +67,8 @@ export interface SessionRuntime {
    */
   inputAudio(pcm: Int16Array): void;
   toolCallOutput(toolCallId: string, output: string): void;
+  /** A key the caller pressed (extension message `dtmf`, from the call bridge). */
+  dtmf?(digit: string): void;
   /** The transcript so far, for the session record. */
   transcript(): TranscriptEntry[];
   /** The client went away or the server is closing: stop all work at once. Idempotent. */

@@ -431,6 +431,13 @@ class VoiceSession {
         this.#runtime?.toolCallOutput(data.toolCallId, data.output);
         return;
       }
+      case 'dtmf': {
+        // Extension (docs/decisions.md): a key the caller pressed, sent by the call bridge.
+        const data = requireData(msg);
+        if (typeof data.digit !== 'string' || !/^[0-9A-Da-d*#]$/.test(data.digit)) throw new ClientError(CLOSE.INVALID_PAYLOAD, 'dtmf: data.digit must be one of 0-9, A-D, * and #');
+        this.#runtime?.dtmf?.(data.digit.toUpperCase());
+        return;
+      }
       default:
         // Newer clients may send types this server does not know: ignored, logged once per type.
         if (!this.#unknownTypes.has(msg.type) && this.#unknownTypes.size < 32) {

@@ -106,6 +106,30 @@ describe('voice session with zero configuration', () => {
   });
 });
 
+describe('dtmf extension message', () => {
+  let td: TestDaemon;
+  beforeAll(async () => {
+    td = await startTestDaemon({ sip: { enabled: false } });
+  });
+  afterAll(async () => {
+    await td?.close();
+  });
+
+  it('keys pressed reach the agent as one entry ending at #; a bad key closes 1007', async () => {
+    const agentId = await createAgent(td, { vad_settings: FAST_VAD, first_message: 'Press a key.' });
+    const { client } = await connect(td, agentId);
+    await turnEnd(client, 0);
+    const mark = client.events.length;
+    for (const digit of ['1', '2', '#']) client.send({ type: 'dtmf', data: { digit } });
+    expect((await turnEnd(client, mark, 8000)).data.text).toBe('You said: [The caller pressed 12#].');
+    // Web sessions are not offered send_dtmf: no dtmf event ever reaches a public client.
+    expect(client.of('dtmf')).toHaveLength(0);
+    client.send({ type: 'dtmf', data: { digit: 'x' } });
+    expect(await client.waitClosed()).toBe(1007);
+    expect(client.closeReason).toMatch(/dtmf/);
+  });
+});
+
 describe('noise suppression and call summary', () => {
   let td: TestDaemon;
   beforeAll(async () => {
