@@ -27,6 +27,7 @@ import { outboundTrunkFromStore } from '../sip/store-directory.ts';
 import type { SipUserAgent } from '../sip/user-agent.ts';
 import type { Store } from '../store/index.ts';
 import type { BridgeMetrics } from './bridge-metrics.ts';
+import { MediaRelay } from './media-relay.ts';
 import type { SessionOpener } from './session-opener.ts';
 
 export interface CallBridgeOptions {
@@ -41,6 +42,11 @@ export interface CallBridgeOptions {
   /** Concurrent call limits (0 = none): over them inbound calls get 503 / 486, dials 429. */
   limits?: { maxCalls: number; maxCallsPerTrunk: number };
   metrics?: BridgeMetrics;
+  /**
+   * Transfer fallback: places a call to `target` for `call` (through its trunk) and resolves with
+   * the answered leg, or undefined when it is not answered. Undefined option: no fallback.
+   */
+  dialTransfer?: (call: SipCall, target: string) => Promise<SipCall | undefined>;
   /** Call recording: a recorder per bridged call (undefined: recording off). */
   recorder?: (callId: string) => CallRecorderSink | undefined;
 }
@@ -67,7 +73,26 @@ export class CallBridge {
   readonly #calls = new Set<BridgedCall>();
 
   constructor(options: CallBridgeOptions) {
-    this.#o = options;
+    this.#o = { dialTransfer: (call, target) => this.#dialTransfer(call, target), ...options };
+  }
+
+  /** The transfer fallback's new leg: to `target` through the call's trunk, caller ID kept. */
+  async #dialTransfer(call: SipCall, target: string): Promise<SipCall | undefined> {
+    const ua = this.#o.ua();
+    const trunkId = call.trunk?.id ?? call.route?.trunkId;
+    const orgId = call.trunk?.orgId ?? call.route?.orgId;
+    if (ua === undefined || trunkId === undefined || orgId === undefined) return undefined;
+    const trunk = outboundTrunkFromStore(this.#o.store, orgId, trunkId);
+    if (trunk === undefined || trunk.outbound_host === '') {
+      this.#o.logger.warn({ callId: call.id, trunkId }, 'transfer fallback impossible: the call\'s trunk has no outbound_host');
+      return undefined;
+    }
+    const result = await ua.dial({ trunk, to: target, callerId: call.from });
+    if (!result.ok) {
+      this.#o.logger.info({ callId: call.id, target, reason: result.reason, status: result.status }, 'transfer fallback: the target did not answer');
+      return undefined;
+    }
+    return result.call;
   }
 
   /** Calls being bridged now. */
@@ -195,6 +220,8 @@ class BridgedCall {
   readonly #agentFrame = new Int16Array(480);
   #agentFresh = false;
   #digitChain: Promise<void> = Promise.resolve();
+  #transferring = false;
+  #relay: MediaRelay | undefined;
   readonly #counts = { framesIn: 0, audioOut: 0, interruptions: 0 };
 
   constructor(call: SipCall, options: CallBridgeOptions, onDone: (b: BridgedCall) => void) {
@@ -273,6 +300,8 @@ class BridgedCall {
     });
     ws.on('close', (code, reason) => {
       clearTimeout(timer);
+      // A transfer outlives the session: the transfer flow ends the call when it is done.
+      if (this.#transferring) return;
       this.#finish(`voice session closed (${code}${reason.length ? ` ${reason.toString()}` : ''})`);
     });
     ws.on('message', (raw, isBinary) => {
@@ -398,18 +427,39 @@ class BridgedCall {
 
   async #onSessionEnded(reason: string, transferNumber: string | undefined): Promise<void> {
     const call = this.#call;
-    if (reason === 'transfer' && transferNumber !== undefined && call.state === 'answered') {
-      const outcome = await call.transfer(transferNumber).catch((err: unknown) => {
-        this.#log.warn({ err }, 'REFER transfer failed');
-        return undefined;
-      });
-      this.#log.info({ transferNumber, outcome }, 'call transfer by REFER done');
-      // A transfer the peer accepted ends the call on its side (or ours, `transferred`); one it
-      // refused leaves us with the caller: hang up (the new-leg fallback is not built yet).
+    if (reason !== 'transfer' || transferNumber === undefined || call.state !== 'answered') {
+      call.hangup('local');
+      return;
+    }
+    this.#transferring = true;
+    // The agent is done (its transfer_message was played before session_ended): stop its media.
+    this.#stopMedia();
+    const outcome = await call.transfer(transferNumber).catch((err: unknown) => {
+      this.#log.warn({ err }, 'REFER transfer failed');
+      return undefined;
+    });
+    this.#log.info({ transferNumber, outcome }, 'call transfer by REFER done');
+    if (call.closed) return; // transferred: the call's hangup event finishes the bridge
+    // The caller's side refused the REFER or could not reach the target: connect the target
+    // ourselves, on a new outbound leg, and relay the audio (issue 6).
+    const leg = await this.#o.dialTransfer?.(call, transferNumber).catch((err: unknown) => {
+      this.#log.warn({ err }, 'transfer fallback: the new leg failed');
+      return undefined;
+    });
+    if (leg === undefined || call.closed) {
+      leg?.hangup('local');
       if (!call.closed) call.hangup('local');
       return;
     }
-    call.hangup('local');
+    this.#log.info({ transferNumber, legCallId: leg.id }, 'transfer fallback: target reached on a new leg, relaying audio');
+    this.#relay = new MediaRelay(call, leg);
+  }
+
+  /** Stops the bridge's own media (the agent's audio out, the caller's audio to the session). */
+  #stopMedia(): void {
+    this.#ticker?.close();
+    this.#outbound?.close();
+    this.#inbound?.close();
   }
 
   #refuse(status: number, why: string): void {
@@ -421,9 +471,8 @@ class BridgedCall {
   #finish(why: string): void {
     if (this.#done) return;
     this.#done = true;
-    this.#ticker?.close();
-    this.#outbound?.close();
-    this.#inbound?.close();
+    this.#stopMedia();
+    this.#relay?.close();
     this.#codec?.close();
     const recording = this.#recorder?.close();
     if (recording !== undefined && this.#sessionId !== undefined) this.#o.store.calls.setRecording(this.#sessionId, recording);

@@ -114,4 +114,65 @@ describe.skipIf(!sippAvailable())('call bridge smoke (SIPp, ACL trunk)', () => {
       await d2.close();
     }
   });
+
+  it('transfer: the agent\'s timeout action transfers with REFER, which the PBX accepts; the record says transfer', async () => {
+    const agent = (await d.api('POST', '/v1/agents', {
+      name: 'Transferring desk',
+      first_message: 'Hi.',
+      timeout_settings: { default_timeout: 2, timeout_action: 'transfer_call', transfer_number: '+15550007777', transfer_message: 'Transferring you now.' },
+    })).body;
+    expect((await d.api('POST', `/v1/sip-trunks/${trunkId}/assignments`, { agent_id: agent.id, alternate_number: '+15550007002' })).status).toBe(201);
+    const r = await runSipp({ scenario: 'inbound-refer', remote: `127.0.0.1:${d.daemon.sip!.port}`, service: '+15550007002', keys: { caller: CALLER }, timeoutMs: 20_000 });
+    expect(r.code, r.describe()).toBe(0);
+    expect(r.requests('REFER', 'received')[0]?.header('Refer-To')).toMatch(/^<sip:\+15550007777@127\.0\.0\.1:\d+>$/);
+    const rec = await endedRecord(d, agent.id);
+    expect(rec).toMatchObject({ end_reason: 'transfer', status: 'completed' });
+    expect(rec.transcript.map((e: any) => e.text)).toContain('Transferring you now.');
+  });
+
+  it('transfer fallback: the PBX refuses the REFER; callbridge calls the target through the trunk and relays audio both ways', async () => {
+    const target = await startSipp({ scenario: 'uas-challenge-407', rtpEcho: true, timeoutMs: 30_000 });
+    try {
+      await target.ready;
+      // The fallback leg goes out through the trunk that routed the call: give it the target as
+      // its outbound host (with the credentials the target's 407 challenge asks for).
+      expect((await d.api('PATCH', `/v1/sip-trunks/${trunkId}`, { outbound_host: `127.0.0.1:${target.localPort}`, outbound_sip_username: 'carrier-user', outbound_sip_password: 'carrier-secret' })).status).toBe(200);
+      const agent = (await d.api('POST', '/v1/agents', {
+        name: 'Refused desk',
+        first_message: 'Hi.',
+        timeout_settings: { default_timeout: 2, timeout_action: 'transfer_call', transfer_number: '+15550008888', transfer_message: 'One moment.' },
+      })).body;
+      expect((await d.api('POST', `/v1/sip-trunks/${trunkId}/assignments`, { agent_id: agent.id, alternate_number: '+15550007003' })).status).toBe(201);
+      let relayed = 0;
+      const probe = setInterval(() => {
+        const leg = d.daemon.sip!.ua.calls.find((c) => c.direction === 'outbound' && c.to.includes('15550008888'));
+        if (leg) relayed = Math.max(relayed, leg.rtp.stats().packetsReceived);
+      }, 100);
+      const caller = await runSipp({ scenario: 'bridge-refer-refused', remote: `127.0.0.1:${d.daemon.sip!.port}`, service: '+15550007003', keys: { caller: CALLER }, durationMs: 3000, timeoutMs: 30_000 });
+      clearInterval(probe);
+      expect(caller.code, caller.describe()).toBe(0);
+      expect(caller.statuses('sent', 'REFER')).toEqual([403]);
+      const uas = await target.result;
+      expect(uas.code, uas.describe()).toBe(0);
+      // The target got the transfer number and the original caller's number, then our BYE.
+      expect(uas.requests('INVITE', 'received').at(-1)?.raw).toMatch(/^INVITE sip:\+?15550008888@/);
+      expect(uas.statuses('sent', 'BYE')).toEqual([200]);
+      // The caller's audio went to the target and its echo came back on the new leg.
+      expect(relayed).toBeGreaterThan(50);
+      expect((await endedRecord(d, agent.id)).end_reason).toBe('transfer');
+    } finally {
+      target.kill();
+    }
+  });
 });
+
+async function endedRecord(d: TestDaemon, agentId: string): Promise<any> {
+  const end = Date.now() + 8000;
+  for (;;) {
+    const list = await d.api('GET', `/v1/calls?agent_ids=${agentId}`);
+    const rec = (Array.isArray(list.body) ? list.body : list.body.calls)[0];
+    if (rec?.ended_at) return rec;
+    if (Date.now() > end) throw new Error(`no ended call record for agent ${agentId}: ${list.text}`);
+    await new Promise((res) => setTimeout(res, 100));
+  }
+}
