@@ -150,7 +150,12 @@ describe.skipIf(!sippAvailable())('call bridge smoke (SIPp, ACL trunk)', () => {
       }, 100);
       const caller = await runSipp({ scenario: 'bridge-refer-refused', remote: `127.0.0.1:${d.daemon.sip!.port}`, service: '+15550007003', keys: { caller: CALLER }, durationMs: 3000, timeoutMs: 30_000 });
       clearInterval(probe);
-      expect(caller.code, caller.describe()).toBe(0);
+      if (caller.code !== 0) {
+        // Say what the target saw too: a quick BYE after the 403 means the new leg failed.
+        target.kill();
+        const seen = await target.result.catch((err: unknown) => ({ describe: () => String(err) }));
+        expect(caller.code, `${caller.describe()}\n--- target ---\n${seen.describe()}`).toBe(0);
+      }
       expect(caller.statuses('sent', 'REFER')).toEqual([403]);
       const uas = await target.result;
       expect(uas.code, uas.describe()).toBe(0);
