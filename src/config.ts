@@ -284,6 +284,37 @@ const schema = {
       default: 0,
       env: 'CALLBRIDGE_BRIDGE_MAX_CALLS_PER_TRUNK',
     },
+    upstream_url: {
+      doc: 'Base URL (http(s)) of the voice server the bridge opens its sessions on: POST <url>/v1/session-token, then the WebSocket <url>/v1/connection. Empty = this daemon (in-process, no HTTP hop). Agents are looked up by the same id there (docs/bridge.md).',
+      format: 'url-or-empty',
+      default: '',
+      env: 'CALLBRIDGE_BRIDGE_UPSTREAM_URL',
+    },
+    upstream_api_key: {
+      doc: 'API key sent as `Authorization: Bearer` to bridge.upstream_url (an organization key of the upstream server); required when upstream_url is set.',
+      format: String,
+      default: '',
+      env: 'CALLBRIDGE_BRIDGE_UPSTREAM_API_KEY',
+      sensitive: true,
+    },
+    upstream_timeout_ms: {
+      doc: 'Time limit of the session-token request to bridge.upstream_url; a call whose session is not issued within it is refused with 503.',
+      format: 'nat',
+      default: 5000,
+      env: 'CALLBRIDGE_BRIDGE_UPSTREAM_TIMEOUT_MS',
+    },
+    recording: {
+      doc: 'Record every bridged call (caller left, agent right) as a stereo WAV in <data_dir>/recordings, served at GET /v1/calls/{id}/recording. Off by default: recordings are personal data. The env var takes true or false.',
+      format: Boolean,
+      default: false,
+      env: 'CALLBRIDGE_BRIDGE_RECORDING',
+    },
+    recording_sample_rate: {
+      doc: 'Sample rate of call recordings (stereo PCM16): 8000 (phone band, 1.92 MB per minute), 16000 (wideband, 3.84 MB per minute) or 24000 (the voice protocol\'s rate, 5.76 MB per minute).',
+      format: [8000, 16000, 24000],
+      default: 16000,
+      env: 'CALLBRIDGE_BRIDGE_RECORDING_SAMPLE_RATE',
+    },
   },
   session: {
     tool_timeout_secs: {
@@ -401,7 +432,7 @@ export type Config = {
   stt: { provider: 'local' | 'openai' | 'stream'; base_url: string; api_key: string; model: string };
   tts: { providers: TtsSlotConfig[] };
   session: { tool_timeout_secs: number };
-  bridge: { max_calls: number; max_calls_per_trunk: number };
+  bridge: { max_calls: number; max_calls_per_trunk: number; upstream_url: string; upstream_api_key: string; upstream_timeout_ms: number; recording: boolean; recording_sample_rate: 8000 | 16000 | 24000 };
   voices: { catalog: VoiceCatalogEntry[] };
   agent_defaults: {
     status: 'active' | 'inactive';
@@ -518,6 +549,12 @@ function crossCheck(config: Config): void {
   if (config.stt.provider !== 'local' && config.stt.base_url === '') throw new ConfigError(`invalid configuration: stt.base_url is required for stt.provider ${config.stt.provider}`);
   if (!(LANGUAGE_CODES as readonly string[]).includes(config.agent_defaults.default_language)) {
     throw new ConfigError(`invalid configuration: agent_defaults.default_language must be one of ${LANGUAGE_CODES.join(', ')}`);
+  }
+  if (config.bridge.upstream_url !== '' && config.bridge.upstream_api_key === '') {
+    throw new ConfigError('invalid configuration: bridge.upstream_api_key is required when bridge.upstream_url is set (an API key of the upstream server)');
+  }
+  if (config.bridge.upstream_url !== '' && (config.bridge.upstream_timeout_ms < 100 || config.bridge.upstream_timeout_ms > 60_000)) {
+    throw new ConfigError('invalid configuration: bridge.upstream_timeout_ms must be between 100 and 60000');
   }
   if (config.agent_defaults.default_timeout > config.limits.max_default_timeout) {
     throw new ConfigError('invalid configuration: agent_defaults.default_timeout is above limits.max_default_timeout');

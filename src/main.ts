@@ -14,6 +14,7 @@ import { CallBridge } from './bridge/call-bridge.ts';
 import { LocalSessionOpener } from './bridge/session-opener.ts';
 import { UpstreamSessionOpener } from './bridge/upstream-session-opener.ts';
 import { createBridgeMetrics } from './bridge/bridge-metrics.ts';
+import { CallRecorder } from './bridge/call-recorder.ts';
 import { createAgentRuntimeFactory, prepareAgentRuntime, runtimeDepsFromConfig } from './agent/runtime-factory.ts';
 import { buildApp } from './api/app.ts';
 import { createRegistry } from './api/metrics.ts';
@@ -87,6 +88,9 @@ export async function startDaemon(
     sessions: config.bridge.upstream_url ? new UpstreamSessionOpener({ baseUrl: config.bridge.upstream_url, apiKey: config.bridge.upstream_api_key, timeoutMs: config.bridge.upstream_timeout_ms, store, logger: logger.child({ component: 'bridge' }) }) : new LocalSessionOpener(store, tokens, () => url),
     limits: { maxCalls: config.bridge.max_calls, maxCallsPerTrunk: config.bridge.max_calls_per_trunk },
     metrics: createBridgeMetrics(registry),
+    recorder: config.bridge.recording
+      ? (id) => new CallRecorder({ dir: join(config.data_dir, 'recordings'), callId: id, sampleRate: config.bridge.recording_sample_rate, logger: logger.child({ component: 'recorder', sessionId: id }) })
+      : undefined,
   });
   const app = await buildApp({
     config,

@@ -1,11 +1,18 @@
-/** Call history: voice sessions (src/session/) and, later, the call bridge write the records. */
+/**
+ * Call history: voice sessions (src/session/) and the call bridge write the records; recordings
+ * (bridge.recording) are stereo WAV files the bridge wrote, streamed from disk (docs/calls.md).
+ */
+import { createReadStream, statSync } from 'node:fs';
 import type { FastifyInstance } from 'fastify';
 import { Type } from '@sinclair/typebox';
 import type { ApiDeps } from '../context.ts';
 import { DateTime, errorResponses, IdParams, Obj, Uuid } from '../schemas.ts';
-import { notFound, validation } from '../../domain/errors.ts';
+import { DomainError, notFound, validation } from '../../domain/errors.ts';
 import { isUuid } from '../../domain/ids.ts';
 import type { CallDirection } from '../../store/calls.ts';
+
+/** A 404 whose message says more than "<what> not found". */
+const notFoundWith = (message: string) => new DomainError('not_found', 'NOT_FOUND', message);
 
 const Nullable = <T extends ReturnType<typeof Type.String>>(t: T) => Type.Union([t, Type.Null()]);
 const Call = Type.Object(
@@ -65,4 +72,37 @@ export async function callRoutes(app: FastifyInstance, deps: ApiDeps): Promise<v
     if (!call) throw notFound('call');
     return call;
   });
+
+  app.get(
+    '/v1/calls/:id/recording',
+    {
+      schema: {
+        tags,
+        description: 'The call\'s recording: a stereo PCM16 WAV, left channel the caller, right channel the agent (bridge.recording must be on).',
+        params: IdParams,
+        response: { 200: { description: 'WAV audio', content: { 'audio/wav': { schema: Type.String({ format: 'binary' }) } } }, ...errorResponses(400, 401, 404) },
+      },
+    },
+    async (req, reply) => {
+      const { id } = req.params as { id: string };
+      if (!store.calls.get(req.org.id, id)) throw notFound('call');
+      const path = store.calls.recordingPath(req.org.id, id);
+      if (path === undefined) throw notFoundWith('call has no recording (recording is off, or the call was never answered)');
+      let size: number;
+      try {
+        const st = statSync(path);
+        if (!st.isFile()) throw new Error('not a file');
+        size = st.size;
+      } catch {
+        req.log.warn({ callId: id, path }, 'recording file missing on disk');
+        throw notFoundWith('recording file is gone: it was deleted from the server');
+      }
+      return reply
+        .header('content-type', 'audio/wav')
+        .header('content-length', size)
+        .header('content-disposition', `attachment; filename="${id}.wav"`)
+        .header('cache-control', 'private, no-store')
+        .send(createReadStream(path));
+    },
+  );
 }

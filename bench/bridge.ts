@@ -1,0 +1,830 @@
+/**
+ * bench/bridge: N concurrent phone calls through the whole call bridge (issue 6): SIPp places the
+ * calls, this process is every caller's phone (RTP), callbridge bridges each call to a voice
+ * session of `local/echo`. Per step: CPU and memory per call, the bridge-added processing latency
+ * per direction (p50/p99) beside the media-path floor measured in the same run, and whether the
+ * caller hears every 20 ms frame on time. Targets (issue 6, this 2-core machine): 200 concurrent
+ * bridged calls with no audio gaps (every 20 ms frame on time within 5 ms) and added latency under
+ * 5 ms p99 per direction. Targets are reported, never asserted; run() throws when the measurement
+ * is invalid (a process did not start, a call was not established or failed, no audio flowed).
+ *
+ * Processes (all on 127.0.0.1):
+ *   SIPp (UAC, signaling only) --SIP--> A: bench/bridge-server.ts, the bridge daemon (SIP, RTP,
+ *   this process: N RTP sockets <--RTP-->   the bridge; no agent runtime of its own)
+ *                                          |  bridge.upstream_url: POST /v1/session-token + WebSocket
+ *                                          v
+ *                                        B: bench/session-server.ts, the voice server (local STT,
+ *                                           local/echo, energy VAD; TTS = bench/session-tts-server.ts,
+ *                                           a fake that answers `tone-<ms>` at once)
+ * Why two daemons: the bridge talks to its voice server over the same loopback WebSocket whether
+ * that server is in its own process (the default) or another one (upstream mode): one code path.
+ * Splitting them lets /proc/<pid>/stat of A be the bridge's CPU alone (SIP, RTP, media, the
+ * WebSocket client), not the agent runtime's; B's CPU is printed beside it. The fake TTS keeps
+ * eSpeak's synthesis cost (the agent's, not the bridge's) out of a 2-core machine.
+ *
+ * One call: INVITE (SDP offer: this process's RTP socket for the call, from SIPp's -inf CSV) ->
+ * 200 (the answer is read from SIPp's <log> as soon as it arrives) -> ACK -> hold -> BYE. SIPp
+ * places the N calls at BENCH_BRIDGE_RATE (25) calls/s; each holds long enough that all are up
+ * for a settle time (3 s) plus the measured window (BENCH_BRIDGE_SECS, 20 s).
+ * The caller's audio: 20 ms PCMU packets in real time on a drift-free schedule (calls spread over
+ * the 20 ms), a 3 s cycle of 0.5 s speech-like audio (-16 dBFS harmonics with a syllable envelope)
+ * and 2.5 s of line noise (-70 dBFS), each call at its own phase. The agent (vad 0.1/0.3 s) answers
+ * every utterance with "You said: ..." as two TTS pieces of tone-800: 1.6 s of audio per 3 s, so
+ * both directions carry audio all the time and the outbound path plays a talk spurt per cycle.
+ *
+ * Measured over the window, per step:
+ *   - CPU per call: A's user+system CPU / window / N, in ms of CPU per second of call; also A's
+ *     main thread (its event loop) as % of a core, B's CPU and the whole machine's busy share
+ *     (/proc/stat), this process's CPU.
+ *   - memory per call: (A's VmRSS with N calls up - A's VmRSS idle before the step) / N.
+ *   - bridge-added latency: the bridge's own processing per frame, timed inside A (see
+ *     bench/bridge-server.ts): in = RTP receive (parse, jitter-buffer insert) + the 20 ms tick
+ *     (playout, decode, 8k->24k, base64, input_audio send); out = response_audio handling (JSON,
+ *     base64, queue) + encode and send (24k->8k, G.711, RTP). A direction's p99 is the SUM of its
+ *     two parts' p99s (an upper bound). The jitter buffer's depth and the playout queue's lead are
+ *     buffering by design, not processing, and are not in it (docs/media-jitter-and-pacing.md).
+ *     Floor: bench/media run in a child process at the start of this run (the same media path in
+ *     a closed loop over loopback UDP, without SIP, WebSocket or the bridge): its
+ *     media_latency_p50/p99 (both directions' handler time per packet) and media_path_us_per_frame.
+ *   - on time: every RTP packet the callers receive, by arrival time. Within a talk spurt (a new
+ *     one at each marker bit), packet k is due at ref + 20 ms * k (k from the RTP timestamp, ref =
+ *     its earliest possible start); on time = arrived within 5 ms of due. Gaps = frames missing
+ *     inside a spurt (timestamp jumps) plus spurts that restart within 300 ms of the previous one's
+ *     end (the playout queue ran dry mid-reply: agent audio late, from B or the socket). A spurt
+ *     starts at a marker bit or where arrivals pause 100 ms longer than the timestamps advance
+ *     (callbridge sends nothing in the agent's silences, and its timestamp skips them). Within a
+ *     spurt a packet over 20 ms late is a pause in the agent's audio: counted with the underruns
+ *     (once), and the schedule re-anchors on it.
+ *   - the load generator: how late this process sent its packets (p99) and its event-loop delay.
+ *     A step is CLIENT-LIMITED when either p99 is over 5 ms or the machine was >= 97 % busy: its
+ *     arrival times are then not trustworthy to 5 ms, and a miss is not the bridge's.
+ * A step is HELD when all N calls were up through the window, no gap, >= 99.9 % on time and A's
+ * event loop below 95 % of a core. Steps go on to the end (BENCH_BRIDGE_STEPS, default
+ * 50,100,150,200).
+ *
+ * Figures (RESULT lines): bridge_calls_held (baseline: the target 200); at the highest step not
+ * client-limited (else the highest): bridge_cpu_per_call (baseline: the media floor per call,
+ * media_path_us_per_frame * 50 frames/s), bridge_mem_per_call (baseline: B's memory per session at
+ * the same step), bridge_in_latency_p50/p99 and bridge_out_latency_p50/p99 (baseline: the floor's
+ * media_latency_p50/p99), bridge_on_time_share (baseline: the share of this process's own sends
+ * on time within 5 ms: the load generator's pacing).
+ */
+import dgram from 'node:dgram';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpus, loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
+import { pathToFileURL } from 'node:url';
+import { openStore } from '../src/store/index.ts';
+import { createCodec } from '../src/media/codecs.ts';
+import { cpuSeconds, mainThreadCpuSeconds, ROOT, running, startChild, stopChild, waitForLine, type Child } from './lib/child.ts';
+import { printFigures, table, type Figure } from './lib/result.ts';
+import { exitMeaning, freeMediaPort, freeSipPort, freeUdpPort, sippAvailable } from '../test/interop/sipp.ts';
+
+const HOST = '127.0.0.1';
+const FRAME_MS = 20;
+const ON_TIME_MS = 5;
+const NUMBER = '+15550003000';
+const SETTLE_MS = 3000;
+const CYCLE_FRAMES = 150;
+const SPEECH_FRAMES = 25;
+const TARGET_CALLS = 200;
+/** Arrivals pausing this much longer than their timestamps advance start a new talk spurt. */
+const SPURT_PAUSE_MS = 100;
+/** A packet this late inside a spurt is a pause in the agent's audio (counted as a gap), not pacing. */
+const PAUSE_LATE_MS = 20;
+
+function envNum(name: string, fallback: number): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const n = Number(raw);
+  if (!Number.isFinite(n) || n <= 0) throw new RangeError(`${name} must be a positive number, got "${raw}"`);
+  return n;
+}
+
+function envSteps(): number[] {
+  const raw = process.env.BENCH_BRIDGE_STEPS ?? '50,100,150,200';
+  const steps = raw.split(',').map((s) => Number(s.trim()));
+  if (steps.length === 0 || steps.some((n) => !Number.isInteger(n) || n <= 0)) throw new RangeError(`BENCH_BRIDGE_STEPS must be positive integers separated by commas, got "${raw}"`);
+  return steps;
+}
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+function quantile(sorted: ArrayLike<number>, q: number): number {
+  if (sorted.length === 0) return Number.NaN;
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))]!;
+}
+
+function rssMb(pid: number | undefined): number {
+  try {
+    const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return m ? Number(m[1]) / 1024 : Number.NaN;
+  } catch {
+    return Number.NaN;
+  }
+}
+
+/** Busy and total jiffies of the whole machine (/proc/stat's cpu line). */
+function machineJiffies(): { busy: number; total: number } {
+  try {
+    const f = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
+    const idle = (f[3] ?? 0) + (f[4] ?? 0);
+    const total = f.slice(0, 8).reduce((a, b) => a + b, 0);
+    return { busy: total - idle, total };
+  } catch {
+    return { busy: Number.NaN, total: Number.NaN };
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The callers' audio: one 3 s cycle of PCMU payloads
+
+function cyclePayloads(): Buffer[] {
+  const out: Buffer[] = [];
+  const codec = createCodec('PCMU');
+  let seed = 12345;
+  const rand = () => ((seed = (seed * 1103515245 + 12345) & 0x7fffffff) / 0x7fffffff) * 2 - 1;
+  for (let f = 0; f < CYCLE_FRAMES; f++) {
+    const pcm = new Int16Array(160);
+    for (let i = 0; i < 160; i++) {
+      const n = f * 160 + i;
+      const t = n / 8000;
+      if (f < SPEECH_FRAMES) {
+        // Voiced speech-like: harmonics of a gliding 110-140 Hz pitch, formant-ish weights, 4 Hz syllables.
+        const f0 = 125 + 15 * Math.sin(2 * Math.PI * 1.3 * t);
+        let x = 0;
+        for (let k = 1; k <= 25; k++) {
+          const fk = k * f0;
+          if (fk > 3400) break;
+          const w = Math.exp(-(((fk - 500) / 300) ** 2)) + 0.6 * Math.exp(-(((fk - 1500) / 400) ** 2)) + 0.3 * Math.exp(-(((fk - 2500) / 500) ** 2));
+          x += w * Math.sin(2 * Math.PI * fk * t + k);
+        }
+        const env = 0.55 + 0.45 * Math.sin(2 * Math.PI * 4 * t);
+        pcm[i] = Math.max(-32768, Math.min(32767, Math.round(4200 * env * x)));
+      } else {
+        pcm[i] = Math.round(10 * rand()); // about -70 dBFS line noise
+      }
+    }
+    const enc = new Uint8Array(160);
+    codec.encode(pcm, enc);
+    out.push(Buffer.from(enc));
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The callers: one RTP socket per call, one send schedule for all
+
+interface Caller {
+  sock: dgram.Socket;
+  port: number;
+  remote?: { address: string; port: number };
+  startAt: number;
+  sent: number;
+  seq: number;
+  ts: number;
+  ssrc: number;
+  phase: number;
+  /** Arrivals inside the window: time (ms, performance.now()), RTP timestamp, marker. */
+  at: number[];
+  rtpTs: number[];
+  marker: boolean[];
+  received: number;
+}
+
+class Callers {
+  readonly calls: Caller[] = [];
+  readonly #payloads: Buffer[];
+  #timer: NodeJS.Timeout | undefined;
+  #closed = false;
+  window: { from: number; to: number } = { from: Infinity, to: -Infinity };
+  /** Send lateness (ms) of packets sent inside the window. */
+  lateness: number[] = [];
+
+  constructor(payloads: Buffer[]) {
+    this.#payloads = payloads;
+  }
+
+  async open(n: number): Promise<void> {
+    for (let i = 0; i < n; i++) {
+      const sock = dgram.createSocket('udp4');
+      await new Promise<void>((r) => sock.bind(0, HOST, r));
+      const c: Caller = { sock, port: sock.address().port, startAt: 0, sent: 0, seq: (Math.random() * 0x8000) | 0, ts: (Math.random() * 0x7fffffff) >>> 0, ssrc: (Math.random() * 0xffffffff) >>> 0, phase: Math.floor(Math.random() * CYCLE_FRAMES), at: [], rtpTs: [], marker: [], received: 0 };
+      sock.on('message', (msg) => {
+        if (msg.length < 12 || msg[0]! >> 6 !== 2) return;
+        const pt = msg[1]!;
+        if (pt >= 200 && pt <= 204) return; // RTCP (callbridge sends it to port + 1, maybe another call's socket)
+        c.received++;
+        const now = performance.now();
+        if (now < this.window.from || now > this.window.to) return;
+        c.at.push(now);
+        c.rtpTs.push(msg.readUInt32BE(4));
+        c.marker.push((pt & 0x80) !== 0);
+      });
+      sock.on('error', () => {});
+      this.calls.push(c);
+    }
+  }
+
+  /** Starts a call's stream towards callbridge's SDP answer; calls are spread over the 20 ms. */
+  start(c: Caller, remote: { address: string; port: number }): void {
+    if (c.remote) return;
+    c.remote = remote;
+    const now = performance.now();
+    const slot = (this.calls.indexOf(c) % 10) * 2;
+    c.startAt = now + ((slot - (now % FRAME_MS) + FRAME_MS) % FRAME_MS);
+    if (this.#timer === undefined) this.#loop();
+  }
+
+  #loop = (): void => {
+    if (this.#closed) return;
+    const now = performance.now();
+    let next = now + FRAME_MS;
+    for (const c of this.calls) {
+      if (!c.remote) continue;
+      let due = c.startAt + c.sent * FRAME_MS;
+      let burst = 0;
+      while (due <= now + 0.3) {
+        if (now - due > 3 * FRAME_MS || burst >= 3) {
+          // Stalled: skip the stale ones (timestamps advance, as after a loss).
+          c.sent++;
+          c.seq = (c.seq + 1) & 0xffff;
+          c.ts = (c.ts + 160) >>> 0;
+          due += FRAME_MS;
+          continue;
+        }
+        const payload = this.#payloads[(c.phase + c.sent) % CYCLE_FRAMES]!;
+        const p = Buffer.allocUnsafe(172);
+        p[0] = 0x80;
+        p[1] = c.sent === 0 ? 0x80 : 0;
+        p.writeUInt16BE(c.seq, 2);
+        p.writeUInt32BE(c.ts, 4);
+        p.writeUInt32BE(c.ssrc, 8);
+        payload.copy(p, 12);
+        c.sock.send(p, c.remote.port, c.remote.address);
+        if (now >= this.window.from && now <= this.window.to) this.lateness.push(now - due);
+        c.sent++;
+        c.seq = (c.seq + 1) & 0xffff;
+        c.ts = (c.ts + 160) >>> 0;
+        due += FRAME_MS;
+        burst++;
+      }
+      if (due < next) next = due;
+    }
+    this.#timer = setTimeout(this.#loop, Math.max(0, next - performance.now()));
+  };
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    clearTimeout(this.#timer);
+    await Promise.all(this.calls.map((c) => new Promise<void>((r) => c.sock.close(() => r()))));
+  }
+}
+
+/** On-time analysis of what the callers heard inside the window. */
+function analyse(calls: readonly Caller[]): { frames: number; onTime: number; late: number[]; missing: number; underruns: number; pauses: number; spurts: number; silentCalls: number } {
+  let frames = 0;
+  let onTime = 0;
+  let missing = 0;
+  let underruns = 0;
+  let pauses = 0;
+  let spurts = 0;
+  let silentCalls = 0;
+  const late: number[] = [];
+  for (const c of calls) {
+    if (c.at.length === 0) {
+      silentCalls++;
+      continue;
+    }
+    let i = 0;
+    let prevEnd = -Infinity;
+    while (i < c.at.length) {
+      // A spurt: from a marker (or the window's first packet) to before the next marker.
+      // A new spurt also where the arrivals pause far longer than the timestamps advance: the
+      // outbound path sends nothing while the agent is silent, and its timestamp does not count
+      // the silence.
+      let j = i + 1;
+      while (j < c.at.length && !c.marker[j] && c.at[j]! - c.at[j - 1]! - (((c.rtpTs[j]! - c.rtpTs[j - 1]!) >>> 0) / 160) * FRAME_MS < SPURT_PAUSE_MS) j++;
+      spurts++;
+      if (c.at[i]! - prevEnd < 300 && prevEnd > -Infinity) underruns++;
+      // Forward pass: packet k is due at ref + 20 ms * k (k from the RTP timestamp); ref is the
+      // earliest start seen so far. A packet more than PAUSE_LATE_MS late is a pause (the playout
+      // queue had nothing: the agent's audio came late), counted once as a gap, and re-anchors.
+      const ts0 = c.rtpTs[i]!;
+      let ref = Infinity;
+      let prevK = -1;
+      for (let k = i; k < j; k++) {
+        const idx = ((c.rtpTs[k]! - ts0) >>> 0) / 160;
+        if (prevK >= 0 && idx - prevK > 1) missing += idx - prevK - 1;
+        prevK = idx;
+        const anchor = c.at[k]! - idx * FRAME_MS;
+        if (anchor < ref) ref = anchor;
+        let l = anchor - ref;
+        if (l > PAUSE_LATE_MS) {
+          pauses++;
+          ref = anchor;
+          l = 0;
+        }
+        late.push(l);
+        frames++;
+        if (l <= ON_TIME_MS) onTime++;
+      }
+      prevEnd = c.at[j - 1]!;
+      i = j;
+    }
+  }
+  return { frames, onTime, late, missing, underruns, pauses, spurts, silentCalls };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Processes
+
+interface ProcStats {
+  rtpIn: { n: number; p50: number; p99: number; max: number };
+  tickIn: { n: number; p50: number; p99: number; max: number };
+  msgOut: { n: number; p50: number; p99: number; max: number };
+  sendOut: { n: number; p50: number; p99: number; max: number };
+  loop: { p50: number; p99: number; max: number };
+  active: number;
+  heapUsedMb: number;
+}
+
+async function bridgeStats(a: Child): Promise<ProcStats> {
+  const before = a.output().length;
+  process.kill(a.proc.pid!, 'SIGUSR2');
+  const deadline = Date.now() + 5000;
+  for (;;) {
+    const m = /STATS (\{.*\})\n/.exec(a.output().slice(Math.max(0, before - 10)));
+    if (m) return JSON.parse(m[1]!) as ProcStats;
+    if (Date.now() > deadline) throw new Error(`the bridge daemon did not print STATS:\n${a.output()}`);
+    await sleep(20);
+  }
+}
+
+async function api(base: string, key: string, method: string, path: string, body?: unknown): Promise<any> {
+  const res = await fetch(base + path, { method, headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) });
+  const text = await res.text();
+  if (res.status >= 300) throw new Error(`${method} ${path}: HTTP ${res.status} ${text}`);
+  return text ? JSON.parse(text) : undefined;
+}
+
+/** bench/media in a child: the media-path floor of this run. */
+async function mediaFloor(): Promise<{ pathUs: number; p50: number; p99: number; output: string }> {
+  const href = pathToFileURL(join(ROOT, 'bench', 'media.ts')).href;
+  const child = startChild('bench/media', ['--import', 'tsx', '-e', `import(${JSON.stringify(href)}).then((m) => m.run()).then(() => process.exit(0), (e) => { console.error(e); process.exit(1); })`], {
+    BENCH_MEDIA_FRAMES: process.env.BENCH_MEDIA_FRAMES ?? '10000',
+  });
+  const code = await child.exited;
+  const out = child.output();
+  if (code !== 0) throw new Error(`bench/media (the floor) failed:\n${out}`);
+  const get = (name: string) => {
+    const m = new RegExp(`^RESULT ${name} (\\S+) \\S+ baseline=(\\S+)`, 'm').exec(out);
+    if (!m) throw new Error(`bench/media printed no ${name}:\n${out}`);
+    return Number(m[1]);
+  };
+  return { pathUs: get('media_path_us_per_frame'), p50: get('media_latency_p50'), p99: get('media_latency_p99'), output: out };
+}
+
+// ---------------------------------------------------------------------------------------------
+// A step
+
+interface Step {
+  n: number;
+  established: number;
+  aCpuMsPerCallSec: number;
+  aMainPct: number;
+  aCpuPct: number;
+  bCpuPct: number;
+  clientCpuPct: number;
+  machineBusyPct: number;
+  memPerCallMb: number;
+  bMemPerCallMb: number;
+  stats: ProcStats;
+  inP50: number;
+  inP99: number;
+  outP50: number;
+  outP99: number;
+  onTimeShare: number;
+  lateP99: number;
+  frames: number;
+  missing: number;
+  underruns: number;
+  spurtsPerCall: number;
+  clientSendP99: number;
+  clientSendOnTime: number;
+  clientLoopP99: number;
+  clientLimited: boolean;
+  held: boolean;
+  sippCode: number | null;
+  failed: number;
+}
+
+async function runStep(n: number, ctx: { a: Child; b: Child; sippBin: string; sipPort: number; payloads: Buffer[]; windowSecs: number; rate: number }, log: (s: string) => void): Promise<Step> {
+  const { a, b } = ctx;
+  const rssA0 = rssMb(a.proc.pid);
+  const rssB0 = rssMb(b.proc.pid);
+  const callers = new Callers(ctx.payloads);
+  await callers.open(n);
+  const rampMs = Math.ceil((n / ctx.rate) * 1000);
+  const holdMs = rampMs + SETTLE_MS + ctx.windowSecs * 1000 + 3000;
+  const byPort = new Map(callers.calls.map((c) => [c.port, c]));
+  const sipp = spawnCallerSipp({
+    bin: ctx.sippBin,
+    remote: `${HOST}:${ctx.sipPort}`,
+    number: NUMBER,
+    csv: callers.calls.map((c, i) => `+1555100${String(i).padStart(4, '0')};${c.port}`),
+    calls: n,
+    rate: ctx.rate,
+    holdMs,
+    timeoutMs: holdMs + 60_000,
+  });
+  try {
+    // Point each caller at callbridge's answer as soon as SIPp logs it.
+    const deadline = Date.now() + rampMs + 20_000;
+    let established = 0;
+    while (established < n) {
+      for (const { mediaPort, address, port } of sipp.answers()) {
+        const c = byPort.get(mediaPort);
+        if (c && !c.remote) {
+          callers.start(c, { address, port });
+          established++;
+        }
+      }
+      if (established >= n) break;
+      if (!sipp.running()) throw new Error(`step ${n}: SIPp ended with ${established} of ${n} calls established:\n${sipp.describe()}`);
+      if (Date.now() > deadline) throw new Error(`step ${n}: only ${established} of ${n} calls established within ${rampMs + 20_000} ms:\n${sipp.describe()}\nbridge daemon:\n${a.output().slice(-3000)}`);
+      await sleep(20);
+    }
+    log(`  ${n} calls established; settling ${SETTLE_MS} ms`);
+    await sleep(SETTLE_MS);
+    // The window.
+    await bridgeStats(a); // resets A's histograms
+    const loop = monitorEventLoopDelay({ resolution: 5 });
+    loop.enable();
+    const cpuA0 = cpuSeconds(a.proc.pid);
+    const mainA0 = mainThreadCpuSeconds(a.proc.pid);
+    const cpuB0 = cpuSeconds(b.proc.pid);
+    const cpuSelf0 = process.cpuUsage();
+    const m0 = machineJiffies();
+    const t0 = performance.now();
+    callers.window = { from: t0, to: t0 + ctx.windowSecs * 1000 };
+    await sleep(ctx.windowSecs * 1000);
+    const secs = (performance.now() - t0) / 1000;
+    const stats = await bridgeStats(a);
+    const cpuA = cpuSeconds(a.proc.pid) - cpuA0;
+    const mainA = mainThreadCpuSeconds(a.proc.pid) - mainA0;
+    const cpuB = cpuSeconds(b.proc.pid) - cpuB0;
+    const self = process.cpuUsage(cpuSelf0);
+    const m1 = machineJiffies();
+    loop.disable();
+    const rssA = rssMb(a.proc.pid);
+    const rssB = rssMb(b.proc.pid);
+    if (stats.active < n) throw new Error(`step ${n}: only ${stats.active} calls bridged in the daemon at the window's end (calls ended early):\n${a.output().slice(-3000)}`);
+
+    // SIPp hangs up; every call must have succeeded.
+    const res = await sipp.done();
+    const heard = analyse(callers.calls);
+    if (heard.silentCalls > 0) throw new Error(`step ${n}: ${heard.silentCalls} calls heard nothing from callbridge in the window`);
+    const sends = Float64Array.from(callers.lateness).sort();
+    const late = Float64Array.from(heard.late).sort();
+    const clientSendP99 = quantile(sends, 0.99);
+    const clientLoopP99 = loop.percentile(99) / 1e6;
+    const machineBusyPct = (100 * (m1.busy - m0.busy)) / Math.max(1, m1.total - m0.total);
+    const clientLimited = clientSendP99 > ON_TIME_MS || clientLoopP99 > ON_TIME_MS || machineBusyPct >= 97;
+    const onTimeShare = heard.frames > 0 ? heard.onTime / heard.frames : 0;
+    const aMainPct = (100 * mainA) / secs;
+    const step: Step = {
+      n,
+      established,
+      aCpuMsPerCallSec: (cpuA * 1000) / secs / n,
+      aMainPct,
+      aCpuPct: (100 * cpuA) / secs,
+      bCpuPct: (100 * cpuB) / secs,
+      clientCpuPct: (100 * (self.user + self.system)) / 1e6 / secs,
+      machineBusyPct,
+      memPerCallMb: (rssA - rssA0) / n,
+      bMemPerCallMb: (rssB - rssB0) / n,
+      stats,
+      inP50: stats.rtpIn.p50 + stats.tickIn.p50,
+      inP99: stats.rtpIn.p99 + stats.tickIn.p99,
+      outP50: stats.msgOut.p50 + stats.sendOut.p50,
+      outP99: stats.msgOut.p99 + stats.sendOut.p99,
+      onTimeShare,
+      lateP99: quantile(late, 0.99),
+      frames: heard.frames,
+      missing: heard.missing,
+      underruns: heard.underruns + heard.pauses,
+      spurtsPerCall: heard.spurts / n,
+      clientSendP99,
+      clientSendOnTime: sends.length ? sends.filter((x) => x <= ON_TIME_MS).length / sends.length : 0,
+      clientLoopP99,
+      clientLimited,
+      held: false,
+      sippCode: res.code,
+      failed: res.failed,
+    };
+    step.held = heard.missing === 0 && heard.underruns + heard.pauses === 0 && onTimeShare >= 0.999 && aMainPct < 95;
+    if (res.code !== 0 || res.failed > 0) throw new Error(`step ${n}: SIPp exit ${res.code}, ${res.failed} failed calls:\n${sipp.describe()}`);
+    return step;
+  } finally {
+    await sipp.stop();
+    await callers.close();
+    // Let the daemon finish the BYEs and free the calls before the next step's idle RSS.
+    const end = Date.now() + 10_000;
+    while (Date.now() < end) {
+      const s = await bridgeStats(a).catch(() => undefined);
+      if (s === undefined || s.active === 0) break;
+      await sleep(250);
+    }
+    await sleep(1500);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+export async function run(): Promise<void> {
+  const sipp = sippAvailable();
+  if (!sipp.ok) throw new Error(`bench/bridge needs SIPp: ${sipp.reason}`);
+  const steps = envSteps();
+  const windowSecs = envNum('BENCH_BRIDGE_SECS', 20);
+  const rate = envNum('BENCH_BRIDGE_RATE', 25);
+  const log = (s: string) => process.stdout.write(s + '\n');
+  log(`machine: ${cpus().length} x ${cpus()[0]?.model ?? '?'}, node ${process.version}, load average ${loadavg().map((x) => x.toFixed(2)).join(' ')}`);
+  log(`steps ${steps.join(', ')} calls; window ${windowSecs} s after ${SETTLE_MS} ms settle; calls placed at ${rate}/s; ${sipp.version}`);
+
+  log('floor: bench/media in a child process ...');
+  const floor = await mediaFloor();
+  log(`floor: media_path_us_per_frame ${floor.pathUs} us, media_latency p50 ${floor.p50} ms p99 ${floor.p99} ms`);
+
+  const dirA = mkdtempSync(join(tmpdir(), 'callbridge-bench-bridge-a-'));
+  const dirB = mkdtempSync(join(tmpdir(), 'callbridge-bench-bridge-b-'));
+  const children: Child[] = [];
+  const results: Step[] = [];
+  try {
+    const tts = startChild('fake TTS', ['--import', 'tsx', join(ROOT, 'bench', 'session-tts-server.ts')], {});
+    children.push(tts);
+    const ttsUrl = `http://${HOST}:${await waitForLine(tts, /LISTENING (\d+)/, 30_000)}`;
+    const b = startChild('voice server (B)', ['--import', 'tsx', join(ROOT, 'bench', 'session-server.ts')], { BENCH_SESSION_DATA_DIR: dirB, BENCH_SESSION_TTS_URL: `${ttsUrl}/v1` });
+    children.push(b);
+    const bUrl = await waitForLine(b, /LISTENING (\S+)/, 60_000);
+    const bKey = readFileSync(join(dirB, 'initial-api-key'), 'utf8').trim();
+    const agent = await api(bUrl, bKey, 'POST', '/v1/agents', {
+      name: 'bench bridge echo',
+      first_message: 'Hi.',
+      vad_settings: { start_secs: 0.1, stop_secs: 0.3, silence_timeout_secs: 0 },
+      voice_settings: { id: 'tone-800', provider: 'provider_1' },
+    });
+    // The bridge daemon's store before it starts: its organization and key, and the agent with
+    // the upstream's id (deployments keep agents in sync by id: docs/bridge.md).
+    const storeA = openStore(dirA, '');
+    const { org, key: aKey } = storeA.organizations.createKey('bench');
+    const { id, name, status, phone_number_id: _p, created_at, updated_at: _u, ...settings } = agent as Record<string, any>;
+    storeA.agents.insert({ id, org_id: org.id, name, status, phone_number_id: null, settings: settings as any, created_at });
+    storeA.close();
+    writeFileSync(join(dirA, 'initial-api-key'), aKey + '\n', { mode: 0o600 });
+    const rtpMin = 30000 + 2 * Math.floor(Math.random() * 5000);
+    const a = startChild('bridge daemon (A)', [...(process.env.BENCH_BRIDGE_NODE_ARGS ?? '').split(' ').filter(Boolean), '--import', 'tsx', join(ROOT, 'bench', 'bridge-server.ts')], {
+      BENCH_BRIDGE_DATA_DIR: dirA,
+      BENCH_BRIDGE_UPSTREAM: bUrl,
+      BENCH_BRIDGE_UPSTREAM_KEY: bKey,
+      BENCH_BRIDGE_RTP_MIN: String(rtpMin),
+    });
+    children.push(a);
+    const [aUrl, sipPortText] = (await waitForLine(a, /LISTENING (\S+ \d+)/, 60_000)).split(' ');
+    const trunk = await api(aUrl!, aKey, 'POST', '/v1/sip-trunks', { pbx: 'generic', name: 'bench acl', inbound_auth_type: 'acl', inbound_acl: ['127.0.0.1/32'] });
+    await api(aUrl!, aKey, 'POST', `/v1/sip-trunks/${trunk.id}/assignments`, { agent_id: id, alternate_number: NUMBER });
+    const payloads = cyclePayloads();
+    const ctx = { a, b, sippBin: sipp.bin, sipPort: Number(sipPortText), payloads, windowSecs, rate };
+
+    // Warm-up: a few calls, not measured (JIT, pools, the fake TTS's tone cache).
+    log('warm-up: 10 calls ...');
+    await runStep(10, { ...ctx, windowSecs: 3 }, () => {});
+    for (const n of steps) {
+      log(`step ${n} calls ...`);
+      for (const c of children) if (!running(c)) throw new Error(`${c.name} exited:\n${c.output()}`);
+      const s = await runStep(n, ctx, log);
+      results.push(s);
+      log(
+        `  A ${s.aCpuPct.toFixed(1)} % CPU (event loop ${s.aMainPct.toFixed(1)} %), ${s.aCpuMsPerCallSec.toFixed(3)} ms/s per call, +${s.memPerCallMb.toFixed(3)} MB per call; B ${s.bCpuPct.toFixed(1)} %; load generator ${s.clientCpuPct.toFixed(1)} %; machine ${s.machineBusyPct.toFixed(0)} % busy` +
+          `\n  in ${s.inP50.toFixed(3)}/${s.inP99.toFixed(3)} ms, out ${s.outP50.toFixed(3)}/${s.outP99.toFixed(3)} ms (p50/p99); on time ${(100 * s.onTimeShare).toFixed(3)} % of ${s.frames} frames, late p99 ${s.lateP99.toFixed(2)} ms, missing ${s.missing}, underruns ${s.underruns}; client send p99 ${s.clientSendP99.toFixed(2)} ms, loop p99 ${s.clientLoopP99.toFixed(2)} ms` +
+          `${s.held ? '  HELD' : '  not held'}${s.clientLimited ? ' (client-limited)' : ''}`,
+      );
+    }
+  } finally {
+    for (const c of children.reverse()) await stopChild(c);
+    rmSync(dirA, { recursive: true, force: true });
+    rmSync(dirB, { recursive: true, force: true });
+  }
+
+  const rows = [['calls', 'A cpu%', 'loop%', 'ms/s/call', 'MB/call', 'B cpu%', 'client%', 'busy%', 'in p50', 'in p99', 'out p50', 'out p99', 'on time%', 'late p99', 'missing', 'underruns', 'send p99', 'verdict']];
+  for (const s of results) {
+    rows.push([
+      String(s.n), s.aCpuPct.toFixed(1), s.aMainPct.toFixed(1), s.aCpuMsPerCallSec.toFixed(3), s.memPerCallMb.toFixed(3), s.bCpuPct.toFixed(1), s.clientCpuPct.toFixed(1), s.machineBusyPct.toFixed(0),
+      s.inP50.toFixed(3), s.inP99.toFixed(3), s.outP50.toFixed(3), s.outP99.toFixed(3), (100 * s.onTimeShare).toFixed(3), s.lateP99.toFixed(2), String(s.missing), String(s.underruns), s.clientSendP99.toFixed(2),
+      `${s.held ? 'held' : 'not held'}${s.clientLimited ? ', client-limited' : ''}`,
+    ]);
+  }
+  log(`\nper step (latency = bridge processing per frame, ms; parts: rtpIn+tickIn, msgOut+sendOut)\n${table(rows)}`);
+  for (const s of results) {
+    const p = (x: { p50: number; p99: number; max: number; n: number }) => `${x.p50}/${x.p99}/${x.max} (${x.n})`;
+    log(`  ${s.n}: rtpIn ${p(s.stats.rtpIn)}  tickIn ${p(s.stats.tickIn)}  msgOut ${p(s.stats.msgOut)}  sendOut ${p(s.stats.sendOut)}  A loop delay p99 ${s.stats.loop.p99} ms`);
+  }
+  const held = results.filter((s) => s.held).reduce((m, s) => Math.max(m, s.n), 0);
+  const valid = results.filter((s) => !s.clientLimited);
+  const top = (valid.length > 0 ? valid : results).reduce((m, s) => (s.n > m.n ? s : m));
+  const floorCpu = (floor.pathUs * 50) / 1000;
+  const figures: Figure[] = [
+    { name: 'bridge_calls_held', value: held, unit: 'calls', baseline: TARGET_CALLS, note: 'highest step held (no gap, >= 99.9 % on time); baseline: the target' },
+    { name: 'bridge_cpu_per_call', value: top.aCpuMsPerCallSec, unit: 'ms/s', baseline: floorCpu, note: `CPU of the bridge daemon per second of call at ${top.n}; baseline: bench/media path per call` },
+    { name: 'bridge_mem_per_call', value: top.memPerCallMb, unit: 'MB', baseline: top.bMemPerCallMb, note: `RSS delta / calls at ${top.n}; baseline: the voice server per session` },
+    { name: 'bridge_in_latency_p50', value: top.inP50, unit: 'ms', baseline: floor.p50, note: `RTP in -> input_audio out, processing, at ${top.n}; baseline: media floor` },
+    { name: 'bridge_in_latency_p99', value: top.inP99, unit: 'ms', baseline: floor.p99, note: 'target < 5 ms' },
+    { name: 'bridge_out_latency_p50', value: top.outP50, unit: 'ms', baseline: floor.p50, note: `response_audio in -> RTP out, processing, at ${top.n}` },
+    { name: 'bridge_out_latency_p99', value: top.outP99, unit: 'ms', baseline: floor.p99, note: 'target < 5 ms' },
+    { name: 'bridge_on_time_share', value: top.onTimeShare, unit: 'share', baseline: top.clientSendOnTime, note: `frames heard within 5 ms of due at ${top.n}; baseline: the load generator's own sends` },
+  ];
+  printFigures(`bench/bridge (PCMU, SIPp + RTP through the bridge to local/echo on an upstream voice server)`, figures);
+  const met = held >= TARGET_CALLS && results.every((s) => s.n > TARGET_CALLS || (s.inP99 < 5 && s.outP99 < 5));
+  log(`targets: ${TARGET_CALLS} calls held: ${held >= TARGET_CALLS ? 'met' : 'NOT MET'} (${held}); added latency p99 < 5 ms per direction up to ${TARGET_CALLS}: ${met || results.every((s) => s.inP99 < 5 && s.outP99 < 5) ? 'met' : 'NOT MET'}`);
+  if (results.some((s) => s.clientLimited)) log('note: client-limited steps: the load generator (SIPp + the RTP callers in this process) could not keep its own 5 ms pacing; their misses are not evidence against the bridge');
+}
+
+// ---------------------------------------------------------------------------------------------
+// SIPp: a UAC placing N calls to callbridge (ACL trunk, signaling only), each with its own RTP
+// address in the SDP offer, from a -inf CSV (field0 caller, field1 the bench's RTP port for that
+// call). When a call's 200 OK arrives the scenario logs "sdp-answer <offered port> <ip>:<port>"
+// (-trace_logs), which the bench polls to point that call's RTP at callbridge, as a phone would.
+// The scenario is written into SIPp's working directory at run time (kept in this file: the
+// bench runner takes every other bench/*.ts for a benchmark). 127.0.0.1 only; stopped by PID.
+
+const bridgeScenario = `<?xml version="1.0" encoding="ISO-8859-1" ?>
+<!DOCTYPE scenario SYSTEM "sipp.dtd">
+<scenario name="callbridge bench bridge UAC">
+  <send retrans="500">
+    <![CDATA[
+
+      INVITE sip:[service]@[remote_ip]:[remote_port] SIP/2.0
+      Via: SIP/2.0/[transport] [local_ip]:[local_port];rport;branch=[branch]
+      From: <sip:[field0]@[local_ip]:[local_port]>;tag=[pid]SIPpTag[call_number]
+      To: <sip:[service]@[remote_ip]:[remote_port]>
+      Call-ID: [call_id]
+      CSeq: [cseq] INVITE
+      Contact: <sip:[field0]@[local_ip]:[local_port];transport=[transport]>
+      Max-Forwards: 70
+      Content-Type: application/sdp
+      Content-Length: [len]
+
+      v=0
+      o=- 3001 1 IN IP4 [local_ip]
+      s=-
+      c=IN IP4 127.0.0.1
+      t=0 0
+      m=audio [field1] RTP/AVP 0 101
+      a=rtpmap:0 PCMU/8000
+      a=rtpmap:101 telephone-event/8000
+      a=ptime:20
+      a=sendrecv
+
+    ]]>
+  </send>
+  <recv response="100" optional="true"/>
+  <recv response="180" optional="true"/>
+  <recv response="183" optional="true"/>
+  <recv response="200" rrs="true">
+    <action>
+      <ereg regexp="c=IN IP4 ([0-9.]+)" search_in="body" check_it="true" assign_to="_,answer_ip"/>
+      <ereg regexp="m=audio ([0-9]+) " search_in="body" check_it="true" assign_to="_,answer_port"/>
+      <log message="sdp-answer [field1] [$answer_ip]:[$answer_port]"/>
+    </action>
+  </recv>
+  <send>
+    <![CDATA[
+
+      ACK [next_url] SIP/2.0
+      Via: SIP/2.0/[transport] [local_ip]:[local_port];rport;branch=[branch]
+      [routes]
+      From: <sip:[field0]@[local_ip]:[local_port]>;tag=[pid]SIPpTag[call_number]
+      To: <sip:[service]@[remote_ip]:[remote_port]>[peer_tag_param]
+      Call-ID: [call_id]
+      CSeq: [cseq] ACK
+      Max-Forwards: 70
+      Content-Length: 0
+
+    ]]>
+  </send>
+  <pause/>
+  <send retrans="500">
+    <![CDATA[
+
+      BYE [next_url] SIP/2.0
+      Via: SIP/2.0/[transport] [local_ip]:[local_port];rport;branch=[branch]
+      [routes]
+      From: <sip:[field0]@[local_ip]:[local_port]>;tag=[pid]SIPpTag[call_number]
+      To: <sip:[service]@[remote_ip]:[remote_port]>[peer_tag_param]
+      Call-ID: [call_id]
+      CSeq: [cseq] BYE
+      Max-Forwards: 70
+      Content-Length: 0
+
+    ]]>
+  </send>
+  <recv response="200" crlf="true"/>
+</scenario>
+`;
+
+interface CallerSippOptions {
+  bin: string;
+  remote: string;
+  number: string;
+  /** One line per call: "caller;rtpPort". */
+  csv: string[];
+  calls: number;
+  rate: number;
+  holdMs: number;
+  timeoutMs: number;
+}
+
+interface CallerSipp {
+  /** The answers logged so far: the offered (bench) port and callbridge's address for it. */
+  answers(): Array<{ mediaPort: number; address: string; port: number }>;
+  running(): boolean;
+  /** Waits for SIPp to exit; failed calls from its final screen. */
+  done(): Promise<{ code: number | null; failed: number }>;
+  /** SIGTERM (SIGKILL 2 s later) by PID, if still running; removes the working directory. */
+  stop(): Promise<void>;
+  describe(): string;
+}
+
+function spawnCallerSipp(o: CallerSippOptions): CallerSipp {
+  const workDir = mkdtempSync(join(tmpdir(), 'callbridge-bench-bridge-sipp-'));
+  writeFileSync(join(workDir, 'bridge-uac.xml'), bridgeScenario);
+  writeFileSync(join(workDir, 'calls.csv'), `SEQUENTIAL\n${o.csv.join('\n')}\n`);
+  let proc: ReturnType<typeof spawn> | undefined;
+  let out = '';
+  let code: number | null | undefined;
+  let exitedResolve: (c: number | null) => void = () => {};
+  const exited = new Promise<number | null>((r) => (exitedResolve = r));
+  const start = async () => {
+    const args = [
+      o.remote, '-sf', 'bridge-uac.xml', '-inf', 'calls.csv', '-s', o.number,
+      '-t', 'u1', '-i', '127.0.0.1', '-p', String(await freeSipPort()), '-bind_local',
+      '-mi', '127.0.0.1', '-mp', String(await freeMediaPort()), '-ci', '127.0.0.1', '-cp', String(await freeUdpPort()),
+      '-m', String(o.calls), '-l', String(o.calls), '-r', String(o.rate), '-rp', '1000', '-d', String(o.holdMs),
+      '-nostdin', '-recv_timeout', '20000', '-timeout', `${Math.ceil(o.timeoutMs / 1000)}s`, '-timeout_error',
+      '-trace_logs', '-log_file', 'actions.log', '-trace_err', '-error_file', 'errors.log',
+    ];
+    proc = spawn(o.bin, args, { cwd: workDir, stdio: ['ignore', 'pipe', 'pipe'] });
+    proc.stdout?.setEncoding('utf8').on('data', (d: string) => (out = (out + d).slice(-20_000)));
+    proc.stderr?.setEncoding('utf8').on('data', (d: string) => (out = (out + d).slice(-20_000)));
+    proc.once('close', (c) => {
+      code = c;
+      exitedResolve(c);
+    });
+    proc.once('error', (e) => {
+      out += `\nspawn failed: ${e.message}`;
+      code = null;
+      exitedResolve(null);
+    });
+  };
+  const starting = start();
+  let seen = 0;
+  const parsed: Array<{ mediaPort: number; address: string; port: number }> = [];
+  const read = (name: string) => (existsSync(join(workDir, name)) ? readFileSync(join(workDir, name), 'latin1') : '');
+  return {
+    answers() {
+      const text = read('actions.log');
+      if (text.length > seen) {
+        const re = /sdp-answer (\d+) ([0-9.]+):(\d+)/g;
+        re.lastIndex = 0;
+        const chunk = text.slice(seen, text.lastIndexOf('\n') + 1);
+        for (let m = re.exec(chunk); m; m = re.exec(chunk)) parsed.push({ mediaPort: Number(m[1]), address: m[2]!, port: Number(m[3]) });
+        seen += chunk.length;
+      }
+      return parsed;
+    },
+    running: () => code === undefined,
+    async done() {
+      await starting;
+      const c = await exited;
+      const all = [...out.matchAll(/^\s*Failed call\s*\|[^|]*\|\s*(\d+)/gm)];
+      return { code: c, failed: all.length ? Number(all[all.length - 1]![1]) : c === 0 ? 0 : o.calls };
+    },
+    async stop() {
+      await starting;
+      if (code === undefined && proc?.pid !== undefined) {
+        proc.kill('SIGTERM');
+        const t = setTimeout(() => {
+          if (code === undefined) proc?.kill('SIGKILL');
+        }, 2000);
+        await exited;
+        clearTimeout(t);
+      }
+      if (process.env.BENCH_BRIDGE_KEEP_LOGS !== '1') rmSync(workDir, { recursive: true, force: true });
+    },
+    describe() {
+      return `SIPp ${code === undefined ? 'running' : exitMeaning(code ?? null)} in ${workDir}\n${read('errors.log').slice(-3000)}\n${out.slice(-3000)}`;
+    },
+  };
+}
