@@ -109,6 +109,24 @@ convict.addFormat({
     }
   },
 });
+/**
+ * Booleans that mean what they say: convict's own Boolean turns every string but "false" into
+ * true, so CALLBRIDGE_BRIDGE_RECORDING=0 would switch recording ON. Here true/1/yes/on and
+ * false/0/no/off (any case) are accepted, anything else stops start-up naming the setting.
+ */
+convict.addFormat({
+  name: 'strict-boolean',
+  coerce: (v: unknown): unknown => {
+    if (typeof v !== 'string') return v;
+    const t = v.trim().toLowerCase();
+    if (['true', '1', 'yes', 'on'].includes(t)) return true;
+    if (['false', '0', 'no', 'off'].includes(t)) return false;
+    return v;
+  },
+  validate(value: unknown) {
+    if (typeof value !== 'boolean') throw new Error('must be true or false (also 1/0, yes/no, on/off)');
+  },
+});
 convict.addFormat({
   name: 'tts-providers',
   coerce: parseJsonEnv,
@@ -178,7 +196,7 @@ const schema = {
     host: { doc: 'Address SIP listens on (UDP and TCP).', format: 'host', default: '0.0.0.0', env: 'CALLBRIDGE_SIP_HOST' },
     port: { doc: 'SIP port (UDP and TCP; 0 = chosen by the OS, the same for both).', format: 'port', default: 5060, env: 'CALLBRIDGE_SIP_PORT' },
     transports: { doc: 'Comma-separated transports on sip.port: udp, tcp.', format: String, default: 'udp,tcp', env: 'CALLBRIDGE_SIP_TRANSPORTS' },
-    enabled: { doc: 'Start the SIP user agent (false: REST API only).', format: Boolean, default: true, env: 'CALLBRIDGE_SIP_ENABLED' },
+    enabled: { doc: 'Start the SIP user agent (false: REST API only).', format: 'strict-boolean', default: true, env: 'CALLBRIDGE_SIP_ENABLED' },
     tls_port: { doc: 'SIP over TLS port, used when tls_cert and tls_key are set.', format: 'port', default: 5061, env: 'CALLBRIDGE_SIP_TLS_PORT' },
     tls_cert: { doc: 'Path of the PEM certificate (chain) for SIP over TLS; empty = no TLS listener.', format: String, default: '', env: 'CALLBRIDGE_SIP_TLS_CERT' },
     tls_key: { doc: 'Path of the PEM private key for SIP over TLS.', format: String, default: '', env: 'CALLBRIDGE_SIP_TLS_KEY' },
@@ -305,7 +323,7 @@ const schema = {
     },
     recording: {
       doc: 'Record every bridged call (caller left, agent right) as a stereo WAV in <data_dir>/recordings, served at GET /v1/calls/{id}/recording. Off by default: recordings are personal data. The env var takes true or false.',
-      format: Boolean,
+      format: 'strict-boolean',
       default: false,
       env: 'CALLBRIDGE_BRIDGE_RECORDING',
     },
@@ -343,15 +361,15 @@ const schema = {
     first_message: { doc: 'First message of a new agent.', format: String, default: 'Hello! How can I help you today?' },
     first_message_interruption_time: { doc: 'Seconds during which the first message can be interrupted.', format: Number, default: 0 },
     default_language: { doc: 'Language of a new agent.', format: String, default: 'en' },
-    summarize_calls: { doc: 'Whether new agents summarize calls.', format: Boolean, default: false },
-    enable_first_message_outbound: { doc: 'Whether new agents play the first message on outbound calls.', format: Boolean, default: true },
+    summarize_calls: { doc: 'Whether new agents summarize calls.', format: 'strict-boolean', default: false },
+    enable_first_message_outbound: { doc: 'Whether new agents play the first message on outbound calls.', format: 'strict-boolean', default: true },
     keyterms: { doc: 'Keyterms of a new agent when none are sent.', format: Array, default: [] as string[] },
     voice_id: { doc: 'Voice id of a new agent.', format: String, default: 'local-en-1' },
     voice_provider: { doc: 'Voice provider of a new agent.', format: ['provider_1', 'provider_2', 'provider_3', 'provider_4', 'provider_5', 'provider_6'], default: 'provider_1' },
     vad_start_secs: { doc: 'vad_settings.start_secs of a new agent.', format: Number, default: 0.2 },
     vad_stop_secs: { doc: 'vad_settings.stop_secs of a new agent.', format: Number, default: 0.8 },
     vad_silence_timeout_secs: { doc: 'vad_settings.silence_timeout_secs of a new agent.', format: Number, default: 10 },
-    noise_enabled: { doc: 'noise_cancel_settings.enabled of a new agent.', format: Boolean, default: false },
+    noise_enabled: { doc: 'noise_cancel_settings.enabled of a new agent.', format: 'strict-boolean', default: false },
     noise_level: { doc: 'noise_cancel_settings.level of a new agent.', format: Number, default: 50 },
     default_timeout: { doc: 'timeout_settings.default_timeout of a new agent, seconds.', format: 'nat', default: 1800 },
     timeout_action: { doc: 'timeout_settings.timeout_action of a new agent.', format: ['end_call', 'transfer_call'], default: 'end_call' },

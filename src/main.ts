@@ -15,6 +15,7 @@ import { LocalSessionOpener } from './bridge/session-opener.ts';
 import { UpstreamSessionOpener } from './bridge/upstream-session-opener.ts';
 import { createBridgeMetrics } from './bridge/bridge-metrics.ts';
 import { CallRecorder } from './bridge/call-recorder.ts';
+import { initResamplers } from './media/resampler.ts';
 import { createAgentRuntimeFactory, prepareAgentRuntime, runtimeDepsFromConfig } from './agent/runtime-factory.ts';
 import { buildApp } from './api/app.ts';
 import { createRegistry } from './api/metrics.ts';
@@ -72,6 +73,8 @@ export async function startDaemon(
   // Providers are built (and misconfigured vendors refused) before anything listens.
   const runtimeFactory = options.runtimeFactory === undefined ? createAgentRuntimeFactory(runtimeDepsFromConfig(config, logger)) : (options.runtimeFactory ?? undefined);
   if (options.runtimeFactory === undefined) await prepareAgentRuntime(config, logger);
+  // The bridge's media paths resample (8 <-> 24 kHz) whatever runs the sessions.
+  else await initResamplers();
   const store = openStore(config.data_dir, config.security.encryption_key);
   ensureInitialKey(store, config, logger, print);
   let listening = false;

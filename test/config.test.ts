@@ -62,6 +62,15 @@ describe('configuration', () => {
     for (const [e, re] of bad) expect(() => loadConfig({}, e), JSON.stringify(e)).toThrow(re);
   });
 
+  it('booleans from env vars mean what they say: 0/false/no/off are false, and a typo stops start-up', () => {
+    expect(loadConfig({}, { CALLBRIDGE_BRIDGE_RECORDING: '0' }).bridge.recording).toBe(false);
+    expect(loadConfig({}, { CALLBRIDGE_BRIDGE_RECORDING: 'off' }).bridge.recording).toBe(false);
+    expect(loadConfig({}, { CALLBRIDGE_BRIDGE_RECORDING: 'TRUE' }).bridge.recording).toBe(true);
+    expect(loadConfig({}, { CALLBRIDGE_SIP_ENABLED: 'no' }).sip.enabled).toBe(false);
+    expect(loadConfig({}, {}).bridge.recording).toBe(false);
+    expect(() => loadConfig({}, { CALLBRIDGE_BRIDGE_RECORDING: 'ture' })).toThrow(/bridge\.recording.*true or false/);
+  });
+
   it('rejects bad settings with a message naming them', () => {
     const bad: Array<[Record<string, string>, Record<string, unknown>, RegExp]> = [
       [{ CALLBRIDGE_HTTP_PORT: '70000' }, {}, /http\.port/],

@@ -359,6 +359,7 @@ class BridgedCall {
     this.#ticker.start();
     this.#o.metrics?.callStarted(call.direction);
     this.#bridged = true;
+    if (!this.#o.sessions.recordsCalls && this.#sessionId !== undefined) this.#o.store.calls.markAnswered(this.#sessionId, new Date().toISOString());
     this.#log.info({ sessionId: this.#sessionId, codec: neg.name, from: call.from, to: call.to }, 'call answered and bridged to its voice session');
   }
 
@@ -474,6 +475,10 @@ class BridgedCall {
     this.#stopMedia();
     this.#relay?.close();
     this.#codec?.close();
+    if (!this.#o.sessions.recordsCalls && this.#sessionId !== undefined) {
+      // Upstream mode: nobody else ends this daemon's record of the phone call.
+      this.#o.store.calls.end(this.#sessionId, { ended_at: new Date().toISOString(), end_reason: why, transcript: [], ...(this.#bridged ? {} : { status: 'failed' }) });
+    }
     const recording = this.#recorder?.close();
     if (recording !== undefined && this.#sessionId !== undefined) this.#o.store.calls.setRecording(this.#sessionId, recording);
     const ws = this.#ws;

@@ -19,12 +19,19 @@ export interface OpenedSession {
 }
 
 export interface SessionOpener {
+  /**
+   * Whether this daemon's session server keeps the call record (answered, ended, transcript).
+   * False for an upstream server: then the bridge marks the phone call answered and ended itself.
+   */
+  readonly recordsCalls: boolean;
   /** @throws when no session can be opened (the call is then refused or the dial fails). */
   open(input: OpenSessionInput): Promise<OpenedSession>;
 }
 
 /** Sessions of this daemon: the record in our store, the token signed here, our own socket. */
 export class LocalSessionOpener implements SessionOpener {
+  readonly recordsCalls = true;
+
   constructor(
     private readonly store: Store,
     private readonly tokens: SessionTokens,

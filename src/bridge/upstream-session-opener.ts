@@ -71,6 +71,8 @@ export function tokenSubject(token: string): string | undefined {
 }
 
 export class UpstreamSessionOpener implements SessionOpener {
+  /** The upstream keeps the conversation; this daemon's phone-call record is the bridge's. */
+  readonly recordsCalls = false;
   readonly #o: UpstreamSessionOpenerOptions;
   readonly #endpoint: string;
   readonly #base: string;

@@ -92,7 +92,7 @@ export class CallRepo {
       `INSERT INTO calls (id, org_id, agent_id, sip_trunk_id, direction, status, from_number, to_number, started_at, created_at)
        VALUES (@id, @org_id, @agent_id, @sip_trunk_id, @direction, @status, @from, @to, @started_at, @started_at)`,
     );
-    this.#markAnswered = db.prepare("UPDATE calls SET status = 'in_progress', answered_at = ? WHERE id = ? AND ended_at IS NULL");
+    this.#markAnswered = db.prepare("UPDATE calls SET status = 'in_progress', answered_at = ? WHERE id = ? AND ended_at IS NULL AND answered_at IS NULL");
     // Only the first end counts: a second one (a race of client close and runtime end) is a no-op.
     this.#end = db.prepare('UPDATE calls SET status = @status, ended_at = @ended_at, end_reason = @end_reason, transcript = @transcript WHERE id = @id AND ended_at IS NULL');
     this.#setSummary = db.prepare('UPDATE calls SET summary = ? WHERE id = ?');

@@ -130,6 +130,11 @@ describe.skipIf(!sipp.ok)(`call bridge to an upstream voice server (two daemons)
     const local = list((await a.api('GET', '/v1/calls')).body);
     expect(local).toHaveLength(1);
     expect(local[0]).toMatchObject({ id: upstream.id, direction: 'inbound', agent_id: agent.id, sip_trunk_id: trunkId, from: CALLER, to: NUMBER, transcript: [] });
+    // The bridge keeps that record itself in upstream mode: answered, ended with why.
+    expect(local[0].status).toBe('completed');
+    expect(local[0].answered_at).not.toBeNull();
+    expect(local[0].ended_at).not.toBeNull();
+    expect(local[0].end_reason).toMatch(/^caller side ended: remote_bye$/);
     // No session row: A's /v1/connection (which only admits tokens of its own session rows) was
     // never used; A's session server would also have written the transcript on the end.
     expect(a.daemon.store.sessions.get(upstream.id)).toBeUndefined();
