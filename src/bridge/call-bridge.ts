@@ -47,6 +47,8 @@ export interface CallBridgeOptions {
    * the answered leg, or undefined when it is not answered. Undefined option: no fallback.
    */
   dialTransfer?: (call: SipCall, target: string) => Promise<SipCall | undefined>;
+  /** Encoded silence while the agent is quiet (continuous RTP); default true. */
+  sendSilence?: boolean;
   /** Call recording: a recorder per bridged call (undefined: recording off). */
   recorder?: (callId: string) => CallRecorderSink | undefined;
 }
@@ -217,8 +219,9 @@ class BridgedCall {
   #bridged = false;
   #tickMsTotal = 0;
   #recorder: CallRecorderSink | undefined;
-  readonly #agentFrame = new Int16Array(480);
-  #agentFresh = false;
+  /** Agent frames waiting for the recording (at most 3), and the free buffers. */
+  readonly #agentQueue: Int16Array[] = [];
+  readonly #agentFree: Int16Array[] = [new Int16Array(480), new Int16Array(480), new Int16Array(480)];
   #digitChain: Promise<void> = Promise.resolve();
   #transferring = false;
   #relay: MediaRelay | undefined;
@@ -343,6 +346,7 @@ class BridgedCall {
         call.rtp.send(payload, { payloadType: neg.payloadType, timestampIncrement, marker });
       },
       onError: (err) => this.#log.warn({ err }, 'outbound media tick failed'),
+      sendSilence: this.#o.sendSilence ?? true,
     });
     this.#outbound.start();
     const receivePt = neg.receivePayloadType;
@@ -363,19 +367,25 @@ class BridgedCall {
     this.#log.info({ sessionId: this.#sessionId, codec: neg.name, from: call.from, to: call.to }, 'call answered and bridged to its voice session');
   }
 
-  /** The agent's last frame sent, for the recording's second channel (copied: it is a view). */
+  /**
+   * The agent's frames sent, for the recording's second channel (copied: they are views). The
+   * agent's 20 ms clock and the caller's drift apart a little: a short queue passes one frame per
+   * caller tick, so no agent frame is lost to the drift (only a backlog beyond it).
+   */
   #keepAgentFrame(frame: Int16Array): void {
-    this.#agentFrame.fill(0);
-    this.#agentFrame.set(frame.subarray(0, this.#agentFrame.length));
-    this.#agentFresh = true;
+    const slot = this.#agentFree.pop() ?? this.#agentQueue.shift()!;
+    slot.fill(0);
+    slot.set(frame.subarray(0, slot.length));
+    this.#agentQueue.push(slot);
   }
 
   #sendInputFrame(nowMs: number): void {
     const t0 = performance.now();
     const frame = this.#inbound?.tick(nowMs);
     if (this.#recorder) {
-      this.#recorder.tick(frame ?? null, this.#agentFresh ? this.#agentFrame : null);
-      this.#agentFresh = false;
+      const agent = this.#agentQueue.shift();
+      this.#recorder.tick(frame ?? null, agent ?? null);
+      if (agent) this.#agentFree.push(agent);
     }
     const ws = this.#ws;
     if (!frame || ws === undefined || ws.readyState !== WebSocket.OPEN) return;

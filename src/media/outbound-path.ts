@@ -25,6 +25,11 @@ export interface OutboundPathOptions {
   onError?: (err: unknown) => void;
   /** Sees every frame sent, at inRate before resampling (call recording); a view, valid during the call. */
   onFrame?: (frame: Int16Array) => void;
+  /**
+   * While nothing is queued, send encoded silence every 20 ms instead of nothing: a continuous
+   * stream keeps carrier media timers and NAT bindings alive and RTP timestamps steady.
+   */
+  sendSilence?: boolean;
 }
 
 export interface OutboundPathStats {
@@ -79,8 +84,10 @@ export class OutboundPath {
   /** Starts the drift-free 20 ms pacing. Idempotent. */
   start(): void {
     if (this.#pacer || this.#closed) return;
+    const silence = this.#options.sendSilence === true ? this.#encodedSilence() : undefined;
     this.#pacer = startPacing(this.#queue, (frame, tick) => {
       if (frame) this.encodeAndSend(frame, tick.spurtStart);
+      else if (silence) this.#send(silence, false, this.#timestampIncrement);
     }, { clock: this.#options.clock, timers: this.#options.timers, onError: this.#options.onError });
   }
 
@@ -94,6 +101,12 @@ export class OutboundPath {
     const bytes = this.codec.encode(pcm, this.#encoded);
     this.#send(this.#encoded.subarray(0, bytes), marker, this.#timestampIncrement);
     this.#framesSent++;
+  }
+
+  /** One frame of silence in the codec, encoded once (the same payload serves every idle tick). */
+  #encodedSilence(): Uint8Array {
+    const out = new Uint8Array(Math.max(1500, this.codec.samplesPerFrame));
+    return out.slice(0, this.codec.encode(new Int16Array(this.codec.samplesPerFrame), out));
   }
 
   /** Pulls the next queued frame without pacing (tests and benchmarks). */

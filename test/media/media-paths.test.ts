@@ -106,6 +106,29 @@ describe('outbound path', () => {
     }
   });
 
+  it('sendSilence: encoded silence fills the idle ticks (continuous RTP), audio plays in between with its marker', async () => {
+    const sent: Array<{ silent: boolean; marker: boolean; inc: number }> = [];
+    const out = new OutboundPath({
+      codec: createCodec('PCMU'),
+      sendSilence: true,
+      // PCMU silence is 0xff (mu-law of 0): a packet of only 0xff is a silent one.
+      send: (p, marker, inc) => sent.push({ silent: p.every((b) => b === 0xff), marker, inc }),
+    });
+    out.start();
+    await sleep(110);
+    const idle = sent.length;
+    expect(idle).toBeGreaterThanOrEqual(3);
+    expect(sent.every((x) => x.silent && !x.marker && x.inc === 160)).toBe(true);
+    out.push(tone(440, 24000, 0.1, 8000)); // 5 frames
+    await sleep(200);
+    const audio = sent.slice(idle).filter((x) => !x.silent);
+    expect(audio.length).toBe(5);
+    expect(audio[0]!.marker).toBe(true);
+    // Silence again after the tone: the stream never stops.
+    expect(sent.at(-1)!.silent).toBe(true);
+    out.close();
+  });
+
   it('barge-in: clear() drops the unplayed audio at once and reports how much', async () => {
     const sent: number[] = [];
     const out = new OutboundPath({ codec: createCodec('PCMA'), send: (p) => sent.push(p.length) });
