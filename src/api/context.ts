@@ -1,5 +1,6 @@
 /** What the API layer is given by the composition root (main.ts) and what it adds to requests. */
 import type { Config } from '../config.ts';
+import type { OutboundDial } from '../domain/dial.ts';
 import type { Logger } from '../log.ts';
 import type { Store } from '../store/index.ts';
 import type { Organization } from '../store/organizations.ts';
@@ -13,20 +14,8 @@ export interface Readiness {
   reason?: string;
 }
 
-/** An outbound call for the dial route; the call bridge places it (main.ts wires it). */
-export interface OutboundDialRequest {
-  orgId: string;
-  agentId: string;
-  sipTrunkId: string;
-  number: string;
-  callerId: string;
-  firstMessage?: string | undefined;
-  prompt?: string | undefined;
-  variables: Array<{ key: string; value: string }>;
-}
-
 /** Places the call (its record exists when this resolves); throws DomainError when it cannot. */
-export type Dialer = (req: OutboundDialRequest) => Promise<{ callId: string }>;
+export type Dialer = (req: OutboundDial) => Promise<{ callId: string }>;
 
 export interface ApiDeps {
   config: Config;

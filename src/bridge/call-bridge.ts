@@ -13,6 +13,7 @@
  * server stores its end and transcript; the bridge adds what only it knows (a SIP-side end).
  */
 import WebSocket from 'ws';
+import type { OutboundDial } from '../domain/dial.ts';
 import { notFound, tooMany, unavailable, validation } from '../domain/errors.ts';
 import type { Logger } from '../log.ts';
 import { createCodec } from '../media/codecs.ts';
@@ -192,16 +193,6 @@ export class CallBridge {
   }
 }
 
-export interface OutboundDial {
-  orgId: string;
-  agentId: string;
-  sipTrunkId: string;
-  number: string;
-  callerId: string;
-  firstMessage?: string | undefined;
-  prompt?: string | undefined;
-  variables: Array<{ key: string; value: string }>;
-}
 
 class BridgedCall {
   readonly #call: SipCall;

@@ -27,6 +27,7 @@ import type { Logger } from '../log.ts';
 import { createResampler, resamplersReady } from '../media/resampler.ts';
 import type { Resampler } from '../media/types.ts';
 import type { CallRecorderSink } from './call-bridge.ts';
+import { WAV_HEADER_BYTES, wavHeader } from '../media/wav.ts';
 
 /** The rate of the frames the bridge hands over (the voice protocol's rate). */
 export const INPUT_RATE = 24_000;
@@ -36,7 +37,6 @@ export const INPUT_FRAME = 480;
 export const RECORDING_RATES = [8000, 16_000, 24_000] as const;
 export type RecordingRate = (typeof RECORDING_RATES)[number];
 export const DEFAULT_RECORDING_RATE: RecordingRate = 16_000;
-export const WAV_HEADER_BYTES = 44;
 /** Two channels of 16-bit samples. */
 const BLOCK_ALIGN = 4;
 /** The data chunk's size is a uint32 and the RIFF size is data + 36. */
@@ -55,24 +55,6 @@ export interface CallRecorderOptions {
   logger?: Logger;
 }
 
-/** The canonical 44-byte header of a PCM16 WAV; `dataBytes` 0 for the placeholder. */
-export function wavHeader(sampleRate: number, channels: number, dataBytes: number): Buffer {
-  const h = Buffer.alloc(WAV_HEADER_BYTES);
-  h.write('RIFF', 0, 'latin1');
-  h.writeUInt32LE(36 + dataBytes, 4);
-  h.write('WAVE', 8, 'latin1');
-  h.write('fmt ', 12, 'latin1');
-  h.writeUInt32LE(16, 16); // fmt chunk size
-  h.writeUInt16LE(1, 20); // PCM
-  h.writeUInt16LE(channels, 22);
-  h.writeUInt32LE(sampleRate, 24);
-  h.writeUInt32LE(sampleRate * channels * 2, 28); // byte rate
-  h.writeUInt16LE(channels * 2, 32); // block align
-  h.writeUInt16LE(16, 34); // bits per sample
-  h.write('data', 36, 'latin1');
-  h.writeUInt32LE(dataBytes, 40);
-  return h;
-}
 
 /** Bytes of recording per minute of call at `sampleRate` (stereo PCM16), header excluded. */
 export const bytesPerMinute = (sampleRate: number): number => sampleRate * BLOCK_ALIGN * 60;

@@ -11,7 +11,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { bytesPerMinute, CallRecorder, INPUT_FRAME, wavHeader } from '../../src/bridge/call-recorder.ts';
+import { bytesPerMinute, CallRecorder, INPUT_FRAME } from '../../src/bridge/call-recorder.ts';
+import { wavHeader } from '../../src/media/wav.ts';
 import { initResamplers } from '../../src/media/resampler.ts';
 import { parseWav, rmsDb } from './wav.ts';
 

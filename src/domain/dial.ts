@@ -1,0 +1,13 @@
+/** An outbound call as the dial route resolves it and the call bridge places it. */
+export interface OutboundDial {
+  orgId: string;
+  agentId: string;
+  sipTrunkId: string;
+  /** The number to call (normalized dial string). */
+  number: string;
+  /** Our caller ID before the trunk's transforms. */
+  callerId: string;
+  firstMessage?: string | undefined;
+  prompt?: string | undefined;
+  variables: Array<{ key: string; value: string }>;
+}
