@@ -128,6 +128,18 @@ convict.addFormat({
   },
 });
 convict.addFormat({
+  name: 'telco-outbound-trunks',
+  coerce: parseJsonEnv,
+  validate(value: unknown) {
+    if (!Array.isArray(value)) throw new Error('must be an array of { account_sid, sip_trunk_id }');
+    for (const [i, e] of value.entries()) {
+      const o = e as Record<string, unknown>;
+      if (typeof o?.account_sid !== 'string' || o.account_sid === '') throw new Error(`entry #${i}: account_sid must be a non-empty string`);
+      if (typeof o.sip_trunk_id !== 'string' || !/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(o.sip_trunk_id)) throw new Error(`entry #${i} (${o.account_sid}): sip_trunk_id must be a uuid`);
+    }
+  },
+});
+convict.addFormat({
   name: 'tts-providers',
   coerce: parseJsonEnv,
   validate(value: unknown) {
@@ -408,6 +420,12 @@ const schema = {
       env: 'CALLBRIDGE_TELCO_API_BASE_URL',
     },
     timeout_ms: { doc: 'Time limit of one carrier API request.', format: 'nat', default: 10000, env: 'CALLBRIDGE_TELCO_TIMEOUT_MS' },
+    outbound_trunks: {
+      doc: 'Outbound calls placed from an imported carrier number (dial without sip_trunk_id) go through a SIP trunk of the carrier: a list of { account_sid, sip_trunk_id }. Accounts not listed: such dials answer 503.',
+      format: 'telco-outbound-trunks',
+      default: [] as Array<{ account_sid: string; sip_trunk_id: string }>,
+      env: 'CALLBRIDGE_TELCO_OUTBOUND_TRUNKS',
+    },
   },
   webrtc: {
     url: { doc: 'LiveKit-compatible media server URL for transport=webrtc; empty = webrtc answers 503.', format: String, default: '', env: 'CALLBRIDGE_WEBRTC_URL' },
@@ -484,7 +502,7 @@ export type Config = {
     max_page_size: number;
   };
   security: { token_secret: string; encryption_key: string };
-  telco: { api_base_url: string; timeout_ms: number };
+  telco: { api_base_url: string; timeout_ms: number; outbound_trunks: Array<{ account_sid: string; sip_trunk_id: string }> };
   webrtc: { url: string; api_key: string; api_secret: string };
   drain: { deadline_secs: number };
 };

@@ -97,7 +97,16 @@ export async function dialRoutes(app: FastifyInstance, deps: ApiDeps): Promise<v
       const body = (req.body ?? {}) as { variables?: DialRequest['variables'] };
       const dial = resolveDial(deps.store, req.org.id, id, req.query as Record<string, string | undefined>, body.variables ?? []);
       if (dial.sipTrunkId === undefined) {
-        throw unavailable('outbound calls through a carrier number need a SIP trunk configured for its carrier account, and none is: pass sip_trunk_id (see docs/status.md)');
+        // The carrier-number route: through the trunk configured for the number's carrier
+        // account, presenting that number as the caller ID unless one was given.
+        const number = deps.store.telcoNumbers.get(dial.orgId, dial.telcoNumberId ?? '');
+        const route = number && deps.config.telco.outbound_trunks.find((t) => t.account_sid === number.account_sid);
+        if (!number || !route) {
+          throw unavailable(`outbound calls from carrier number ${number?.phone_number ?? '(unknown)'} need a SIP trunk for its carrier account ${number?.account_sid ?? ''}: add it to telco.outbound_trunks, or pass sip_trunk_id`);
+        }
+        if (!deps.store.sipTrunks.get(dial.orgId, route.sip_trunk_id)) throw unavailable(`telco.outbound_trunks names SIP trunk ${route.sip_trunk_id} for account ${number.account_sid}, which this organization does not have`);
+        dial.sipTrunkId = route.sip_trunk_id;
+        dial.callerId ??= number.phone_number;
       }
       if (deps.dialer === undefined) throw unavailable('outbound calling needs the SIP user agent (sip.enabled is false)');
       const { callId } = await deps.dialer({
