@@ -70,6 +70,8 @@ interface ActiveTurn {
   speech: SpeechTurn;
   /** What the turn says (streamed as response_text; committed with is_final once heard or cut). */
   text: string;
+  /** Index in the model history of this turn's last assistant message, once it is there. */
+  messageIndex?: number;
   /** Aborts the model stream of a reply. */
   abort: AbortController;
   /** First message: interruptible until this performance-clock time (undefined: no limit). */
@@ -200,7 +202,7 @@ export class AgentRuntime implements SessionRuntime {
     turn.interruptibleUntilAudioMs = a.first_message_interruption_time * 1000;
     this.#say(turn, first);
     turn.speech.finish();
-    this.#messages.push({ role: 'assistant', content: first });
+    turn.messageIndex = this.#messages.push({ role: 'assistant', content: first }) - 1;
   }
 
   // --- caller audio ------------------------------------------------------------------------------
@@ -302,11 +304,19 @@ export class AgentRuntime implements SessionRuntime {
     this.#commitInterrupted(turn, heard);
   }
 
-  /** The history keeps only what the caller heard of an interrupted turn. */
+  /**
+   * The history keeps only what the caller heard of an interrupted turn: its assistant message
+   * (already there when the model had finished writing) is cut to the heard text.
+   */
   #commitInterrupted(turn: ActiveTurn, heard: string): void {
-    const last = this.#messages.at(-1);
-    if (turn.kind === 'first' && last?.role === 'assistant') this.#messages.pop();
-    if (heard !== '') this.#messages.push({ role: 'assistant', content: heard });
+    const i = turn.messageIndex;
+    const own = i === undefined ? undefined : this.#messages[i];
+    if (own?.role === 'assistant') {
+      if (heard === '' && !own.toolCalls?.length && i === this.#messages.length - 1) this.#messages.pop();
+      else own.content = heard;
+    } else if (heard !== '') {
+      this.#messages.push({ role: 'assistant', content: heard });
+    }
     this.#record({ role: 'agent', text: heard, turn_id: turn.speech.turnId, interrupted: true });
     this.#commitText(turn, heard);
   }
@@ -394,10 +404,10 @@ export class AgentRuntime implements SessionRuntime {
         if (abort.signal.aborted) return;
         speech.speak(splitter.flush());
         if (calls.length === 0) {
-          this.#messages.push({ role: 'assistant', content: roundText });
+          turn.messageIndex = this.#messages.push({ role: 'assistant', content: roundText }) - 1;
           break;
         }
-        this.#messages.push({ role: 'assistant', content: roundText, toolCalls: calls });
+        turn.messageIndex = this.#messages.push({ role: 'assistant', content: roundText, toolCalls: calls }) - 1;
         if (await this.#runTools(turn, calls)) return;
         if (abort.signal.aborted) return;
       }

@@ -392,6 +392,32 @@ describe('fallback LLM', () => {
     client.close();
   });
 
+  it('after a barge-in the model\'s history holds only what the caller heard of its answer', async () => {
+    const long = 'Our opening hours are nine to five on weekdays, ten to four on Saturdays, and we are closed on Sundays and public holidays, except in December when we open every day.';
+    llm.enqueue({ steps: openAiSse.text([long]) }, { steps: openAiSse.text(['Sure.']) });
+    const agentId = await createAgent(td, { vad_settings: FAST_VAD, llm: 'vendor/primary', fallback_llm: 'local/echo', first_message: 'Hi.' });
+    const { client } = await connect(td, agentId);
+    await turnEnd(client, 0);
+    const mark = client.events.length;
+    await say(client);
+    // The long answer starts playing; the caller cuts in after about a second of it.
+    await client.waitFor((e) => e.type === 'response_audio', 8000, mark);
+    await new Promise((r) => setTimeout(r, 1000));
+    const before = llm.requests.length;
+    await say(client);
+    await client.waitForType('interruption', 5000, mark);
+    await client.waitFor(() => llm.requests.length > before, 8000);
+    const messages = llm.requests.at(-1)!.body.messages as Array<{ role: string; content: string }>;
+    const assistant = messages.filter((m) => m.role === 'assistant').map((m) => m.content);
+    // The first message, then the cut answer: a strict, non-empty prefix of what the model wrote.
+    expect(assistant[0]).toBe('Hi.');
+    expect(assistant).toHaveLength(2);
+    expect(assistant[1]!.length).toBeGreaterThan(0);
+    expect(assistant[1]!.length).toBeLessThan(long.length / 2);
+    expect(long.startsWith(assistant[1]!)).toBe(true);
+    client.close();
+  });
+
   it('falls back to local/echo when the primary answers 500', async () => {
     llm.enqueue({ status: 500, errorBody: { error: { message: 'boom' } } });
     const agentId = await createAgent(td, { vad_settings: FAST_VAD, llm: 'vendor/primary', fallback_llm: 'local/echo', first_message: 'Hi.' });
