@@ -26,17 +26,10 @@ import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import type { EventEmitter } from 'node:events';
 import { formatValue, printFigures, ratio, table, type Figure } from './lib/result.ts';
+import { envNumber } from './lib/env.ts';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const HOST = '127.0.0.1';
-
-function envNumber(name: string, fallback: number): number {
-  const raw = process.env[name];
-  if (raw === undefined || raw === '') return fallback;
-  const n = Number(raw);
-  if (!Number.isFinite(n) || n <= 0) throw new RangeError(`${name} must be a positive number, got "${raw}"`);
-  return n;
-}
 
 // ---------------------------------------------------------------------------------------------
 // autocannon (CommonJS, no bundled types): the part of its API used here.

@@ -81,6 +81,7 @@ import { createCodec } from '../src/media/codecs.ts';
 import { cpuSeconds, mainThreadCpuSeconds, ROOT, running, startChild, stopChild, waitForLine, type Child } from './lib/child.ts';
 import { printFigures, table, type Figure } from './lib/result.ts';
 import { exitMeaning, freeMediaPort, freeSipPort, freeUdpPort, sippAvailable } from '../test/interop/sipp.ts';
+import { envIntegerList, envNumber } from './lib/env.ts';
 
 const HOST = '127.0.0.1';
 const FRAME_MS = 20;
@@ -94,21 +95,6 @@ const TARGET_CALLS = 200;
 const SPURT_PAUSE_MS = 100;
 /** A packet this late inside a spurt is a pause in the agent's audio (counted as a gap), not pacing. */
 const PAUSE_LATE_MS = 20;
-
-function envNum(name: string, fallback: number): number {
-  const raw = process.env[name];
-  if (raw === undefined || raw === '') return fallback;
-  const n = Number(raw);
-  if (!Number.isFinite(n) || n <= 0) throw new RangeError(`${name} must be a positive number, got "${raw}"`);
-  return n;
-}
-
-function envSteps(): number[] {
-  const raw = process.env.BENCH_BRIDGE_STEPS ?? '50,100,150,200';
-  const steps = raw.split(',').map((s) => Number(s.trim()));
-  if (steps.length === 0 || steps.some((n) => !Number.isInteger(n) || n <= 0)) throw new RangeError(`BENCH_BRIDGE_STEPS must be positive integers separated by commas, got "${raw}"`);
-  return steps;
-}
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
@@ -547,9 +533,9 @@ async function runStep(n: number, ctx: { a: Child; b: Child; sippBin: string; si
 export async function run(): Promise<void> {
   const sipp = sippAvailable();
   if (!sipp.ok) throw new Error(`bench/bridge needs SIPp: ${sipp.reason}`);
-  const steps = envSteps();
-  const windowSecs = envNum('BENCH_BRIDGE_SECS', 20);
-  const rate = envNum('BENCH_BRIDGE_RATE', 25);
+  const steps = envIntegerList('BENCH_BRIDGE_STEPS', '50,100,150,200');
+  const windowSecs = envNumber('BENCH_BRIDGE_SECS', 20);
+  const rate = envNumber('BENCH_BRIDGE_RATE', 25);
   const log = (s: string) => process.stdout.write(s + '\n');
   log(`machine: ${cpus().length} x ${cpus()[0]?.model ?? '?'}, node ${process.version}, load average ${loadavg().map((x) => x.toFixed(2)).join(' ')}`);
   log(`steps ${steps.join(', ')} calls; window ${windowSecs} s after ${SETTLE_MS} ms settle; calls placed at ${rate}/s; ${sipp.version}`);

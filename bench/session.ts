@@ -70,6 +70,7 @@ import WebSocket from 'ws';
 import { speechLike } from '../test/agent/e2e/voice-client.ts';
 import { cpuSeconds, mainThreadCpuSeconds, ROOT, running, startChild, stopChild, waitForLine, type Child } from './lib/child.ts';
 import { printFigures, table, type Figure } from './lib/result.ts';
+import { envIntegerList, envNumber } from './lib/env.ts';
 
 const HOST = '127.0.0.1';
 const FRAME_MS = 20;
@@ -102,21 +103,6 @@ const DEBUG = process.env.BENCH_SESSION_DEBUG === '1';
 
 const nowMs = () => Number(process.hrtime.bigint()) / 1e6;
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-
-function envNumber(name: string, fallback: number): number {
-  const raw = process.env[name];
-  if (raw === undefined || raw === '') return fallback;
-  const n = Number(raw);
-  if (!Number.isFinite(n) || n <= 0) throw new RangeError(`${name} must be a positive number, got "${raw}"`);
-  return n;
-}
-
-function envSteps(): number[] {
-  const raw = process.env.BENCH_SESSION_STEPS ?? '50,100,150,200,250,300';
-  const steps = raw.split(',').map((s) => Number(s.trim()));
-  if (steps.length === 0 || steps.some((r) => !Number.isInteger(r) || r <= 0)) throw new RangeError(`BENCH_SESSION_STEPS must be positive integers separated by commas, got "${raw}"`);
-  return [...new Set(steps)].sort((a, b) => a - b);
-}
 
 /** Nearest-rank percentile. */
 function percentile(values: readonly number[], q: number): number {
@@ -758,7 +744,7 @@ const STEP_HEADER = ['target', 'sessions', 'cpu %', 'main %', 'loop p99/max', 'm
 
 export async function run(): Promise<void> {
   const turns = Math.round(envNumber('BENCH_SESSION_TURNS', 100));
-  const steps = envSteps();
+  const steps = envIntegerList('BENCH_SESSION_STEPS', '50,100,150,200,250,300');
   const stepSecs = envNumber('BENCH_SESSION_STEP_SECS', 9);
   const settleSecs = envNumber('BENCH_SESSION_SETTLE_SECS', 3);
   const load = () => loadavg().map((l) => l.toFixed(2)).join(' ');

@@ -45,6 +45,7 @@ import { createLogger } from '../src/log.ts';
 import { startDaemon, INITIAL_KEY_FILE, type Daemon } from '../src/main.ts';
 import { exitMeaning, freeMediaPort, freeSipPort, freeUdpPort, sippAvailable } from '../test/interop/sipp.ts';
 import { formatValue, printFigures, table, type Figure } from './lib/result.ts';
+import { envIntegerList, envNumber } from './lib/env.ts';
 
 const HOST = '127.0.0.1';
 const SCENARIOS = fileURLToPath(new URL('./scenarios/', import.meta.url));
@@ -60,21 +61,6 @@ const RECV_TIMEOUT_MS = 5000;
 const USER_HZ = 100;
 const BASELINE = 'baseline (SIPp UAS)';
 const CALLBRIDGE = 'callbridge';
-
-function envNumber(name: string, fallback: number): number {
-  const raw = process.env[name];
-  if (raw === undefined || raw === '') return fallback;
-  const n = Number(raw);
-  if (!Number.isFinite(n) || n <= 0) throw new RangeError(`${name} must be a positive number, got "${raw}"`);
-  return n;
-}
-
-function envRates(): number[] {
-  const raw = process.env.BENCH_SIP_RATES ?? '100,200,300,400,500,600,700,800,1000,1200';
-  const rates = raw.split(',').map((s) => Number(s.trim()));
-  if (rates.length === 0 || rates.some((r) => !Number.isInteger(r) || r <= 0)) throw new RangeError(`BENCH_SIP_RATES must be positive integers separated by commas, got "${raw}"`);
-  return [...new Set(rates)].sort((a, b) => a - b);
-}
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
@@ -517,7 +503,7 @@ async function startCallbridge(): Promise<{ daemon: Daemon; dataDir: string; cou
 export async function run(): Promise<void> {
   const avail = sippAvailable();
   if (!avail.ok) throw new Error(`bench/sip needs SIPp: ${avail.reason ?? 'not available'}`);
-  const rates = envRates();
+  const rates = envIntegerList('BENCH_SIP_RATES', '100,200,300,400,500,600,700,800,1000,1200');
   const secs = envNumber('BENCH_SIP_SECS', 4);
   const holdMs = Math.round(envNumber('BENCH_SIP_HOLD_MS', 100));
   const keepLogs = process.env.BENCH_SIP_KEEP_LOGS === '1';
