@@ -20,7 +20,7 @@ import { createCodec } from '../media/codecs.ts';
 import { InboundPath } from '../media/inbound-path.ts';
 import { OutboundPath } from '../media/outbound-path.ts';
 import { base64ToPcm16, pcm16ToBase64 } from '../media/pcm.ts';
-import { Pacer } from '../media/playout-queue.ts';
+import { MediaTicker, type TickSubscription } from '../media/media-ticker.ts';
 import type { Codec, ReceivedRtp } from '../media/types.ts';
 import type { SipCall } from '../sip/call.ts';
 import type { DialFailureReason } from '../sip/outbound-call.ts';
@@ -52,6 +52,8 @@ export interface CallBridgeOptions {
   sendSilence?: boolean;
   /** Call recording: a recorder per bridged call (undefined: recording off). */
   recorder?: (callId: string) => CallRecorderSink | undefined;
+  /** The 20 ms media clock every call's two directions run on (default: one for this bridge). */
+  ticker?: MediaTicker;
 }
 
 /**
@@ -76,7 +78,7 @@ export class CallBridge {
   readonly #calls = new Set<BridgedCall>();
 
   constructor(options: CallBridgeOptions) {
-    this.#o = { dialTransfer: (call, target) => this.#dialTransfer(call, target), ...options };
+    this.#o = { dialTransfer: (call, target) => this.#dialTransfer(call, target), ticker: new MediaTicker(), ...options };
   }
 
   /** The transfer fallback's new leg: to `target` through the call's trunk, caller ID kept. */
@@ -203,7 +205,7 @@ class BridgedCall {
   #codec: Codec | undefined;
   #inbound: InboundPath | undefined;
   #outbound: OutboundPath | undefined;
-  #ticker: Pacer | undefined;
+  #ticker: TickSubscription | undefined;
   #sessionId: string | undefined;
   #done = false;
   /** Media ran (the call was answered and connected): counted in the active-calls gauge. */
@@ -338,6 +340,7 @@ class BridgedCall {
       },
       onError: (err) => this.#log.warn({ err }, 'outbound media tick failed'),
       sendSilence: this.#o.sendSilence ?? true,
+      ticker: this.#o.ticker,
     });
     this.#outbound.start();
     const receivePt = neg.receivePayloadType;
@@ -350,8 +353,7 @@ class BridgedCall {
       if (this.#ws?.readyState === WebSocket.OPEN) this.#ws.send(JSON.stringify({ type: 'dtmf', data: { digit } }));
     });
     // Caller audio goes to the session at the jitter buffer's playout pace: one frame per 20 ms.
-    this.#ticker = new Pacer((tick) => this.#sendInputFrame(tick.nowMs), { onError: (err) => this.#log.warn({ err }, 'inbound media tick failed') });
-    this.#ticker.start();
+    this.#ticker = this.#o.ticker!.add((tick) => this.#sendInputFrame(tick.nowMs), (err) => this.#log.warn({ err }, 'inbound media tick failed'));
     this.#o.metrics?.callStarted(call.direction);
     this.#bridged = true;
     if (!this.#o.sessions.recordsCalls && this.#sessionId !== undefined) this.#o.store.calls.markAnswered(this.#sessionId, new Date().toISOString());

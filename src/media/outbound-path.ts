@@ -7,7 +7,8 @@
  * the RTP marker bit (RFC 3551 section 4.1).
  */
 import type { Clock, Codec, Resampler } from './types.ts';
-import { PlayoutQueue, startPacing, type ClearResult, type Pacer, type TimerApi } from './playout-queue.ts';
+import { Pacer, PlayoutQueue, pacedFrames, type ClearResult, type TimerApi } from './playout-queue.ts';
+import type { MediaTicker, TickSubscription } from './media-ticker.ts';
 import { createResampler } from './resampler.ts';
 
 /** Sends one encoded frame; timestampIncrement is in the codec's RTP clock units. */
@@ -22,6 +23,11 @@ export interface OutboundPathOptions {
   maxQueuedMs?: number;
   clock?: Clock;
   timers?: TimerApi;
+  /**
+   * Pace on this shared clock (one for every call in the process) instead of a timer of this
+   * path's own; clock and timers are then the ticker's.
+   */
+  ticker?: MediaTicker;
   onError?: (err: unknown) => void;
   /** Sees every frame sent, at inRate before resampling (call recording); a view, valid during the call. */
   onFrame?: (frame: Int16Array) => void;
@@ -48,7 +54,7 @@ export class OutboundPath {
   readonly #send: SendFrame;
   readonly #options: OutboundPathOptions;
   readonly #timestampIncrement: number;
-  #pacer: Pacer | null = null;
+  #pacer: Pacer | TickSubscription | null = null;
   #framesSent = 0;
   #droppedMs = 0;
   #closed = false;
@@ -85,10 +91,19 @@ export class OutboundPath {
   start(): void {
     if (this.#pacer || this.#closed) return;
     const silence = this.#options.sendSilence === true ? this.#encodedSilence() : undefined;
-    this.#pacer = startPacing(this.#queue, (frame, tick) => {
+    const onTick = pacedFrames(this.#queue, (frame, tick) => {
       if (frame) this.encodeAndSend(frame, tick.spurtStart);
       else if (silence) this.#send(silence, false, this.#timestampIncrement);
-    }, { clock: this.#options.clock, timers: this.#options.timers, onError: this.#options.onError });
+    });
+    const { ticker, onError } = this.#options;
+    if (ticker) {
+      if (ticker.periodMs !== this.codec.frameMs) throw new RangeError(`the ticker runs at ${ticker.periodMs} ms, the codec's frames are ${this.codec.frameMs} ms`);
+      this.#pacer = ticker.add(onTick, onError);
+    } else {
+      const pacer = new Pacer(onTick, { periodMs: this.codec.frameMs, clock: this.#options.clock, timers: this.#options.timers, onError });
+      pacer.start();
+      this.#pacer = pacer;
+    }
   }
 
   /**

@@ -375,38 +375,40 @@ export interface FrameTick extends PacerTick {
 }
 
 /**
- * Drives `queue` with a Pacer: each tick hands onFrame one frame, or null when the queue is empty
- * (the caller sends nothing, or comfort noise). The frame is the queue's reused buffer.
- * Returns the started Pacer; close() it to stop.
+ * The tick handler of a paced queue: each tick hands onFrame one frame, or null when the queue is
+ * empty (the caller sends nothing, or comfort noise). The frame is the queue's reused buffer.
+ * Run it from a Pacer (startPacing) or a shared MediaTicker.
  */
+export function pacedFrames(queue: PlayoutQueue, onFrame: (frame: Int16Array | null, tick: Readonly<FrameTick>) => void): (tick: Readonly<PacerTick>) => void {
+  const info: FrameTick = { index: 0, scheduledMs: 0, nowMs: 0, skipped: 0, spurtStart: false, padding: 0 };
+  let talking = false;
+  let clears = queue.clearCalls;
+  return (tick) => {
+    const frame = queue.pull();
+    // A clear() since the last tick ends the spurt even if new audio is already queued.
+    const c = queue.clearCalls;
+    if (c !== clears) {
+      clears = c;
+      talking = false;
+    }
+    info.index = tick.index;
+    info.scheduledMs = tick.scheduledMs;
+    info.nowMs = tick.nowMs;
+    info.skipped = tick.skipped;
+    info.spurtStart = frame !== null && !talking;
+    info.padding = queue.lastPadding;
+    talking = frame !== null;
+    onFrame(frame, info);
+  };
+}
+
+/** Drives `queue` with a Pacer of its own (see pacedFrames). Returns the started Pacer; close() it to stop. */
 export function startPacing(
   queue: PlayoutQueue,
   onFrame: (frame: Int16Array | null, tick: Readonly<FrameTick>) => void,
   options: PacerOptions = {},
 ): Pacer {
-  const info: FrameTick = { index: 0, scheduledMs: 0, nowMs: 0, skipped: 0, spurtStart: false, padding: 0 };
-  let talking = false;
-  let clears = queue.clearCalls;
-  const pacer = new Pacer(
-    (tick) => {
-      const frame = queue.pull();
-      // A clear() since the last tick ends the spurt even if new audio is already queued.
-      const c = queue.clearCalls;
-      if (c !== clears) {
-        clears = c;
-        talking = false;
-      }
-      info.index = tick.index;
-      info.scheduledMs = tick.scheduledMs;
-      info.nowMs = tick.nowMs;
-      info.skipped = tick.skipped;
-      info.spurtStart = frame !== null && !talking;
-      info.padding = queue.lastPadding;
-      talking = frame !== null;
-      onFrame(frame, info);
-    },
-    { periodMs: queue.frameMs, ...options },
-  );
+  const pacer = new Pacer(pacedFrames(queue, onFrame), { periodMs: queue.frameMs, ...options });
   pacer.start();
   return pacer;
 }

@@ -1,0 +1,173 @@
+/**
+ * One media clock for every call in the process. The 20 ms frame period is cut into `slots`
+ * phases (default 4: a tick every 5 ms); each subscriber (a call's inbound playout, its outbound
+ * pacing) is put in the least-loaded phase and runs once per period, always in that phase.
+ *
+ * Why not a Pacer per call: two timers per bridged call (the caller's playout tick and the agent's
+ * pacing) are 20,000 timer callbacks a second at 200 calls, each its own event-loop wake-up at its
+ * own phase; the process spends its time waking up. One ticker wakes 200 times a second whatever
+ * the number of calls, and the phases keep the calls' packets spread over the period instead of
+ * sending every call's frame in one burst. It is the soft-timer design of media servers (one
+ * timer per packet time, shared by the sessions on it).
+ *
+ * Drift-free like Pacer (it is one): a subscriber's ticks are due exactly one period apart. After a
+ * stall longer than maxLateMs the missed ticks are skipped, never sent in a burst; the subscriber
+ * sees how many of its own ticks were skipped.
+ */
+import { Pacer, type PacerTick } from './playout-queue.ts';
+import type { Clock, Timers } from './types.ts';
+
+export interface MediaTickerOptions {
+  /** The frame period every subscriber runs at, ms. Default 20. */
+  periodMs?: number;
+  /** Phases per period (a divisor of periodMs in whole ms is best). Default 4. */
+  slots?: number;
+  clock?: Clock;
+  timers?: Timers;
+  /** A tick later than this is not caught up (Pacer's maxLateMs). Default 60 ms. */
+  maxLateMs?: number;
+}
+
+/** A subscriber's place on the ticker. */
+export interface TickSubscription {
+  readonly closed: boolean;
+  /** Leaves the ticker (also from inside its own tick). Idempotent. */
+  close(): void;
+  /** Ticks run, and ticks skipped after stalls, for this subscriber. */
+  stats(): { ticks: number; skipped: number };
+}
+
+type OnTick = (tick: Readonly<PacerTick>) => void;
+
+class Subscriber implements TickSubscription {
+  readonly tick: PacerTick = { index: 0, scheduledMs: 0, nowMs: 0, skipped: 0 };
+  /** The base tick index this subscriber last ran at (-1: not yet). */
+  lastBase = -1;
+  ticks = 0;
+  skipped = 0;
+  closed = false;
+
+  constructor(
+    readonly onTick: OnTick,
+    readonly onError: (err: unknown) => void,
+    private readonly leave: (s: Subscriber) => void,
+  ) {}
+
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.leave(this);
+  }
+
+  stats(): { ticks: number; skipped: number } {
+    return { ticks: this.ticks, skipped: this.skipped };
+  }
+}
+
+export class MediaTicker {
+  readonly periodMs: number;
+  readonly slots: number;
+  readonly #options: MediaTickerOptions;
+  /** Subscribers per phase; closed ones are swept after their phase runs. */
+  readonly #phases: Subscriber[][];
+  readonly #dirty: boolean[];
+  #live = 0;
+  #pacer: Pacer | undefined;
+
+  constructor(options: MediaTickerOptions = {}) {
+    this.periodMs = options.periodMs ?? 20;
+    this.slots = options.slots ?? 4;
+    if (!(this.periodMs > 0)) throw new RangeError(`periodMs must be positive, got ${this.periodMs}`);
+    if (!Number.isInteger(this.slots) || this.slots < 1) throw new RangeError(`slots must be a positive integer, got ${this.slots}`);
+    this.#options = options;
+    this.#phases = Array.from({ length: this.slots }, () => []);
+    this.#dirty = new Array<boolean>(this.slots).fill(false);
+  }
+
+  /** Subscribers on the ticker now. */
+  get size(): number {
+    return this.#live;
+  }
+
+  /**
+   * Runs `onTick` once per period from the next tick of its phase on. An exception it throws goes
+   * to `onError` and never stops the ticker or the other subscribers.
+   */
+  add(onTick: OnTick, onError: (err: unknown) => void = (err) => process.emitWarning(err instanceof Error ? err : String(err), 'MediaTickerWarning')): TickSubscription {
+    let phase = 0;
+    for (let p = 1; p < this.slots; p++) if (this.#count(p) < this.#count(phase)) phase = p;
+    const s = new Subscriber(onTick, onError, (sub) => this.#leave(sub, phase));
+    this.#phases[phase]!.push(s);
+    this.#live++;
+    // The timer runs only while someone listens: an idle daemon has no media wake-ups.
+    if (this.#pacer === undefined) {
+      this.#pacer = new Pacer((t) => this.#run(t), {
+        periodMs: this.periodMs / this.slots,
+        ...(this.#options.clock ? { clock: this.#options.clock } : {}),
+        ...(this.#options.timers ? { timers: this.#options.timers } : {}),
+        maxLateMs: this.#options.maxLateMs ?? 60,
+        onError: (err) => process.emitWarning(err instanceof Error ? err : String(err), 'MediaTickerWarning'),
+      });
+      this.#pacer.start();
+    }
+    return s;
+  }
+
+  /** Stops the clock and drops every subscriber (daemon shutdown). */
+  close(): void {
+    for (const phase of this.#phases) {
+      for (const s of phase) s.closed = true;
+      phase.length = 0;
+    }
+    this.#live = 0;
+    this.#stop();
+  }
+
+  #count(phase: number): number {
+    return this.#dirty[phase] ? this.#phases[phase]!.filter((s) => !s.closed).length : this.#phases[phase]!.length;
+  }
+
+  #leave(s: Subscriber, phase: number): void {
+    if (!this.#phases[phase]!.includes(s)) return; // close() already dropped it
+    this.#dirty[phase] = true;
+    if (--this.#live === 0) this.#stop();
+  }
+
+  #stop(): void {
+    this.#pacer?.close();
+    this.#pacer = undefined;
+    for (let p = 0; p < this.slots; p++) {
+      this.#phases[p] = [];
+      this.#dirty[p] = false;
+    }
+  }
+
+  #run(base: Readonly<PacerTick>): void {
+    const phaseIndex = base.index % this.slots;
+    const phase = this.#phases[phaseIndex]!;
+    // Subscribers added during this tick wait for their phase's next one.
+    const n = phase.length;
+    for (let i = 0; i < n; i++) {
+      const s = phase[i]!;
+      if (s.closed) continue;
+      const t = s.tick;
+      t.skipped = s.lastBase < 0 ? 0 : (base.index - s.lastBase) / this.slots - 1;
+      t.index = s.ticks + s.skipped + t.skipped;
+      t.scheduledMs = base.scheduledMs;
+      t.nowMs = base.nowMs;
+      s.lastBase = base.index;
+      s.skipped += t.skipped;
+      s.ticks++;
+      try {
+        s.onTick(t);
+      } catch (err) {
+        s.onError(err);
+      }
+    }
+    // The ticker may have stopped (last subscriber left) or restarted inside the loop.
+    if (this.#dirty[phaseIndex] && this.#phases[phaseIndex] === phase) {
+      this.#phases[phaseIndex] = phase.filter((s) => !s.closed);
+      this.#dirty[phaseIndex] = false;
+    }
+  }
+}
