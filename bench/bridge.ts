@@ -2,11 +2,13 @@
  * bench/bridge: N concurrent phone calls through the whole call bridge (issue 6): SIPp places the
  * calls, this process is every caller's phone (RTP), callbridge bridges each call to a voice
  * session of `local/echo`. Per step: CPU and memory per call, the bridge-added processing latency
- * per direction (p50/p99) beside the media-path floor measured in the same run, and whether the
- * caller hears every 20 ms frame on time. Targets (issue 6, this 2-core machine): 200 concurrent
- * bridged calls with no audio gaps (every 20 ms frame on time within 5 ms) and added latency under
- * 5 ms p99 per direction. Targets are reported, never asserted; run() throws when the measurement
- * is invalid (a process did not start, a call was not established or failed, no audio flowed).
+ * per direction (p50/p99) beside the media-path floor measured in the same run, whether the bridge
+ * sends every 20 ms frame on time (timed inside the bridge) and, secondary, whether the callers
+ * hear them on time (timed at arrival here). Targets (issue 6, this 2-core machine): 200
+ * concurrent bridged calls with no audio gaps (every 20 ms frame SENT on time within 5 ms) and
+ * added latency under 5 ms p99 per direction. Targets are reported, never asserted; run() throws
+ * when the measurement is invalid (a process did not start, a call was not established or failed,
+ * no audio flowed, A's send timing saw no frame).
  *
  * Processes (all on 127.0.0.1):
  *   SIPp (UAC, signaling only) --SIP--> A: bench/bridge-server.ts, the bridge daemon (SIP, RTP,
@@ -46,28 +48,59 @@
  *     Floor: bench/media run in a child process at the start of this run (the same media path in
  *     a closed loop over loopback UDP, without SIP, WebSocket or the bridge): its
  *     media_latency_p50/p99 (both directions' handler time per packet) and media_path_us_per_frame.
- *   - on time: every RTP packet the callers receive, by arrival time. Within a talk spurt (a new
- *     one at each marker bit), packet k is due at ref + 20 ms * k (k from the RTP timestamp, ref =
- *     its earliest possible start); on time = arrived within 5 ms of due. Gaps = frames missing
- *     inside a spurt (timestamp jumps) plus spurts that restart within 300 ms of the previous one's
- *     end (the playout queue ran dry mid-reply: agent audio late, from B or the socket). A spurt
- *     starts at a marker bit or where arrivals pause 100 ms longer than the timestamps advance
- *     (callbridge sends nothing in the agent's silences, and its timestamp skips them). Within a
- *     spurt a packet over 20 ms late is a pause in the agent's audio: counted with the underruns
- *     (once), and the schedule re-anchors on it.
- *   - the load generator: how late this process sent its packets (p99) and its event-loop delay.
- *     A step is CLIENT-LIMITED when either p99 is over 5 ms or the machine was >= 97 % busy: its
- *     arrival times are then not trustworthy to 5 ms, and a miss is not the bridge's.
- * A step is HELD when all N calls were up through the window, no gap, >= 99.9 % on time and A's
- * event loop below 95 % of a core. Steps go on to the end (BENCH_BRIDGE_STEPS, default
- * 50,100,150,200).
+ *   - sent on time (the primary figure), timed inside A by wrapping RtpSession.prototype.send
+ *     (bench/bridge-server.ts has the exact rules). The bridge sends RTP continuously, one 20 ms
+ *     frame per tick of a drift-free pacer (encoded silence while the agent is quiet). Per call,
+ *     every audio send (timestampIncrement > 0) is stamped when the bridge hands it to send();
+ *     frame i (its position: the sum of the earlier increments / its increment, plus the frames
+ *     the schedule moved on by at stalls) is due at ref + 20 ms * i, ref = the earliest
+ *     (send time - 20 ms * i) of that call so far (its whole life, not only the window); lateness
+ *     = (send time - 20 ms * i) - ref; on time = lateness <= 5 ms. `sent on time%` = on-time
+ *     frames / frames sent in the window, all calls; `send late p99`/max: of those latenesses.
+ *     `skipped` = frames of the calls' schedules never sent in the window, each a gap the caller
+ *     hears: position jumps over more than one frame, sends refused by send(), and stalls: a send
+ *     k = floor((lateness + 5 ms) / 20 ms) >= 1 frames behind (the pacer skips stalled ticks
+ *     without moving the timestamp, or catches up in a burst) counts k and moves the call's
+ *     schedule on by k frames, so one stall is one gap, not every later frame late. `A
+ *     underruns` = agent talk spurts (OutboundPath.encodeAndSend with marker) starting within
+ *     300 ms of the same call's previous agent frame, no barge-in (OutboundPath.clear) between:
+ *     the agent's audio ran dry mid-reply. Judged by A's own clock, so the callers' pacing and
+ *     receive timing are not in it; A still shares the 2 cores with B, SIPp and the callers, so a
+ *     machine-busy step is pessimistic for A.
+ *   - A's event-loop delay: monitorEventLoopDelay({ resolution: 5 }) records the whole interval
+ *     between its timer's firings (an idle loop shows ~5 ms), so every delay here, A's and this
+ *     process's, percentiles and max, is max(0, value - 5 ms): the delay beyond the timer's period.
+ *   - heard on time (secondary): every RTP packet the callers receive inside the window, by
+ *     arrival time in this process. Per call, spurts: a new one at each marker bit (the first
+ *     frame of an agent reply) or where arrivals pause 100 ms longer than the timestamps advance.
+ *     Within a spurt, packet k (from the RTP timestamp) is due at ref + 20 ms * k, ref = the
+ *     spurt's earliest (arrival - 20 ms * k) so far; on time = arrived within 5 ms of due
+ *     (`heard on time%` = on time / packets, `heard late p99`). A packet over 20 ms late is a
+ *     pause (counted once in `heard underruns`; the schedule re-anchors on it). `missing` =
+ *     timestamp jumps inside a spurt (frames never received). `heard underruns` also counts
+ *     spurts starting within 300 ms of the previous agent-audio packet (a payload other than the
+ *     bridge's encoded silence: the bridge sends silence between replies, so the packet just
+ *     before a marker is silence).
+ *   - the load generator: how late this process sent its packets (`send p99`, and the share
+ *     within 5 ms of their schedule) and its event-loop delay p99 (`client loop p99`, corrected as
+ *     above). A step is CLIENT-LIMITED when either p99 is over 5 ms or the machine was >= 97 %
+ *     busy: the callers' arrival times are then not trustworthy to 5 ms, and a heard miss is not
+ *     the bridge's. It qualifies the heard figures only; the verdict does not use them.
+ * A step is HELD when all N calls were up through the window (A bridging N calls at its end, every
+ * SIPp call successful, and A sending frames on all N calls in the window), A's sent-on-time
+ * share >= 99.9 %, no skipped frame, no A underrun, and A's event loop (main thread CPU) below
+ * 95 % of a core. Steps go on to the end (BENCH_BRIDGE_STEPS, default 50,100,150,200).
  *
- * Figures (RESULT lines): bridge_calls_held (baseline: the target 200); at the highest step not
- * client-limited (else the highest): bridge_cpu_per_call (baseline: the media floor per call,
- * media_path_us_per_frame * 50 frames/s), bridge_mem_per_call (baseline: B's memory per session at
- * the same step), bridge_in_latency_p50/p99 and bridge_out_latency_p50/p99 (baseline: the floor's
- * media_latency_p50/p99), bridge_on_time_share (baseline: the share of this process's own sends
- * on time within 5 ms: the load generator's pacing).
+ * Figures (RESULT lines): bridge_calls_held (the highest step held; baseline: the target 200);
+ * at the reported step, the highest step run (every figure below but the heard one is measured
+ * inside A, which the load generator's pacing does not distort, so no step is disqualified; the
+ * heard figure's note says when that step was client-limited): bridge_cpu_per_call (baseline:
+ * the media floor per call, media_path_us_per_frame * 50 frames/s), bridge_mem_per_call
+ * (baseline: B's memory per session at the same step), bridge_in_latency_p50/p99 and
+ * bridge_out_latency_p50/p99 (baseline: the floor's media_latency_p50/p99), bridge_on_time_share
+ * (A's sent-on-time share) and bridge_heard_on_time_share (the callers' heard-on-time share),
+ * both with baseline: the share of this process's own sends on time within 5 ms (the load
+ * generator's pacing).
  */
 import dgram from 'node:dgram';
 import { spawn } from 'node:child_process';
@@ -95,6 +128,16 @@ const TARGET_CALLS = 200;
 const SPURT_PAUSE_MS = 100;
 /** A packet this late inside a spurt is a pause in the agent's audio (counted as a gap), not pacing. */
 const PAUSE_LATE_MS = 20;
+/** A talk spurt starting this soon after the previous agent audio is an underrun. */
+const UNDERRUN_MS = 300;
+/** monitorEventLoopDelay's resolution: it records whole intervals of its timer, so this is subtracted. */
+const LOOP_RESOLUTION_MS = 5;
+/** The bridge's encoded silence (PCMU of zeros): the payload it sends while the agent is quiet. */
+const SILENCE = (() => {
+  const out = new Uint8Array(160);
+  createCodec('PCMU').encode(new Int16Array(160), out);
+  return Buffer.from(out);
+})();
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
@@ -173,10 +216,11 @@ interface Caller {
   ts: number;
   ssrc: number;
   phase: number;
-  /** Arrivals inside the window: time (ms, performance.now()), RTP timestamp, marker. */
+  /** Arrivals inside the window: time (ms, performance.now()), RTP timestamp, marker, agent audio (not the encoded silence). */
   at: number[];
   rtpTs: number[];
   marker: boolean[];
+  agent: boolean[];
   received: number;
 }
 
@@ -197,7 +241,7 @@ class Callers {
     for (let i = 0; i < n; i++) {
       const sock = dgram.createSocket('udp4');
       await new Promise<void>((r) => sock.bind(0, HOST, r));
-      const c: Caller = { sock, port: sock.address().port, startAt: 0, sent: 0, seq: (Math.random() * 0x8000) | 0, ts: (Math.random() * 0x7fffffff) >>> 0, ssrc: (Math.random() * 0xffffffff) >>> 0, phase: Math.floor(Math.random() * CYCLE_FRAMES), at: [], rtpTs: [], marker: [], received: 0 };
+      const c: Caller = { sock, port: sock.address().port, startAt: 0, sent: 0, seq: (Math.random() * 0x8000) | 0, ts: (Math.random() * 0x7fffffff) >>> 0, ssrc: (Math.random() * 0xffffffff) >>> 0, phase: Math.floor(Math.random() * CYCLE_FRAMES), at: [], rtpTs: [], marker: [], agent: [], received: 0 };
       sock.on('message', (msg) => {
         if (msg.length < 12 || msg[0]! >> 6 !== 2) return;
         const pt = msg[1]!;
@@ -208,6 +252,7 @@ class Callers {
         c.at.push(now);
         c.rtpTs.push(msg.readUInt32BE(4));
         c.marker.push((pt & 0x80) !== 0);
+        c.agent.push(msg.length !== 12 + SILENCE.length || SILENCE.compare(msg, 12) !== 0);
       });
       sock.on('error', () => {});
       this.calls.push(c);
@@ -285,16 +330,18 @@ function analyse(calls: readonly Caller[]): { frames: number; onTime: number; la
       continue;
     }
     let i = 0;
-    let prevEnd = -Infinity;
+    /** Arrival of the last agent-audio packet before the current spurt. */
+    let lastAgent = -Infinity;
     while (i < c.at.length) {
       // A spurt: from a marker (or the window's first packet) to before the next marker.
-      // A new spurt also where the arrivals pause far longer than the timestamps advance: the
-      // outbound path sends nothing while the agent is silent, and its timestamp does not count
-      // the silence.
+      // A new spurt also where the arrivals pause far longer than the timestamps advance (a sender
+      // that sends nothing while the agent is silent; callbridge sends encoded silence, so its
+      // spurts start at markers).
       let j = i + 1;
       while (j < c.at.length && !c.marker[j] && c.at[j]! - c.at[j - 1]! - (((c.rtpTs[j]! - c.rtpTs[j - 1]!) >>> 0) / 160) * FRAME_MS < SPURT_PAUSE_MS) j++;
       spurts++;
-      if (c.at[i]! - prevEnd < 300 && prevEnd > -Infinity) underruns++;
+      // The packet before a marker is the bridge's silence: measure from the last agent audio.
+      if (c.at[i]! - lastAgent < UNDERRUN_MS) underruns++;
       // Forward pass: packet k is due at ref + 20 ms * k (k from the RTP timestamp); ref is the
       // earliest start seen so far. A packet more than PAUSE_LATE_MS late is a pause (the playout
       // queue had nothing: the agent's audio came late), counted once as a gap, and re-anchors.
@@ -317,7 +364,12 @@ function analyse(calls: readonly Caller[]): { frames: number; onTime: number; la
         frames++;
         if (l <= ON_TIME_MS) onTime++;
       }
-      prevEnd = c.at[j - 1]!;
+      for (let k = j - 1; k >= i; k--) {
+        if (c.agent[k]) {
+          lastAgent = c.at[k]!;
+          break;
+        }
+      }
       i = j;
     }
   }
@@ -332,6 +384,11 @@ interface ProcStats {
   tickIn: { n: number; p50: number; p99: number; max: number };
   msgOut: { n: number; p50: number; p99: number; max: number };
   sendOut: { n: number; p50: number; p99: number; max: number };
+  /** A's send-side timing of the window (bench/bridge-server.ts): lateness in ms. */
+  send: { frames: number; onTime: number; skipped: number; calls: number; p50: number; p99: number; p999: number; max: number };
+  /** Agent talk spurts restarting within 300 ms of the previous agent frame (A-side). */
+  underruns: number;
+  /** A's event-loop delay beyond the monitor's 5 ms resolution, ms. */
   loop: { p50: number; p99: number; max: number };
   active: number;
   heapUsedMb: number;
@@ -392,11 +449,21 @@ interface Step {
   inP99: number;
   outP50: number;
   outP99: number;
-  onTimeShare: number;
-  lateP99: number;
-  frames: number;
+  /** A's send side (the verdict's). */
+  sentOnTimeShare: number;
+  sendLateP50: number;
+  sendLateP99: number;
+  sendLateMax: number;
+  sentFrames: number;
+  sendCalls: number;
+  skipped: number;
+  aUnderruns: number;
+  /** The callers' arrivals (secondary). */
+  heardOnTimeShare: number;
+  heardLateP99: number;
+  heardFrames: number;
   missing: number;
-  underruns: number;
+  heardUnderruns: number;
   spurtsPerCall: number;
   clientSendP99: number;
   clientSendOnTime: number;
@@ -476,10 +543,13 @@ async function runStep(n: number, ctx: { a: Child; b: Child; sippBin: string; si
     const sends = Float64Array.from(callers.lateness).sort();
     const late = Float64Array.from(heard.late).sort();
     const clientSendP99 = quantile(sends, 0.99);
-    const clientLoopP99 = loop.percentile(99) / 1e6;
+    // The monitor records whole intervals of its 5 ms timer: the delay is the excess.
+    const clientLoopP99 = Math.max(0, loop.percentile(99) / 1e6 - LOOP_RESOLUTION_MS);
     const machineBusyPct = (100 * (m1.busy - m0.busy)) / Math.max(1, m1.total - m0.total);
     const clientLimited = clientSendP99 > ON_TIME_MS || clientLoopP99 > ON_TIME_MS || machineBusyPct >= 97;
-    const onTimeShare = heard.frames > 0 ? heard.onTime / heard.frames : 0;
+    const heardOnTimeShare = heard.frames > 0 ? heard.onTime / heard.frames : 0;
+    if (stats.send === undefined || stats.send.frames === 0) throw new Error(`step ${n}: the bridge daemon timed no RTP send in the window (is RtpSession.prototype.send still the send path?):\n${a.output().slice(-3000)}`);
+    const sentOnTimeShare = stats.send.onTime / stats.send.frames;
     const aMainPct = (100 * mainA) / secs;
     const step: Step = {
       n,
@@ -497,11 +567,19 @@ async function runStep(n: number, ctx: { a: Child; b: Child; sippBin: string; si
       inP99: stats.rtpIn.p99 + stats.tickIn.p99,
       outP50: stats.msgOut.p50 + stats.sendOut.p50,
       outP99: stats.msgOut.p99 + stats.sendOut.p99,
-      onTimeShare,
-      lateP99: quantile(late, 0.99),
-      frames: heard.frames,
+      sentOnTimeShare,
+      sendLateP50: stats.send.p50,
+      sendLateP99: stats.send.p99,
+      sendLateMax: stats.send.max,
+      sentFrames: stats.send.frames,
+      sendCalls: stats.send.calls,
+      skipped: stats.send.skipped,
+      aUnderruns: stats.underruns,
+      heardOnTimeShare,
+      heardLateP99: quantile(late, 0.99),
+      heardFrames: heard.frames,
       missing: heard.missing,
-      underruns: heard.underruns + heard.pauses,
+      heardUnderruns: heard.underruns + heard.pauses,
       spurtsPerCall: heard.spurts / n,
       clientSendP99,
       clientSendOnTime: sends.length ? sends.filter((x) => x <= ON_TIME_MS).length / sends.length : 0,
@@ -511,7 +589,8 @@ async function runStep(n: number, ctx: { a: Child; b: Child; sippBin: string; si
       sippCode: res.code,
       failed: res.failed,
     };
-    step.held = heard.missing === 0 && heard.underruns + heard.pauses === 0 && onTimeShare >= 0.999 && aMainPct < 95;
+    // The verdict is A's own: the callers' arrivals (heard) are reported beside it, not used.
+    step.held = stats.active >= n && stats.send.calls >= n && sentOnTimeShare >= 0.999 && stats.send.skipped === 0 && stats.underruns === 0 && aMainPct < 95;
     if (res.code !== 0 || res.failed > 0) throw new Error(`step ${n}: SIPp exit ${res.code}, ${res.failed} failed calls:\n${sipp.describe()}`);
     return step;
   } finally {
@@ -594,8 +673,10 @@ export async function run(): Promise<void> {
       results.push(s);
       log(
         `  A ${s.aCpuPct.toFixed(1)} % CPU (event loop ${s.aMainPct.toFixed(1)} %), ${s.aCpuMsPerCallSec.toFixed(3)} ms/s per call, +${s.memPerCallMb.toFixed(3)} MB per call; B ${s.bCpuPct.toFixed(1)} %; load generator ${s.clientCpuPct.toFixed(1)} %; machine ${s.machineBusyPct.toFixed(0)} % busy` +
-          `\n  in ${s.inP50.toFixed(3)}/${s.inP99.toFixed(3)} ms, out ${s.outP50.toFixed(3)}/${s.outP99.toFixed(3)} ms (p50/p99); on time ${(100 * s.onTimeShare).toFixed(3)} % of ${s.frames} frames, late p99 ${s.lateP99.toFixed(2)} ms, missing ${s.missing}, underruns ${s.underruns}; client send p99 ${s.clientSendP99.toFixed(2)} ms, loop p99 ${s.clientLoopP99.toFixed(2)} ms` +
-          `${s.held ? '  HELD' : '  not held'}${s.clientLimited ? ' (client-limited)' : ''}`,
+          `\n  in ${s.inP50.toFixed(3)}/${s.inP99.toFixed(3)} ms, out ${s.outP50.toFixed(3)}/${s.outP99.toFixed(3)} ms (p50/p99); A loop delay p99 ${s.stats.loop.p99.toFixed(2)} ms` +
+          `\n  A sent on time ${(100 * s.sentOnTimeShare).toFixed(3)} % of ${s.sentFrames} frames on ${s.sendCalls} calls, send late p50/p99/max ${s.sendLateP50.toFixed(3)}/${s.sendLateP99.toFixed(3)}/${s.sendLateMax.toFixed(2)} ms, skipped ${s.skipped}, A underruns ${s.aUnderruns}` +
+          `\n  heard on time ${(100 * s.heardOnTimeShare).toFixed(3)} % of ${s.heardFrames} frames, heard late p99 ${s.heardLateP99.toFixed(2)} ms, missing ${s.missing}, heard underruns ${s.heardUnderruns}; client send p99 ${s.clientSendP99.toFixed(2)} ms, client loop p99 ${s.clientLoopP99.toFixed(2)} ms${s.clientLimited ? ' (client-limited: heard figures not trustworthy to 5 ms)' : ''}` +
+          `\n  ${s.held ? 'HELD' : 'not held'}`,
       );
     }
   } finally {
@@ -604,37 +685,41 @@ export async function run(): Promise<void> {
     rmSync(dirB, { recursive: true, force: true });
   }
 
-  const rows = [['calls', 'A cpu%', 'loop%', 'ms/s/call', 'MB/call', 'B cpu%', 'client%', 'busy%', 'in p50', 'in p99', 'out p50', 'out p99', 'on time%', 'late p99', 'missing', 'underruns', 'send p99', 'verdict']];
+  const rows = [['calls', 'A cpu%', 'loop%', 'ms/s/call', 'MB/call', 'B cpu%', 'client%', 'busy%', 'in p50', 'in p99', 'out p50', 'out p99', 'sent on time%', 'send late p99', 'skipped', 'A underruns', 'heard on time%', 'heard late p99', 'missing', 'heard underruns', 'send p99', 'verdict']];
   for (const s of results) {
     rows.push([
       String(s.n), s.aCpuPct.toFixed(1), s.aMainPct.toFixed(1), s.aCpuMsPerCallSec.toFixed(3), s.memPerCallMb.toFixed(3), s.bCpuPct.toFixed(1), s.clientCpuPct.toFixed(1), s.machineBusyPct.toFixed(0),
-      s.inP50.toFixed(3), s.inP99.toFixed(3), s.outP50.toFixed(3), s.outP99.toFixed(3), (100 * s.onTimeShare).toFixed(3), s.lateP99.toFixed(2), String(s.missing), String(s.underruns), s.clientSendP99.toFixed(2),
-      `${s.held ? 'held' : 'not held'}${s.clientLimited ? ', client-limited' : ''}`,
+      s.inP50.toFixed(3), s.inP99.toFixed(3), s.outP50.toFixed(3), s.outP99.toFixed(3),
+      (100 * s.sentOnTimeShare).toFixed(3), s.sendLateP99.toFixed(3), String(s.skipped), String(s.aUnderruns),
+      (100 * s.heardOnTimeShare).toFixed(3), s.heardLateP99.toFixed(2), String(s.missing), String(s.heardUnderruns), s.clientSendP99.toFixed(2),
+      `${s.held ? 'held' : 'not held'}${s.clientLimited ? ' (heard: client-limited)' : ''}`,
     ]);
   }
-  log(`\nper step (latency = bridge processing per frame, ms; parts: rtpIn+tickIn, msgOut+sendOut)\n${table(rows)}`);
+  log(`\nper step (latency = bridge processing per frame, ms; parts: rtpIn+tickIn, msgOut+sendOut; sent = timed inside A, the verdict's; heard = at the callers' arrival, secondary; send p99 = the load generator's own pacing)\n${table(rows)}`);
   for (const s of results) {
     const p = (x: { p50: number; p99: number; max: number; n: number }) => `${x.p50}/${x.p99}/${x.max} (${x.n})`;
-    log(`  ${s.n}: rtpIn ${p(s.stats.rtpIn)}  tickIn ${p(s.stats.tickIn)}  msgOut ${p(s.stats.msgOut)}  sendOut ${p(s.stats.sendOut)}  A loop delay p99 ${s.stats.loop.p99} ms`);
+    log(`  ${s.n}: rtpIn ${p(s.stats.rtpIn)}  tickIn ${p(s.stats.tickIn)}  msgOut ${p(s.stats.msgOut)}  sendOut ${p(s.stats.sendOut)}  send late ${s.stats.send.p50}/${s.stats.send.p99}/${s.stats.send.max} (${s.stats.send.frames})  A loop delay p50/p99/max ${s.stats.loop.p50}/${s.stats.loop.p99}/${s.stats.loop.max} ms; client loop p99 ${s.clientLoopP99.toFixed(2)} ms`);
   }
   const held = results.filter((s) => s.held).reduce((m, s) => Math.max(m, s.n), 0);
-  const valid = results.filter((s) => !s.clientLimited);
-  const top = (valid.length > 0 ? valid : results).reduce((m, s) => (s.n > m.n ? s : m));
+  // The reported step: the highest run. Every figure but the heard one is measured inside A, which
+  // the load generator's pacing does not distort, so a client-limited step is not disqualified.
+  const top = results.reduce((m, s) => (s.n > m.n ? s : m));
   const floorCpu = (floor.pathUs * 50) / 1000;
   const figures: Figure[] = [
-    { name: 'bridge_calls_held', value: held, unit: 'calls', baseline: TARGET_CALLS, note: 'highest step held (no gap, >= 99.9 % on time); baseline: the target' },
+    { name: 'bridge_calls_held', value: held, unit: 'calls', baseline: TARGET_CALLS, note: 'highest step held (A: >= 99.9 % sent on time, no skipped frame, no underrun, loop < 95 %); baseline: the target' },
     { name: 'bridge_cpu_per_call', value: top.aCpuMsPerCallSec, unit: 'ms/s', baseline: floorCpu, note: `CPU of the bridge daemon per second of call at ${top.n}; baseline: bench/media path per call` },
     { name: 'bridge_mem_per_call', value: top.memPerCallMb, unit: 'MB', baseline: top.bMemPerCallMb, note: `RSS delta / calls at ${top.n}; baseline: the voice server per session` },
     { name: 'bridge_in_latency_p50', value: top.inP50, unit: 'ms', baseline: floor.p50, note: `RTP in -> input_audio out, processing, at ${top.n}; baseline: media floor` },
     { name: 'bridge_in_latency_p99', value: top.inP99, unit: 'ms', baseline: floor.p99, note: 'target < 5 ms' },
     { name: 'bridge_out_latency_p50', value: top.outP50, unit: 'ms', baseline: floor.p50, note: `response_audio in -> RTP out, processing, at ${top.n}` },
     { name: 'bridge_out_latency_p99', value: top.outP99, unit: 'ms', baseline: floor.p99, note: 'target < 5 ms' },
-    { name: 'bridge_on_time_share', value: top.onTimeShare, unit: 'share', baseline: top.clientSendOnTime, note: `frames heard within 5 ms of due at ${top.n}; baseline: the load generator's own sends` },
+    { name: 'bridge_on_time_share', value: top.sentOnTimeShare, unit: 'share', baseline: top.clientSendOnTime, note: `frames A sent within 5 ms of due at ${top.n}; baseline: the load generator's own sends` },
+    { name: 'bridge_heard_on_time_share', value: top.heardOnTimeShare, unit: 'share', baseline: top.clientSendOnTime, note: `frames the callers heard within 5 ms of due at ${top.n}${top.clientLimited ? ' (client-limited)' : ''}; baseline: the load generator's own sends` },
   ];
   printFigures(`bench/bridge (PCMU, SIPp + RTP through the bridge to local/echo on an upstream voice server)`, figures);
   const met = held >= TARGET_CALLS && results.every((s) => s.n > TARGET_CALLS || (s.inP99 < 5 && s.outP99 < 5));
   log(`targets: ${TARGET_CALLS} calls held: ${held >= TARGET_CALLS ? 'met' : 'NOT MET'} (${held}); added latency p99 < 5 ms per direction up to ${TARGET_CALLS}: ${met || results.every((s) => s.inP99 < 5 && s.outP99 < 5) ? 'met' : 'NOT MET'}`);
-  if (results.some((s) => s.clientLimited)) log('note: client-limited steps: the load generator (SIPp + the RTP callers in this process) could not keep its own 5 ms pacing; their misses are not evidence against the bridge');
+  if (results.some((s) => s.clientLimited)) log('note: client-limited steps: the load generator (SIPp + the RTP callers in this process) could not keep its own 5 ms pacing; their heard misses are not evidence against the bridge (the verdict uses A\'s sent-on-time figures only)');
 }
 
 // ---------------------------------------------------------------------------------------------
