@@ -23,13 +23,16 @@
  * timestampIncrement > 0 (audio: agent frames and the encoded silence the bridge sends while the
  * agent is quiet; RFC 4733 telephone-events are sent by sendDtmf, not send(), and would carry
  * increment 0) is one frame of that RtpSession (one per call), stamped with performance.now()
- * just before the original send runs. Per session, in a WeakMap, and for the session's whole life
- * (never reset):
+ * just before the original send runs. Per session, in a WeakMap; S and ref start over with the
+ * session's first frame of each window (below), pos never does:
  *   pos    the frame's position: the sum of the increments of the session's earlier frames
  *          divided by this frame's increment (0, 1, 2, ... for 20 ms PCMU at 160 per frame)
  *   S      frames the schedule moved on by at stalls (below); the frame's index is i = pos + S
- *   ref    the earliest (t - 20 ms * i) seen so far: the start of the call's 20 ms schedule
- *          (the forward pass of analyse() in bench/bridge.ts)
+ *   ref    the earliest (t - 20 ms * i) seen so far in this window: the start of the call's 20 ms
+ *          schedule (the forward pass of analyse() in bench/bridge.ts). Per window because a
+ *          call's place in its media tick shifts while the other calls are being set up: a
+ *          one-time constant shift, which a caller's jitter buffer never notices, would count
+ *          every later frame late.
  * Frame i is due at ref + 20 ms * i; its lateness = (t - 20 ms * i) - ref, after lowering ref
  * when this frame is the earliest yet (lateness 0); on time = lateness <= 5 ms. Lateness goes
  * into a 1 us histogram (p50/p99/max in ms; over 50 ms counts in the top bucket, max is exact).
@@ -64,7 +67,7 @@
  * exit.
  */
 import dgram from 'node:dgram';
-import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
+import { monitorEventLoopDelay, performance, PerformanceObserver } from 'node:perf_hooks';
 import WebSocket from 'ws';
 import { loadConfig } from '../src/config.ts';
 import { createLogger } from '../src/log.ts';
@@ -219,6 +222,16 @@ RtpSession.prototype.send = function (this: RtpSession, payload: Uint8Array, opt
   s.units += inc;
   if (s.lastPos >= 0 && pos - s.lastPos > 1) send.skipped += Math.round(pos - s.lastPos - 1);
   s.lastPos = pos;
+  if (s.window !== send.window) {
+    // A new window: the call's schedule starts over from what it sends in it. Its place in its
+    // media tick moved while the other calls were being set up (a constant shift the caller's
+    // jitter buffer never notices); lateness is judged against the steady state, with every
+    // call up.
+    s.window = send.window;
+    s.ref = Infinity;
+    s.shift = 0;
+    send.calls++;
+  }
   if (!ok) {
     send.skipped++;
     return ok;
@@ -236,10 +249,6 @@ RtpSession.prototype.send = function (this: RtpSession, payload: Uint8Array, opt
     s.shift += k;
     anchor -= FRAME_MS * k;
     if (anchor < s.ref) s.ref = anchor;
-  }
-  if (s.window !== send.window) {
-    s.window = send.window;
-    send.calls++;
   }
   return ok;
 };
@@ -263,6 +272,17 @@ await initResamplers();
 const daemon = await startDaemon(config, logger, () => {}, { runtimeFactory: null });
 process.stdout.write(`LISTENING ${daemon.url} ${daemon.sip!.port}\n`);
 
+// Garbage-collector pauses on the main thread (count, total, longest), per window: a long pause
+// is a stall of every call's media.
+const gc = { count: 0, totalMs: 0, maxMs: 0 };
+new PerformanceObserver((list) => {
+  for (const e of list.getEntries()) {
+    gc.count++;
+    gc.totalMs += e.duration;
+    if (e.duration > gc.maxMs) gc.maxMs = e.duration;
+  }
+}).observe({ entryTypes: ['gc'] });
+
 const LOOP_RESOLUTION_MS = 5;
 const loop = monitorEventLoopDelay({ resolution: LOOP_RESOLUTION_MS });
 loop.enable();
@@ -280,6 +300,7 @@ process.on('SIGUSR2', () => {
     send: { frames: send.frames, onTime: send.onTime, skipped: send.skipped, calls: send.calls, p50: late.p50, p99: late.p99, p999: late.p999, max: late.max },
     underruns,
     loop: { p50: delay(loop.percentile(50)), p99: delay(loop.percentile(99)), max: delay(loop.max) },
+    gc: { count: gc.count, totalMs: Number(gc.totalMs.toFixed(1)), maxMs: Number(gc.maxMs.toFixed(2)) },
     active: daemon.bridge.active,
     heapUsedMb: Number((mem.heapUsed / 2 ** 20).toFixed(1)),
     externalMb: Number((mem.external / 2 ** 20).toFixed(1)),
@@ -288,6 +309,7 @@ process.on('SIGUSR2', () => {
   send.frames = send.onTime = send.skipped = send.calls = 0;
   send.window++;
   underruns = 0;
+  gc.count = gc.totalMs = gc.maxMs = 0;
   process.stdout.write(`STATS ${JSON.stringify(stats)}\n`);
 });
 

@@ -54,7 +54,8 @@
  *     every audio send (timestampIncrement > 0) is stamped when the bridge hands it to send();
  *     frame i (its position: the sum of the earlier increments / its increment, plus the frames
  *     the schedule moved on by at stalls) is due at ref + 20 ms * i, ref = the earliest
- *     (send time - 20 ms * i) of that call so far (its whole life, not only the window); lateness
+ *     (send time - 20 ms * i) of that call so far in the window (not its whole life: see
+ *     bench/bridge-server.ts); lateness
  *     = (send time - 20 ms * i) - ref; on time = lateness <= 5 ms. `sent on time%` = on-time
  *     frames / frames sent in the window, all calls; `send late p99`/max: of those latenesses.
  *     `skipped` = frames of the calls' schedules never sent in the window, each a gap the caller
@@ -390,6 +391,7 @@ interface ProcStats {
   underruns: number;
   /** A's event-loop delay beyond the monitor's 5 ms resolution, ms. */
   loop: { p50: number; p99: number; max: number };
+  gc: { count: number; totalMs: number; maxMs: number };
   active: number;
   heapUsedMb: number;
 }
@@ -698,7 +700,7 @@ export async function run(): Promise<void> {
   log(`\nper step (latency = bridge processing per frame, ms; parts: rtpIn+tickIn, msgOut+sendOut; sent = timed inside A, the verdict's; heard = at the callers' arrival, secondary; send p99 = the load generator's own pacing)\n${table(rows)}`);
   for (const s of results) {
     const p = (x: { p50: number; p99: number; max: number; n: number }) => `${x.p50}/${x.p99}/${x.max} (${x.n})`;
-    log(`  ${s.n}: rtpIn ${p(s.stats.rtpIn)}  tickIn ${p(s.stats.tickIn)}  msgOut ${p(s.stats.msgOut)}  sendOut ${p(s.stats.sendOut)}  send late ${s.stats.send.p50}/${s.stats.send.p99}/${s.stats.send.max} (${s.stats.send.frames})  A loop delay p50/p99/max ${s.stats.loop.p50}/${s.stats.loop.p99}/${s.stats.loop.max} ms; client loop p99 ${s.clientLoopP99.toFixed(2)} ms`);
+    log(`  ${s.n}: rtpIn ${p(s.stats.rtpIn)}  tickIn ${p(s.stats.tickIn)}  msgOut ${p(s.stats.msgOut)}  sendOut ${p(s.stats.sendOut)}  send late ${s.stats.send.p50}/${s.stats.send.p99}/${s.stats.send.max} (${s.stats.send.frames})  A loop delay p50/p99/max ${s.stats.loop.p50}/${s.stats.loop.p99}/${s.stats.loop.max} ms, GC ${s.stats.gc.count} pauses ${s.stats.gc.totalMs} ms (max ${s.stats.gc.maxMs}); client loop p99 ${s.clientLoopP99.toFixed(2)} ms`);
   }
   const held = results.filter((s) => s.held).reduce((m, s) => Math.max(m, s.n), 0);
   // The reported step: the highest run. Every figure but the heard one is measured inside A, which

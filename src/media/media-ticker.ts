@@ -12,7 +12,9 @@
  *
  * Drift-free like Pacer (it is one): a subscriber's ticks are due exactly one period apart. After a
  * stall longer than maxLateMs the missed ticks are skipped, never sent in a burst; the subscriber
- * sees how many of its own ticks were skipped.
+ * sees how many of its own ticks were skipped. Late phases are caught up one per event-loop turn,
+ * with I/O polled in between (bench/bridge found a catch-up loop holding the loop for 150 ms
+ * under load, which starved the very packets the ticks consume).
  */
 import { Pacer, type PacerTick } from './playout-queue.ts';
 import type { Clock, Timers } from './types.ts';
@@ -64,13 +66,28 @@ class Subscriber implements TickSubscription {
   }
 }
 
+/** One phase's subscribers: those that send packets first, then the rest. */
+interface Phase {
+  first: Subscriber[];
+  rest: Subscriber[];
+  /** Some subscriber left: sweep the closed ones after the phase runs. */
+  dirty: boolean;
+}
+
+export interface AddOptions {
+  /**
+   * Run before the phase's other subscribers: for work whose timing the far end hears (a call's
+   * RTP out). The inbound ticks that follow vary in cost (speech or silence, WebSocket writes);
+   * behind them, a call's packets would wander within its phase.
+   */
+  first?: boolean;
+}
+
 export class MediaTicker {
   readonly periodMs: number;
   readonly slots: number;
   readonly #options: MediaTickerOptions;
-  /** Subscribers per phase; closed ones are swept after their phase runs. */
-  readonly #phases: Subscriber[][];
-  readonly #dirty: boolean[];
+  readonly #phases: Phase[];
   #live = 0;
   #pacer: Pacer | undefined;
 
@@ -80,8 +97,7 @@ export class MediaTicker {
     if (!(this.periodMs > 0)) throw new RangeError(`periodMs must be positive, got ${this.periodMs}`);
     if (!Number.isInteger(this.slots) || this.slots < 1) throw new RangeError(`slots must be a positive integer, got ${this.slots}`);
     this.#options = options;
-    this.#phases = Array.from({ length: this.slots }, () => []);
-    this.#dirty = new Array<boolean>(this.slots).fill(false);
+    this.#phases = Array.from({ length: this.slots }, () => ({ first: [], rest: [], dirty: false }));
   }
 
   /** Subscribers on the ticker now. */
@@ -93,11 +109,16 @@ export class MediaTicker {
    * Runs `onTick` once per period from the next tick of its phase on. An exception it throws goes
    * to `onError` and never stops the ticker or the other subscribers.
    */
-  add(onTick: OnTick, onError: (err: unknown) => void = (err) => process.emitWarning(err instanceof Error ? err : String(err), 'MediaTickerWarning')): TickSubscription {
-    let phase = 0;
-    for (let p = 1; p < this.slots; p++) if (this.#count(p) < this.#count(phase)) phase = p;
+  add(
+    onTick: OnTick,
+    onError: (err: unknown) => void = (err) => process.emitWarning(err instanceof Error ? err : String(err), 'MediaTickerWarning'),
+    options: AddOptions = {},
+  ): TickSubscription {
+    let phase = this.#phases[0]!;
+    for (const p of this.#phases) if (this.#count(p) < this.#count(phase)) phase = p;
+    const list = options.first === true ? phase.first : phase.rest;
     const s = new Subscriber(onTick, onError, (sub) => this.#leave(sub, phase));
-    this.#phases[phase]!.push(s);
+    list.push(s);
     this.#live++;
     // The timer runs only while someone listens: an idle daemon has no media wake-ups.
     if (this.#pacer === undefined) {
@@ -106,6 +127,9 @@ export class MediaTicker {
         ...(this.#options.clock ? { clock: this.#options.clock } : {}),
         ...(this.#options.timers ? { timers: this.#options.timers } : {}),
         maxLateMs: this.#options.maxLateMs ?? 60,
+        // One phase per timer callback: a late phase must not hold off the RTP and the
+        // WebSocket messages the next phases are waiting for.
+        maxTicksPerRun: 1,
         onError: (err) => process.emitWarning(err instanceof Error ? err : String(err), 'MediaTickerWarning'),
       });
       this.#pacer.start();
@@ -116,39 +140,47 @@ export class MediaTicker {
   /** Stops the clock and drops every subscriber (daemon shutdown). */
   close(): void {
     for (const phase of this.#phases) {
-      for (const s of phase) s.closed = true;
-      phase.length = 0;
+      for (const s of [...phase.first, ...phase.rest]) s.closed = true;
     }
     this.#live = 0;
     this.#stop();
   }
 
-  #count(phase: number): number {
-    return this.#dirty[phase] ? this.#phases[phase]!.filter((s) => !s.closed).length : this.#phases[phase]!.length;
+  #count(phase: Phase): number {
+    const n = phase.first.length + phase.rest.length;
+    return phase.dirty ? n - phase.first.filter((s) => s.closed).length - phase.rest.filter((s) => s.closed).length : n;
   }
 
-  #leave(s: Subscriber, phase: number): void {
-    if (!this.#phases[phase]!.includes(s)) return; // close() already dropped it
-    this.#dirty[phase] = true;
+  #leave(s: Subscriber, phase: Phase): void {
+    if (!this.#phases.includes(phase)) return; // close() or a restart dropped it already
+    phase.dirty = true;
     if (--this.#live === 0) this.#stop();
   }
 
   #stop(): void {
     this.#pacer?.close();
     this.#pacer = undefined;
-    for (let p = 0; p < this.slots; p++) {
-      this.#phases[p] = [];
-      this.#dirty[p] = false;
-    }
+    for (let p = 0; p < this.slots; p++) this.#phases[p] = { first: [], rest: [], dirty: false };
   }
 
   #run(base: Readonly<PacerTick>): void {
-    const phaseIndex = base.index % this.slots;
-    const phase = this.#phases[phaseIndex]!;
+    const phase = this.#phases[base.index % this.slots]!;
+    this.#runList(phase.first, base);
+    this.#runList(phase.rest, base);
+    // A sweep of the subscribers that left (the phase may have been replaced inside the loop:
+    // the ticker stopped when the last one left, and maybe started again).
+    if (phase.dirty) {
+      phase.first = phase.first.filter((s) => !s.closed);
+      phase.rest = phase.rest.filter((s) => !s.closed);
+      phase.dirty = false;
+    }
+  }
+
+  #runList(list: Subscriber[], base: Readonly<PacerTick>): void {
     // Subscribers added during this tick wait for their phase's next one.
-    const n = phase.length;
+    const n = list.length;
     for (let i = 0; i < n; i++) {
-      const s = phase[i]!;
+      const s = list[i]!;
       if (s.closed) continue;
       const t = s.tick;
       t.skipped = s.lastBase < 0 ? 0 : (base.index - s.lastBase) / this.slots - 1;
@@ -163,11 +195,6 @@ export class MediaTicker {
       } catch (err) {
         s.onError(err);
       }
-    }
-    // The ticker may have stopped (last subscriber left) or restarted inside the loop.
-    if (this.#dirty[phaseIndex] && this.#phases[phaseIndex] === phase) {
-      this.#phases[phaseIndex] = phase.filter((s) => !s.closed);
-      this.#dirty[phaseIndex] = false;
     }
   }
 }

@@ -98,7 +98,7 @@ export class OutboundPath {
     const { ticker, onError } = this.#options;
     if (ticker) {
       if (ticker.periodMs !== this.codec.frameMs) throw new RangeError(`the ticker runs at ${ticker.periodMs} ms, the codec's frames are ${this.codec.frameMs} ms`);
-      this.#pacer = ticker.add(onTick, onError);
+      this.#pacer = ticker.add(onTick, onError, { first: true });
     } else {
       const pacer = new Pacer(onTick, { periodMs: this.codec.frameMs, clock: this.#options.clock, timers: this.#options.timers, onError });
       pacer.start();

@@ -239,6 +239,13 @@ export interface PacerOptions {
   maxLateMs?: number;
   /** Receives exceptions thrown by the tick callback (they never stop the pacer). Default: process.emitWarning. */
   onError?: (err: unknown) => void;
+  /**
+   * Late ticks run back to back, at most this many per timer callback; the rest run after the
+   * event loop has polled I/O (a timer of 0). Default: no limit. A pacer whose ticks are heavy
+   * (MediaTicker: every call's media) sets 1, or catching up would hold off the packets and
+   * messages those ticks are waiting for.
+   */
+  maxTicksPerRun?: number;
 }
 
 /** One tick, as the callback sees it (a reused object: copy what you keep). */
@@ -274,6 +281,7 @@ export class Pacer {
   readonly #clock: Clock;
   readonly #timers: TimerApi;
   readonly #maxLateMs: number;
+  readonly #maxTicksPerRun: number;
   readonly #onError: (err: unknown) => void;
   readonly #tick: PacerTick = { index: 0, scheduledMs: 0, nowMs: 0, skipped: 0 };
   readonly #run = () => this.#fire();
@@ -295,6 +303,7 @@ export class Pacer {
     this.#clock = options.clock ?? systemClock;
     this.#timers = options.timers ?? systemTimers;
     this.#maxLateMs = options.maxLateMs ?? 60;
+    this.#maxTicksPerRun = options.maxTicksPerRun ?? Infinity;
     this.#onError = options.onError ?? ((err) => process.emitWarning(err instanceof Error ? err : String(err), 'PacerWarning'));
   }
 
@@ -332,9 +341,11 @@ export class Pacer {
     this.#handle = undefined;
     const period = this.periodMs;
     let now = this.#clock.now();
+    let ran = 0;
     while (!this.#closed) {
       let due = this.#startMs + this.#next * period;
-      if (due > now + EARLY_MS) break;
+      if (due > now + EARLY_MS || ran === this.#maxTicksPerRun) break;
+      ran++;
       let skipped = 0;
       if (now - due > this.#maxLateMs) {
         // Stalled: jump to the latest tick that is due rather than sending a burst.

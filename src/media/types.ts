@@ -88,8 +88,18 @@ export interface Timers {
   clearTimeout(handle: unknown): void;
 }
 
-/** Unref'd: a call's sockets keep the process alive while it lasts; its timers need not. */
+/**
+ * Unref'd: a call's sockets keep the process alive while it lasts; its timers need not.
+ * A delay of 0 (or less) runs the callback on the next turn of the event loop, right after it has
+ * polled I/O (setImmediate): Node would make it a 1 ms timer, and a media clock catching up one
+ * tick per turn at full load could then never catch up.
+ */
 export const systemTimers: Timers = {
-  setTimeout: (callback, delayMs) => setTimeout(callback, delayMs).unref(),
-  clearTimeout: (handle) => clearTimeout(handle as NodeJS.Timeout),
+  // The immediate stays ref'd: it holds the process for one turn at most, and on Node 20 an unref'd
+  // immediate that arms an unref'd timer leaves that timer never firing (tried).
+  setTimeout: (callback, delayMs) => (delayMs > 0 ? setTimeout(callback, delayMs).unref() : setImmediate(callback)),
+  clearTimeout: (handle) => {
+    if (handle instanceof Object && 'hasRef' in handle && !('refresh' in handle)) clearImmediate(handle as NodeJS.Immediate);
+    else clearTimeout(handle as NodeJS.Timeout);
+  },
 };

@@ -3,6 +3,7 @@ import { createCodec } from '../../src/media/codecs.ts';
 import { MediaTicker } from '../../src/media/media-ticker.ts';
 import { OutboundPath } from '../../src/media/outbound-path.ts';
 import { initResamplers } from '../../src/media/resampler.ts';
+import { systemTimers } from '../../src/media/types.ts';
 import { VirtualTime } from '../helpers/virtual-time.ts';
 
 describe('MediaTicker', () => {
@@ -102,6 +103,18 @@ describe('MediaTicker', () => {
     expect(late[0]).toBe(20);
   });
 
+  it('runs the subscribers added with `first` before the others of their phase', () => {
+    const vt = new VirtualTime();
+    const ticker = new MediaTicker({ clock: vt, timers: vt, slots: 1 });
+    const order: string[] = [];
+    ticker.add(() => order.push('in-1'));
+    ticker.add(() => order.push('out-1'), undefined, { first: true });
+    ticker.add(() => order.push('in-2'));
+    ticker.add(() => order.push('out-2'), undefined, { first: true });
+    vt.advanceTo(1000);
+    expect(order).toEqual(['out-1', 'out-2', 'in-1', 'in-2']);
+  });
+
   it('refuses a nonsense configuration', () => {
     expect(() => new MediaTicker({ slots: 0 })).toThrow(RangeError);
     expect(() => new MediaTicker({ periodMs: 0 })).toThrow(RangeError);
@@ -146,6 +159,22 @@ describe('MediaTicker', () => {
 });
 
 describe('MediaTicker on the real clock', () => {
+  it('system timers: a delay of 0 runs on the next loop turn (no 1 ms floor) and can be cancelled', async () => {
+    const order: string[] = [];
+    setTimeout(() => order.push('1 ms timer'), 1);
+    systemTimers.setTimeout(() => {
+      order.push('immediate');
+      // What a pacer does next (Node 20 never fired this when the immediate was unref'd).
+      systemTimers.setTimeout(() => order.push('timer armed from the immediate'), 3);
+    }, 0);
+    const cancelled = systemTimers.setTimeout(() => order.push('cancelled'), 0);
+    systemTimers.clearTimeout(cancelled);
+    const cancelledTimer = systemTimers.setTimeout(() => order.push('cancelled timer'), 2);
+    systemTimers.clearTimeout(cancelledTimer);
+    await new Promise((r) => setTimeout(r, 20));
+    expect(order).toEqual(['immediate', '1 ms timer', 'timer armed from the immediate']);
+  });
+
   it('holds a 20 ms period for 100 subscribers over half a second (loose bounds for a loaded CI)', async () => {
     const ticker = new MediaTicker();
     const at: number[][] = Array.from({ length: 100 }, () => []);

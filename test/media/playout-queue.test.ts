@@ -131,6 +131,28 @@ describe('PlayoutQueue', () => {
 });
 
 describe('Pacer on virtual time', () => {
+  it('with maxTicksPerRun 1 catches up one late tick per timer callback (I/O gets in between)', () => {
+    const runs = (maxTicksPerRun?: number) => {
+      const vt = new VirtualTime();
+      let callbacks = 0;
+      const timers = {
+        setTimeout: (fn: () => void, ms: number) => vt.setTimeout(() => (callbacks++, fn()), ms),
+        clearTimeout: (h: unknown) => vt.clearTimeout(h),
+      };
+      const seen: number[] = [];
+      const pacer = new Pacer(() => seen.push(callbacks), { clock: vt, timers, periodMs: 5, ...(maxTicksPerRun ? { maxTicksPerRun } : {}) });
+      pacer.start();
+      vt.advanceTo(1000);
+      vt.nowMs = 1017; // the event loop was busy: ticks due at 1005, 1010 and 1015 are late
+      vt.advanceTo(1017);
+      pacer.close();
+      return seen;
+    };
+    // Tick 0, then the three late ones: in three separate callbacks, or all in one.
+    expect(runs(1)).toEqual([1, 2, 3, 4]);
+    expect(runs()).toEqual([1, 2, 2, 2]);
+  });
+
   it('is drift-free over 10,000 ticks: tick n fires at start + 20 n exactly', () => {
     const vt = new VirtualTime();
     const at: number[] = [];
