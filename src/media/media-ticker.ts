@@ -12,9 +12,9 @@
  *
  * Drift-free like Pacer (it is one): a subscriber's ticks are due exactly one period apart. After a
  * stall longer than maxLateMs the missed ticks are skipped, never sent in a burst; the subscriber
- * sees how many of its own ticks were skipped. Late phases are caught up one per event-loop turn,
- * with I/O polled in between (bench/bridge found a catch-up loop holding the loop for 150 ms
- * under load, which starved the very packets the ticks consume).
+ * sees how many of its own ticks were skipped. Late phases are caught up back to back, at most
+ * one period's worth per event-loop turn, with I/O polled in between (bench/bridge found an
+ * unbounded catch-up loop holding the event loop for 150 ms under load).
  */
 import { Pacer, type PacerTick } from './playout-queue.ts';
 import type { Clock, Timers } from './types.ts';
@@ -93,7 +93,7 @@ export class MediaTicker {
 
   constructor(options: MediaTickerOptions = {}) {
     this.periodMs = options.periodMs ?? 20;
-    this.slots = options.slots ?? 4;
+    this.slots = options.slots ?? 10;
     if (!(this.periodMs > 0)) throw new RangeError(`periodMs must be positive, got ${this.periodMs}`);
     if (!Number.isInteger(this.slots) || this.slots < 1) throw new RangeError(`slots must be a positive integer, got ${this.slots}`);
     this.#options = options;
@@ -127,9 +127,12 @@ export class MediaTicker {
         ...(this.#options.clock ? { clock: this.#options.clock } : {}),
         ...(this.#options.timers ? { timers: this.#options.timers } : {}),
         maxLateMs: this.#options.maxLateMs ?? 60,
-        // One phase per timer callback: a late phase must not hold off the RTP and the
-        // WebSocket messages the next phases are waiting for.
-        maxTicksPerRun: 1,
+        // Late phases catch up back to back, at most one period's worth per event-loop turn:
+        // all at once would hold off the RTP and WebSocket messages the next ticks consume for
+        // as long as the stall lasted; one per turn let the I/O backlog of the stall run
+        // between phases and kept them late (bench/bridge: 97.3 % of frames on time at 100
+        // calls against 98.7 % back to back).
+        maxTicksPerRun: this.slots,
         onError: (err) => process.emitWarning(err instanceof Error ? err : String(err), 'MediaTickerWarning'),
       });
       this.#pacer.start();
