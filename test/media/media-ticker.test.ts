@@ -11,7 +11,7 @@ describe('MediaTicker', () => {
 
   it('runs every subscriber once per period, drift-free, spread over the phases', () => {
     const vt = new VirtualTime();
-    const ticker = new MediaTicker({ clock: vt, timers: vt });
+    const ticker = new MediaTicker({ clock: vt, timers: vt, slots: 4 });
     const seen: number[][] = [];
     for (let i = 0; i < 8; i++) {
       const at: number[] = [];
