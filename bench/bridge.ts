@@ -91,6 +91,8 @@
  * SIPp call successful, and A sending frames on all N calls in the window), A's sent-on-time
  * share >= 99.9 %, no skipped frame, no A underrun, and A's event loop (main thread CPU) below
  * 95 % of a core. Steps go on to the end (BENCH_BRIDGE_STEPS, default 50,100,150,200).
+ * Diagnostics: BENCH_BRIDGE_NODE_ARGS (node flags for A, e.g. --cpu-prof), BENCH_BRIDGE_A_NICE
+ * (A's scheduling priority, e.g. -10 as root; default unchanged).
  *
  * Figures (RESULT lines): bridge_calls_held (the highest step held; baseline: the target 200);
  * at the reported step, the highest step run (every figure below but the heard one is measured
@@ -106,7 +108,7 @@
 import dgram from 'node:dgram';
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { cpus, loadavg, tmpdir } from 'node:os';
+import { cpus, loadavg, setPriority, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import { pathToFileURL } from 'node:url';
@@ -659,6 +661,13 @@ export async function run(): Promise<void> {
       BENCH_BRIDGE_RTP_MIN: String(rtpMin),
     });
     children.push(a);
+    // BENCH_BRIDGE_A_NICE (e.g. -10, root only): the bridge's scheduling priority, as telephony
+    // servers run their media (Asterisk -p, FreeSWITCH -rp); everything else stays at 0.
+    const aNice = process.env.BENCH_BRIDGE_A_NICE;
+    if (aNice !== undefined && aNice !== '') {
+      setPriority(a.proc.pid!, Number(aNice));
+      log(`bridge daemon (A) runs at nice ${aNice}`);
+    }
     const [aUrl, sipPortText] = (await waitForLine(a, /LISTENING (\S+ \d+)/, 60_000)).split(' ');
     const trunk = await api(aUrl!, aKey, 'POST', '/v1/sip-trunks', { pbx: 'generic', name: 'bench acl', inbound_auth_type: 'acl', inbound_acl: ['127.0.0.1/32'] });
     await api(aUrl!, aKey, 'POST', `/v1/sip-trunks/${trunk.id}/assignments`, { agent_id: id, alternate_number: NUMBER });
