@@ -1,11 +1,11 @@
 /**
  * One media clock for every call in the process. The 20 ms frame period is cut into `slots`
- * phases (default 4: a tick every 5 ms); each subscriber (a call's inbound playout, its outbound
+ * phases (default 10: a tick every 2 ms); each subscriber (a call's inbound playout, its outbound
  * pacing) is put in the least-loaded phase and runs once per period, always in that phase.
  *
  * Why not a Pacer per call: two timers per bridged call (the caller's playout tick and the agent's
  * pacing) are 20,000 timer callbacks a second at 200 calls, each its own event-loop wake-up at its
- * own phase; the process spends its time waking up. One ticker wakes 200 times a second whatever
+ * own phase; the process spends its time waking up. One ticker wakes 500 times a second whatever
  * the number of calls, and the phases keep the calls' packets spread over the period instead of
  * sending every call's frame in one burst. It is the soft-timer design of media servers (one
  * timer per packet time, shared by the sessions on it).
@@ -22,7 +22,7 @@ import type { Clock, Timers } from './types.ts';
 export interface MediaTickerOptions {
   /** The frame period every subscriber runs at, ms. Default 20. */
   periodMs?: number;
-  /** Phases per period (a divisor of periodMs in whole ms is best). Default 4. */
+  /** Phases per period (a divisor of periodMs in whole ms is best). Default 10. */
   slots?: number;
   clock?: Clock;
   timers?: Timers;
@@ -52,13 +52,13 @@ class Subscriber implements TickSubscription {
   constructor(
     readonly onTick: OnTick,
     readonly onError: (err: unknown) => void,
-    private readonly leave: (s: Subscriber) => void,
+    private readonly leave: () => void,
   ) {}
 
   close(): void {
     if (this.closed) return;
     this.closed = true;
-    this.leave(this);
+    this.leave();
   }
 
   stats(): { ticks: number; skipped: number } {
@@ -117,7 +117,7 @@ export class MediaTicker {
     let phase = this.#phases[0]!;
     for (const p of this.#phases) if (this.#count(p) < this.#count(phase)) phase = p;
     const list = options.first === true ? phase.first : phase.rest;
-    const s = new Subscriber(onTick, onError, (sub) => this.#leave(sub, phase));
+    const s = new Subscriber(onTick, onError, () => this.#leave(phase));
     list.push(s);
     this.#live++;
     // The timer runs only while someone listens: an idle daemon has no media wake-ups.
@@ -154,7 +154,7 @@ export class MediaTicker {
     return phase.dirty ? n - phase.first.filter((s) => s.closed).length - phase.rest.filter((s) => s.closed).length : n;
   }
 
-  #leave(s: Subscriber, phase: Phase): void {
+  #leave(phase: Phase): void {
     if (!this.#phases.includes(phase)) return; // close() or a restart dropped it already
     phase.dirty = true;
     if (--this.#live === 0) this.#stop();
