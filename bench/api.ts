@@ -14,21 +14,19 @@
  * Targets (the issue): agent GET >= half the baseline's throughput; p99 < 5 ms at 1,000 req/s.
  * Any non-2xx response or connection error invalidates the run: reported, then run() throws.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { createServer, type AddressInfo } from 'node:net';
 import { createSocket } from 'node:dgram';
 import http from 'node:http';
 import { cpus, loadavg, tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import type { EventEmitter } from 'node:events';
 import { formatValue, printFigures, ratio, table, type Figure } from './lib/result.ts';
 import { envNumber } from './lib/env.ts';
+import { cpuSeconds, ROOT, startChild, stopChild, type Child } from './lib/child.ts';
 
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const HOST = '127.0.0.1';
 
 // ---------------------------------------------------------------------------------------------
@@ -61,42 +59,6 @@ interface AutocannonResult {
 }
 type AutocannonInstance = EventEmitter & PromiseLike<AutocannonResult>;
 const autocannon = createRequire(import.meta.url)('autocannon') as (opts: AutocannonOptions) => AutocannonInstance;
-
-// ---------------------------------------------------------------------------------------------
-// Child processes.
-
-interface Child {
-  name: string;
-  proc: ChildProcess;
-  /** Last output of the child, for the error message when it fails. API keys are redacted. */
-  output(): string;
-  exited: Promise<number | null>;
-}
-
-function startChild(name: string, args: string[], env: Record<string, string>): Child {
-  const proc = spawn(process.execPath, args, { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  let tail = '';
-  const keep = (chunk: Buffer) => {
-    tail = (tail + chunk.toString('utf8')).slice(-8000);
-  };
-  proc.stdout?.on('data', keep);
-  proc.stderr?.on('data', keep);
-  const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
-  proc.once('error', (err) => keep(Buffer.from(`\nspawn failed: ${err.message}\n`)));
-  return { name, proc, exited, output: () => tail.replace(/cbk_[A-Za-z0-9_-]+/g, 'cbk_<redacted>') };
-}
-
-/** SIGTERM by PID, SIGKILL after 5 s. Idempotent. */
-async function stopChild(child: Child): Promise<void> {
-  const { proc } = child;
-  if (proc.exitCode !== null || proc.signalCode !== null || proc.pid === undefined) return;
-  process.kill(proc.pid, 'SIGTERM');
-  const timer = setTimeout(() => {
-    if (proc.exitCode === null && proc.signalCode === null && proc.pid !== undefined) process.kill(proc.pid, 'SIGKILL');
-  }, 5000);
-  await child.exited;
-  clearTimeout(timer);
-}
 
 /** A port free on 127.0.0.1 for TCP (and UDP when asked), found by binding port 0 and closing. */
 async function freePort(udpToo = false): Promise<number> {
@@ -175,19 +137,6 @@ interface Slice {
   errors: number;
   /** CPU seconds of the server process during the slice; NaN where /proc is not there. */
   cpuSecs: number;
-}
-
-/** Clock ticks per second of /proc/<pid>/stat times (USER_HZ, 100 on Linux). */
-const USER_HZ = 100;
-
-/** User + system CPU seconds a process has used so far, from /proc; NaN when not available. */
-function cpuSeconds(pid: number | undefined): number {
-  if (pid === undefined || !existsSync(`/proc/${pid}/stat`)) return Number.NaN;
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  // Fields after the parenthesised command name, which may contain spaces: state is field 3,
-  // utime field 14, stime field 15.
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return (Number(fields[11]) + Number(fields[12])) / USER_HZ;
 }
 
 /**

@@ -14,6 +14,7 @@ import { writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { LocalEspeakProvider } from '../src/agent/providers/tts/local-espeak.ts';
 import { createResampler, initResamplers } from '../src/media/resampler.ts';
+import { wavHeader } from '../src/media/wav.ts';
 
 const CALLER_TEXT = 'Hello, I would like to know your opening hours please.';
 const OUT_RATE = 8000;
@@ -22,21 +23,7 @@ const IN_RATE = 24_000;
 /** A canonical 44-byte-header WAV of PCM16 mono. */
 function pcm16Wav(pcm: Int16Array, rate: number): Buffer {
   const data = Buffer.from(pcm.buffer, pcm.byteOffset, pcm.byteLength);
-  const h = Buffer.alloc(44);
-  h.write('RIFF', 0, 'latin1');
-  h.writeUInt32LE(36 + data.length, 4);
-  h.write('WAVE', 8, 'latin1');
-  h.write('fmt ', 12, 'latin1');
-  h.writeUInt32LE(16, 16);
-  h.writeUInt16LE(1, 20); // PCM
-  h.writeUInt16LE(1, 22); // mono
-  h.writeUInt32LE(rate, 24);
-  h.writeUInt32LE(rate * 2, 28);
-  h.writeUInt16LE(2, 32);
-  h.writeUInt16LE(16, 34);
-  h.write('data', 36, 'latin1');
-  h.writeUInt32LE(data.length, 40);
-  return Buffer.concat([h, data]);
+  return Buffer.concat([wavHeader(rate, 1, data.length), data]);
 }
 
 async function main(): Promise<void> {

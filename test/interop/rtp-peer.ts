@@ -37,6 +37,7 @@ import dgram from 'node:dgram';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import alawmulaw from 'alawmulaw';
+import { wavHeader } from '../../src/media/wav.ts';
 import { readWavPcm16 } from './baresip/baresip.ts';
 
 const { mulaw, alaw } = alawmulaw;
@@ -168,21 +169,7 @@ export function loadWav8k(path: string): Int16Array {
 /** A canonical PCM16 mono WAV. */
 export function pcm16Wav(pcm: Int16Array, rate = SAMPLE_RATE): Buffer {
   const data = Buffer.from(pcm.buffer, pcm.byteOffset, pcm.byteLength);
-  const h = Buffer.alloc(44);
-  h.write('RIFF', 0, 'latin1');
-  h.writeUInt32LE(36 + data.length, 4);
-  h.write('WAVE', 8, 'latin1');
-  h.write('fmt ', 12, 'latin1');
-  h.writeUInt32LE(16, 16);
-  h.writeUInt16LE(1, 20);
-  h.writeUInt16LE(1, 22);
-  h.writeUInt32LE(rate, 24);
-  h.writeUInt32LE(rate * 2, 28);
-  h.writeUInt16LE(2, 32);
-  h.writeUInt16LE(16, 34);
-  h.write('data', 36, 'latin1');
-  h.writeUInt32LE(data.length, 40);
-  return Buffer.concat([h, data]);
+  return Buffer.concat([wavHeader(rate, 1, data.length), data]);
 }
 
 // ---------------------------------------------------------------------------------------------

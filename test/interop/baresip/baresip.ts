@@ -18,6 +18,7 @@ import net from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freeMediaPort, freeSipPort } from '../sipp.ts';
+import { wavHeader } from '../../../src/media/wav.ts';
 
 const TEMPLATE_DIR = fileURLToPath(new URL('./', import.meta.url));
 
@@ -109,18 +110,7 @@ export interface BaresipResult {
 export function toneWav(seconds = 2, hz = 440, amplitude = 8000): Buffer {
   const n = Math.round(seconds * 8000);
   const wav = Buffer.alloc(44 + n * 2);
-  wav.write('RIFF', 0, 'latin1');
-  wav.writeUInt32LE(36 + n * 2, 4);
-  wav.write('WAVEfmt ', 8, 'latin1');
-  wav.writeUInt32LE(16, 16);
-  wav.writeUInt16LE(1, 20); // PCM
-  wav.writeUInt16LE(1, 22); // mono
-  wav.writeUInt32LE(8000, 24);
-  wav.writeUInt32LE(16000, 28);
-  wav.writeUInt16LE(2, 32);
-  wav.writeUInt16LE(16, 34);
-  wav.write('data', 36, 'latin1');
-  wav.writeUInt32LE(n * 2, 40);
+  wavHeader(8000, 1, n * 2).copy(wav);
   for (let i = 0; i < n; i++) wav.writeInt16LE(Math.round(amplitude * Math.sin((2 * Math.PI * hz * i) / 8000)), 44 + i * 2);
   return wav;
 }
