@@ -16,12 +16,10 @@ import WebSocket from 'ws';
 import type { OutboundDial } from '../domain/dial.ts';
 import { notFound, tooMany, unavailable, validation } from '../domain/errors.ts';
 import type { Logger } from '../log.ts';
-import { createCodec } from '../media/codecs.ts';
-import { InboundPath } from '../media/inbound-path.ts';
-import { OutboundPath } from '../media/outbound-path.ts';
+import type { BridgeMedia, BridgeMediaConfig, BridgeMediaStats } from '../media/bridge-media.ts';
+import { startBridgeMedia } from '../media/media-host.ts';
+import { MediaTicker } from '../media/media-ticker.ts';
 import { base64ToPcm16, pcm16ToBase64 } from '../media/pcm.ts';
-import { MediaTicker, type TickSubscription } from '../media/media-ticker.ts';
-import type { Codec, ReceivedRtp } from '../media/types.ts';
 import type { SipCall } from '../sip/call.ts';
 import type { DialFailureReason } from '../sip/outbound-call.ts';
 import { outboundTrunkFromStore } from '../sip/store-directory.ts';
@@ -202,19 +200,14 @@ class BridgedCall {
   readonly #log: Logger;
   readonly #onDone: (b: BridgedCall) => void;
   #ws: WebSocket | undefined;
-  #codec: Codec | undefined;
-  #inbound: InboundPath | undefined;
-  #outbound: OutboundPath | undefined;
-  #ticker: TickSubscription | undefined;
+  /** The call's media both ways (here or in a media worker), once the session started. */
+  #media: BridgeMedia | undefined;
   #sessionId: string | undefined;
   #done = false;
   /** Media ran (the call was answered and connected): counted in the active-calls gauge. */
   #bridged = false;
   #tickMsTotal = 0;
   #recorder: CallRecorderSink | undefined;
-  /** Agent frames waiting for the recording (at most 3), and the free buffers. */
-  readonly #agentQueue: Int16Array[] = [];
-  readonly #agentFree: Int16Array[] = [new Int16Array(480), new Int16Array(480), new Int16Array(480)];
   #digitChain: Promise<void> = Promise.resolve();
   #transferring = false;
   #relay: MediaRelay | undefined;
@@ -278,7 +271,7 @@ class BridgedCall {
     const ws = new WebSocket(url, { maxPayload: 8 * 1024 * 1024 });
     this.#ws = ws;
     const timer = setTimeout(() => {
-      if (this.#ticker === undefined) {
+      if (this.#media === undefined) {
         this.#log.warn({ sessionId: this.#sessionId }, 'voice session did not start in time: ending the call');
         this.#refuse(503, 'voice session timeout');
       }
@@ -327,59 +320,38 @@ class BridgedCall {
       return;
     }
     const neg = call.media.codec;
-    // One codec object per direction's needs: G.711 is stateless, Opus keeps state per call.
-    const codec = createCodec(neg.name, { payloadType: neg.payloadType });
-    this.#codec = codec;
-    this.#inbound = new InboundPath({ codec });
     this.#recorder = this.#sessionId !== undefined ? this.#o.recorder?.(this.#sessionId) : undefined;
-    this.#outbound = new OutboundPath({
-      codec,
-      ...(this.#recorder ? { onFrame: (frame: Int16Array) => this.#keepAgentFrame(frame) } : {}),
-      send: (payload, marker, timestampIncrement) => {
-        call.rtp.send(payload, { payloadType: neg.payloadType, timestampIncrement, marker });
-      },
-      onError: (err) => this.#log.warn({ err }, 'outbound media tick failed'),
+    const config: BridgeMediaConfig = {
+      codec: neg.name,
+      payloadType: neg.payloadType,
+      receivePayloadType: neg.receivePayloadType,
+      ...(call.media.comfortNoisePayloadType !== undefined ? { comfortNoisePayloadType: call.media.comfortNoisePayloadType } : {}),
       sendSilence: this.#o.sendSilence ?? true,
-      ticker: this.#o.ticker,
-    });
-    this.#outbound.start();
-    const receivePt = neg.receivePayloadType;
-    const cnPt = call.media.comfortNoisePayloadType;
-    call.rtp.on('rtp', (p: ReceivedRtp) => {
-      if (p.payloadType === receivePt || (cnPt !== undefined && p.payloadType === cnPt)) this.#inbound?.push(p);
-    });
+      keepAgentFrames: this.#recorder !== undefined,
+    };
+    // Caller audio arrives at the jitter buffer's playout pace, one frame per 20 ms tick.
+    this.#media = startBridgeMedia(
+      call.rtp,
+      config,
+      {
+        onInputFrame: (frame, agent) => this.#sendInputFrame(frame, agent),
+        onError: (err, direction) => this.#log.warn({ err }, `${direction} media tick failed`),
+      },
+      this.#o.ticker!,
+    );
     // Keys the caller presses (RFC 4733 or SIP INFO) go to the agent as the `dtmf` extension.
     call.on('dtmf', (digit) => {
       if (this.#ws?.readyState === WebSocket.OPEN) this.#ws.send(JSON.stringify({ type: 'dtmf', data: { digit } }));
     });
-    // Caller audio goes to the session at the jitter buffer's playout pace: one frame per 20 ms.
-    this.#ticker = this.#o.ticker!.add((tick) => this.#sendInputFrame(tick.nowMs), (err) => this.#log.warn({ err }, 'inbound media tick failed'));
     this.#o.metrics?.callStarted(call.direction);
     this.#bridged = true;
     if (!this.#o.sessions.recordsCalls && this.#sessionId !== undefined) this.#o.store.calls.markAnswered(this.#sessionId, new Date().toISOString());
     this.#log.info({ sessionId: this.#sessionId, codec: neg.name, from: call.from, to: call.to }, 'call answered and bridged to its voice session');
   }
 
-  /**
-   * The agent's frames sent, for the recording's second channel (copied: they are views). The
-   * agent's 20 ms clock and the caller's drift apart a little: a short queue passes one frame per
-   * caller tick, so no agent frame is lost to the drift (only a backlog beyond it).
-   */
-  #keepAgentFrame(frame: Int16Array): void {
-    const slot = this.#agentFree.pop() ?? this.#agentQueue.shift()!;
-    slot.fill(0);
-    slot.set(frame.subarray(0, slot.length));
-    this.#agentQueue.push(slot);
-  }
-
-  #sendInputFrame(nowMs: number): void {
+  #sendInputFrame(frame: Int16Array | null, agent: Int16Array | null): void {
     const t0 = performance.now();
-    const frame = this.#inbound?.tick(nowMs);
-    if (this.#recorder) {
-      const agent = this.#agentQueue.shift();
-      this.#recorder.tick(frame ?? null, agent ?? null);
-      if (agent) this.#agentFree.push(agent);
-    }
+    this.#recorder?.tick(frame, agent);
     const ws = this.#ws;
     if (!frame || ws === undefined || ws.readyState !== WebSocket.OPEN) return;
     // Built as a string: base64 needs no escaping, and this is ~3x cheaper than JSON.stringify.
@@ -394,9 +366,9 @@ class BridgedCall {
     switch (msg.type) {
       case 'response_audio': {
         const audio = msg.data?.audio;
-        if (typeof audio !== 'string' || audio === '' || this.#outbound === undefined) return;
+        if (typeof audio !== 'string' || audio === '' || this.#media === undefined) return;
         try {
-          this.#outbound.push(base64ToPcm16(audio, this.#pcmScratch));
+          this.#media.push(base64ToPcm16(audio, this.#pcmScratch));
           this.#counts.audioOut++;
         } catch (err) {
           this.#log.warn({ err }, 'response_audio that is not PCM16 base64: dropped');
@@ -405,7 +377,7 @@ class BridgedCall {
       }
       case 'interruption':
         this.#counts.interruptions++;
-        this.#outbound?.clear();
+        this.#media?.clear();
         return;
       case 'dtmf':
         void this.#playDigits(msg.data?.digits ?? '');
@@ -460,10 +432,8 @@ class BridgedCall {
   }
 
   /** Stops the bridge's own media (the agent's audio out, the caller's audio to the session). */
-  #stopMedia(): void {
-    this.#ticker?.close();
-    this.#outbound?.close();
-    this.#inbound?.close();
+  #stopMedia(): Promise<BridgeMediaStats> | undefined {
+    return this.#media?.stop();
   }
 
   #refuse(status: number, why: string): void {
@@ -475,9 +445,8 @@ class BridgedCall {
   #finish(why: string): void {
     if (this.#done) return;
     this.#done = true;
-    this.#stopMedia();
+    const media = this.#stopMedia();
     this.#relay?.close();
-    this.#codec?.close();
     if (!this.#o.sessions.recordsCalls && this.#sessionId !== undefined) {
       // Upstream mode: nobody else ends this daemon's record of the phone call.
       this.#o.store.calls.end(this.#sessionId, { ended_at: new Date().toISOString(), end_reason: why, transcript: [], ...(this.#bridged ? {} : { status: 'failed' }) });
@@ -489,17 +458,24 @@ class BridgedCall {
     const call = this.#call;
     if (call.state === 'answered') call.hangup('local');
     else if (call.state === 'ringing') call.reject(480, 'voice session ended');
-    const rtp = call.rtp.stats();
-    const inbound = this.#inbound?.stats();
-    const lossRatio = rtp.packetsReceived + rtp.packetsLost > 0 ? Math.max(0, rtp.packetsLost) / (rtp.packetsReceived + Math.max(0, rtp.packetsLost)) : 0;
-    const inboundTickMs = this.#counts.framesIn > 0 ? this.#tickMsTotal / this.#counts.framesIn : 0;
-    if (this.#bridged) {
-      this.#o.metrics?.callEnded(call.direction);
-      this.#o.metrics?.quality({ jitterBufferDepthMs: inbound?.depthMs ?? 0, lossRatio, inboundTickMs });
-    } else {
+    this.#onDone(this);
+    if (!this.#bridged) {
       this.#o.metrics?.failure('not_bridged');
+      return;
     }
-    // One line per call with its quality figures: what an operator greps for at 3 a.m.
+    this.#o.metrics?.callEnded(call.direction);
+    // The media's final figures come from the thread that ran it (a worker answers a moment later).
+    void (media ?? Promise.resolve(undefined)).then((m) => this.#logQuality(why, m ?? undefined));
+  }
+
+  /** One line per call with its quality figures: what an operator greps for at 3 a.m. */
+  #logQuality(why: string, media: BridgeMediaStats | undefined): void {
+    const call = this.#call;
+    const rtp = media?.rtp ?? call.rtp.stats();
+    const inbound = media?.inbound;
+    const lossRatio = rtp.packetsReceived + rtp.packetsLost > 0 ? Math.max(0, rtp.packetsLost) / (rtp.packetsReceived + Math.max(0, rtp.packetsLost)) : 0;
+    const inboundTickMs = (media?.inboundTickMs ?? 0) + (this.#counts.framesIn > 0 ? this.#tickMsTotal / this.#counts.framesIn : 0);
+    this.#o.metrics?.quality({ jitterBufferDepthMs: inbound?.depthMs ?? 0, lossRatio, inboundTickMs });
     this.#log.info(
       {
         sessionId: this.#sessionId,
@@ -513,10 +489,9 @@ class BridgedCall {
         jitterBufferDepthMs: inbound?.depthMs,
         concealedFrames: inbound?.concealedFrames,
         inboundTickMs: Number(inboundTickMs.toFixed(4)),
-        outbound: this.#outbound?.stats(),
+        outbound: media?.outbound,
       },
       'bridged call ended',
     );
-    this.#onDone(this);
   }
 }

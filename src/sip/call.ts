@@ -18,7 +18,7 @@
  */
 import { EventEmitter } from 'node:events';
 import { randomUUID } from 'node:crypto';
-import type { RtpSession } from '../media/rtp-session.ts';
+import type { CallRtp } from '../media/media-host.ts';
 import type { Dialog, DialogTerminationReason } from './dialog.ts';
 import { createResponse, type SipRequest } from './message.ts';
 import { isSdpError, SdpNegotiationError, type LocalSdpSession, type NegotiatedMedia, parseAnswer, type SdpOffer } from './sdp.ts';
@@ -106,7 +106,7 @@ export interface SipCallInit {
   direction: CallDirection;
   dialog: Dialog;
   media: NegotiatedMedia;
-  rtp: RtpSession;
+  rtp: CallRtp;
   sdp: CallSdpContext;
   /** The caller's number (From user) and the number called (Request-URI / To user). */
   from: string;
@@ -156,7 +156,7 @@ export class SipCall extends EventEmitter<SipCallEvents> {
   readonly id = randomUUID();
   readonly direction: CallDirection;
   readonly dialog: Dialog;
-  readonly rtp: RtpSession;
+  readonly rtp: CallRtp;
   readonly from: string;
   readonly to: string;
   readonly trunk: CallTrunk | undefined;

@@ -6,8 +6,7 @@
  * Request-URI: sip:<number>@<outbound host>[:port][;transport=tcp|tls], written once and used
  * unchanged as the digest uri (a strict carrier compares the two and loops on 401 otherwise).
  */
-import type { PortAllocator, RtpPortPair } from '../media/port-allocator.ts';
-import { RtpSession } from '../media/rtp-session.ts';
+import { createCallRtp, type CallPorts, type CallRtp, type PortSource } from '../media/media-host.ts';
 import type { CodecName } from '../media/codecs.ts';
 import { applyCallerIdTransforms, outboundTarget, type CallerIdTransform, type Pbx } from '../domain/sip-trunk.ts';
 import { SipCall, type CallLogger } from './call.ts';
@@ -56,7 +55,7 @@ export interface OutboundContext {
   transport: SipTransportLayer;
   layer: TransactionLayer;
   dialogs: DialogManager;
-  ports: PortAllocator;
+  ports: PortSource;
   mediaAddress: string;
   codecs: readonly CodecName[];
   mediaTimeoutMs: number;
@@ -72,9 +71,8 @@ function hostPort(host: string, port: number | undefined): string {
   return port === undefined ? h : `${h}:${port}`;
 }
 
-function newRtp(ctx: OutboundContext, ports: RtpPortPair, media: NegotiatedMedia): RtpSession {
-  return new RtpSession({
-    ports,
+function newRtp(ctx: OutboundContext, ports: CallPorts, media: NegotiatedMedia): CallRtp {
+  return createCallRtp(ports, {
     clockRate: media.codec.clockRate,
     remote: media.remote,
     ...(media.dtmf ? { dtmfPayloadType: media.dtmf.receivePayloadType } : {}),
@@ -103,7 +101,7 @@ export async function placeCall(ctx: OutboundContext, opts: DialOptions): Promis
     return { ok: false, reason: 'unreachable', status: 503, detail: `cannot resolve ${target.host}` };
   }
 
-  let ports: RtpPortPair;
+  let ports: CallPorts;
   try {
     ports = await ctx.ports.allocate();
   } catch (err) {
@@ -127,7 +125,7 @@ export async function placeCall(ctx: OutboundContext, opts: DialOptions): Promis
   const localHost = hostPort(local.address, local.port);
   const callerId = applyCallerIdTransforms(opts.callerId, trunk.caller_id_transforms);
 
-  let rtp: RtpSession | undefined;
+  let rtp: CallRtp | undefined;
   let early: NegotiatedMedia | undefined;
   const outcome = await sendInvite({
     layer: ctx.layer,

@@ -7,8 +7,7 @@
  * Every refused INVITE is logged exactly once with why (which trunk matched, which auth step
  * failed, which number had no route), the line PBX admins look for first.
  */
-import type { PortAllocator, RtpPortPair } from '../media/port-allocator.ts';
-import { RtpSession } from '../media/rtp-session.ts';
+import { createCallRtp, type CallPorts, type PortSource } from '../media/media-host.ts';
 import type { CodecName } from '../media/codecs.ts';
 import type { AuthRateLimiter } from './auth-rate-limit.ts';
 import { SipCall, type CallLogger } from './call.ts';
@@ -36,7 +35,7 @@ export interface UasContext {
   directory: InboundDirectory;
   digest: DigestServer;
   limiter: AuthRateLimiter;
-  ports: PortAllocator;
+  ports: PortSource;
   mediaAddress: string;
   codecs: readonly CodecName[];
   mediaTimeoutMs: number;
@@ -197,7 +196,7 @@ async function handleInvite(ctx: UasContext, tx: ServerTransaction, inbound: Inb
     return;
   }
 
-  let ports: RtpPortPair;
+  let ports: CallPorts;
   try {
     ports = await ctx.ports.allocate();
   } catch (err) {
@@ -242,8 +241,7 @@ async function handleInvite(ctx: UasContext, tx: ServerTransaction, inbound: Inb
     return;
   }
   const logger = ctx.logger;
-  const rtp = new RtpSession({
-    ports,
+  const rtp = createCallRtp(ports, {
     clockRate: answer.codec.clockRate,
     // Delayed offer: the peer's address comes with the answer in the ACK.
     ...(pendingOffer ? {} : { remote: answer.remote }),

@@ -11,7 +11,7 @@
  *   await ua.close();        // BYE to every call, sockets closed
  */
 import { EventEmitter } from 'node:events';
-import type { PortAllocator } from '../media/port-allocator.ts';
+import type { PortSource } from '../media/media-host.ts';
 import { DEFAULT_CODEC_PREFERENCES } from './sdp.ts';
 import type { CodecName } from '../media/codecs.ts';
 import { AuthRateLimiter, type AuthRateLimiterOptions } from './auth-rate-limit.ts';
@@ -30,7 +30,7 @@ import { handleOutOfDialog, type UasContext, type UasLogger } from './uas.ts';
 export interface SipUserAgentOptions {
   listen: SipTransportListen[];
   directory: InboundDirectory;
-  ports: PortAllocator;
+  ports: PortSource;
   /** The address put in our SDP (c=, o=): where peers send RTP. */
   mediaAddress: string;
   /** Digest realm of our challenges. Default "callbridge". */

@@ -1,0 +1,75 @@
+/**
+ * Messages between the main thread (media-worker-pool.ts) and a media worker (media-worker.ts).
+ * Each side batches what it has to say during one event-loop turn into one postMessage (an array
+ * of these), so a worker carrying 100 calls posts about one message per 2 ms media phase, not
+ * one per frame. Order within a batch is the order of the calls that produced it (a push before
+ * a clear stays before it).
+ */
+import type { BridgeMediaConfig, BridgeMediaStats } from './bridge-media.ts';
+import type { DtmfDigit } from './dtmf.ts';
+import type { RtpSessionStats, SdpRemote } from './rtp-session.ts';
+import type { RemoteAddress } from './rtp-symmetric-latch.ts';
+
+/** RtpSession options that cross to the worker (everything but ports, clock, timers, logger). */
+export interface WorkerSessionOptions {
+  clockRate: number;
+  remote?: SdpRemote;
+  dtmfPayloadType?: number;
+  rtcpMux?: boolean;
+  mediaTimeoutMs?: number;
+}
+
+export type ToWorker =
+  | { t: 'alloc'; req: number; id: number; address?: string }
+  | { t: 'session'; id: number; options: WorkerSessionOptions }
+  /** Ports allocated but never used for a session (the INVITE failed): give them back. */
+  | { t: 'release'; id: number }
+  | { t: 'setRemote'; id: number; remote: SdpRemote }
+  | { t: 'setMediaTimeout'; id: number; ms: number }
+  | { t: 'dtmf'; req: number; id: number; digit: string; durationMs?: number; payloadType?: number }
+  | { t: 'send'; id: number; payload: Uint8Array; payloadType: number; timestampIncrement: number; marker?: boolean }
+  /** Forward every received packet ('rtp' events) to the main thread (media-relay.ts). */
+  | { t: 'forwardRtp'; id: number }
+  | { t: 'close'; req: number; id: number }
+  | { t: 'bridge'; id: number; config: BridgeMediaConfig }
+  | { t: 'push'; id: number; audio: Int16Array }
+  | { t: 'clear'; id: number }
+  | { t: 'stopBridge'; req: number; id: number };
+
+export type FromWorker =
+  | { t: 'ready'; niceness: number | null; warning?: string }
+  | { t: 'reply'; req: number; ok: true; value?: unknown }
+  | { t: 'reply'; req: number; ok: false; error: string; code?: string }
+  | { t: 'frame'; id: number; frame: Int16Array | null; agent: Int16Array | null; nowMs: number }
+  | { t: 'rtp'; id: number; payloadType: number; payload: Uint8Array; sequenceNumber: number; timestamp: number; ssrc: number; marker: boolean }
+  | { t: 'dtmf'; id: number; digit: DtmfDigit }
+  | { t: 'timeout'; id: number }
+  | { t: 'latch'; id: number; remote: RemoteAddress }
+  | { t: 'bye'; id: number; reason: string | undefined }
+  | { t: 'error'; id: number; message: string }
+  | { t: 'stats'; id: number; stats: RtpSessionStats }
+  | { t: 'mediaError'; id: number; direction: 'inbound' | 'outbound'; message: string };
+
+/** The value of a 'reply' to 'alloc'. */
+export interface AllocatedPorts {
+  address: string;
+  family: 'IPv4' | 'IPv6';
+  rtpPort: number;
+  rtcpPort: number;
+}
+
+/** The value of a 'reply' to 'close' and 'stopBridge'. */
+export type ClosedSession = { stats: RtpSessionStats };
+export type StoppedBridge = BridgeMediaStats;
+
+/** What the pool gives each worker (workerData). */
+export interface MediaWorkerData {
+  index: number;
+  portMin: number;
+  portMax: number;
+  address: string;
+  /** Scheduling priority (nice) for the worker's thread; null: leave it. */
+  niceness: number | null;
+  /** Modules imported before anything else (bench instrumentation). */
+  preload: string[];
+}

@@ -1,0 +1,191 @@
+/**
+ * A media worker thread (started by media-worker-pool.ts): it owns the RTP sockets of the calls
+ * placed on it (its own slice of the port range), their RtpSession, and, once bridged, their
+ * LocalBridgeMedia (jitter buffer, decode, resampling, paced encode and send) on its own
+ * MediaTicker. Its event loop carries nothing but media, so the 20 ms RTP sends keep their slot
+ * while the main thread is busy with SIP, WebSocket and JSON work (docs/media-workers.md).
+ *
+ * Talks to the pool in batches (media-worker-protocol.ts): whatever one event-loop turn produced
+ * (caller frames of a media phase, DTMF, replies) leaves in one postMessage.
+ */
+import os from 'node:os';
+import { parentPort, workerData } from 'node:worker_threads';
+import { LocalBridgeMedia } from './bridge-media.ts';
+import { MediaTicker } from './media-ticker.ts';
+import type { FromWorker, MediaWorkerData, ToWorker } from './media-worker-protocol.ts';
+import { PortAllocator, type RtpPortPair } from './port-allocator.ts';
+import { initResamplers } from './resampler.ts';
+import { RtpSession } from './rtp-session.ts';
+
+const data = workerData as MediaWorkerData;
+// Preloads (the benchmark's instrumentation) patch media prototypes before any session exists.
+for (const mod of data.preload) await import(mod);
+await initResamplers();
+const port = parentPort!;
+
+let niceness: number | null = null;
+let warning: string | undefined;
+if (data.niceness !== null) {
+  try {
+    // On Linux a thread has its own nice value: pid 0 is this thread only (setpriority(2)).
+    os.setPriority(0, data.niceness);
+    niceness = data.niceness;
+  } catch (err) {
+    warning = `could not set the media thread's priority to ${data.niceness} (${(err as Error).message}); running at the default`;
+  }
+}
+
+const allocator = new PortAllocator({ min: data.portMin, max: data.portMax, address: data.address });
+const ticker = new MediaTicker();
+
+interface Entry {
+  ports: RtpPortPair;
+  rtp?: RtpSession;
+  bridge?: LocalBridgeMedia;
+  forwardRtp?: boolean;
+}
+const entries = new Map<number, Entry>();
+
+let outbox: FromWorker[] = [];
+let flushScheduled = false;
+function post(msg: FromWorker): void {
+  outbox.push(msg);
+  if (!flushScheduled) {
+    flushScheduled = true;
+    setImmediate(flush);
+  }
+}
+function flush(): void {
+  flushScheduled = false;
+  const batch = outbox;
+  outbox = [];
+  if (batch.length > 0) port.postMessage(batch);
+}
+
+const reply = (req: number, value?: unknown): void => post({ t: 'reply', req, ok: true, value });
+const fail = (req: number, err: unknown): void => {
+  const e = err as { message?: string; code?: string };
+  post({ t: 'reply', req, ok: false, error: e?.message ?? String(err), ...(e?.code ? { code: e.code } : {}) });
+};
+
+// A snapshot of every session's counters each second: the main thread's stats() reads these.
+const statsTimer = setInterval(() => {
+  for (const [id, e] of entries) if (e.rtp && !e.rtp.closed) post({ t: 'stats', id, stats: e.rtp.stats() });
+}, 1000);
+statsTimer.unref();
+
+function openSession(id: number, e: Entry, msg: Extract<ToWorker, { t: 'session' }>): void {
+  const o = msg.options;
+  const rtp = new RtpSession({
+    ports: e.ports,
+    clockRate: o.clockRate,
+    ...(o.remote ? { remote: o.remote } : {}),
+    ...(o.dtmfPayloadType !== undefined ? { dtmfPayloadType: o.dtmfPayloadType } : {}),
+    ...(o.rtcpMux !== undefined ? { rtcpMux: o.rtcpMux } : {}),
+    ...(o.mediaTimeoutMs !== undefined ? { mediaTimeoutMs: o.mediaTimeoutMs } : {}),
+  });
+  e.rtp = rtp;
+  rtp.on('dtmf', (digit) => post({ t: 'dtmf', id, digit }));
+  rtp.on('timeout', () => post({ t: 'timeout', id }));
+  rtp.on('latch', (remote) => post({ t: 'latch', id, remote }));
+  rtp.on('bye', (reason) => post({ t: 'bye', id, reason }));
+  rtp.on('error', (err) => post({ t: 'error', id, message: err.message }));
+  rtp.on('rtp', (p) => {
+    if (!e.forwardRtp) return;
+    post({ t: 'rtp', id, payloadType: p.payloadType, payload: p.payload.slice(), sequenceNumber: p.sequenceNumber, timestamp: p.timestamp, ssrc: p.ssrc, marker: p.marker });
+  });
+}
+
+function handle(msg: ToWorker): void {
+  if (msg.t === 'alloc') {
+    allocator.allocate(msg.address !== undefined ? { address: msg.address } : {}).then(
+      (ports) => {
+        entries.set(msg.id, { ports });
+        reply(msg.req, { address: ports.address, family: ports.family, rtpPort: ports.rtpPort, rtcpPort: ports.rtcpPort });
+      },
+      (err: unknown) => fail(msg.req, err),
+    );
+    return;
+  }
+  const e = entries.get(msg.id);
+  if (e === undefined) {
+    // The session is gone (closed, or its ports were never allocated): requests still get an answer.
+    if ('req' in msg) fail(msg.req, new Error(`media session ${msg.id} is closed`));
+    return;
+  }
+  switch (msg.t) {
+    case 'session':
+      openSession(msg.id, e, msg);
+      return;
+    case 'release':
+      e.ports.close();
+      entries.delete(msg.id);
+      return;
+    case 'setRemote':
+      e.rtp?.setRemote(msg.remote);
+      return;
+    case 'setMediaTimeout':
+      e.rtp?.setMediaTimeout(msg.ms);
+      return;
+    case 'dtmf':
+      if (e.rtp === undefined) return fail(msg.req, new Error('no RTP session'));
+      e.rtp.sendDtmf(msg.digit, msg.durationMs, msg.payloadType).then(
+        () => reply(msg.req),
+        (err: unknown) => fail(msg.req, err),
+      );
+      return;
+    case 'send':
+      e.rtp?.send(msg.payload, { payloadType: msg.payloadType, timestampIncrement: msg.timestampIncrement, ...(msg.marker !== undefined ? { marker: msg.marker } : {}) });
+      return;
+    case 'forwardRtp':
+      e.forwardRtp = true;
+      return;
+    case 'bridge': {
+      if (e.rtp === undefined || e.bridge !== undefined) return;
+      const id = msg.id;
+      e.bridge = new LocalBridgeMedia(
+        e.rtp,
+        msg.config,
+        {
+          // Copies: the frames are views of buffers the next tick reuses, and the batch leaves later this turn.
+          onInputFrame: (frame, agent, nowMs) => post({ t: 'frame', id, frame: frame ? frame.slice() : null, agent: agent ? agent.slice() : null, nowMs }),
+          onError: (err, direction) => post({ t: 'mediaError', id, direction, message: (err as Error)?.message ?? String(err) }),
+        },
+        ticker,
+      );
+      return;
+    }
+    case 'push':
+      e.bridge?.push(msg.audio);
+      return;
+    case 'clear':
+      e.bridge?.clear();
+      return;
+    case 'stopBridge':
+      if (e.bridge === undefined) return fail(msg.req, new Error('no bridge media'));
+      reply(msg.req, e.bridge.stopNow());
+      return;
+    case 'close': {
+      const stats = e.bridge?.stopNow();
+      if (e.rtp) e.rtp.close();
+      else e.ports.close();
+      entries.delete(msg.id);
+      reply(msg.req, { stats: e.rtp?.stats(), bridge: stats });
+      return;
+    }
+  }
+}
+
+port.on('message', (batch: ToWorker[]) => {
+  for (const msg of batch) {
+    try {
+      handle(msg);
+    } catch (err) {
+      // One bad request never takes the worker (and every call on it) down.
+      if ('req' in msg) fail(msg.req, err);
+      else post({ t: 'error', id: 'id' in msg ? msg.id : -1, message: (err as Error)?.message ?? String(err) });
+    }
+  }
+});
+
+post({ t: 'ready', niceness, ...(warning ? { warning } : {}) });
