@@ -251,6 +251,18 @@ const schema = {
     port_max: { doc: 'Highest RTP port.', format: 'port', default: 30000, env: 'CALLBRIDGE_RTP_PORT_MAX' },
     address: { doc: 'Address RTP sockets bind to.', format: 'host', default: '0.0.0.0', env: 'CALLBRIDGE_RTP_ADDRESS' },
     media_timeout_secs: { doc: 'A call with no RTP from the peer for this long is hung up (not while on hold); 0 = never.', format: 'nat', default: 30, env: 'CALLBRIDGE_RTP_MEDIA_TIMEOUT_SECS' },
+    media_threads: {
+      doc: 'Worker threads that carry the calls\' RTP media (sockets, jitter buffers, codecs, resampling, 20 ms pacing), each with its own slice of the port range; 0 = all on the main thread with SIP, REST and the voice sessions.',
+      format: 'nat',
+      default: 0,
+      env: 'CALLBRIDGE_RTP_MEDIA_THREADS',
+    },
+    media_thread_nice: {
+      doc: 'Scheduling priority (nice, -20..19) of the media threads, as telephony servers run their media; below 0 needs root or CAP_SYS_NICE (refused: a warning, default priority). 0 = unchanged.',
+      format: 'int',
+      default: 0,
+      env: 'CALLBRIDGE_RTP_MEDIA_THREAD_NICE',
+    },
   },
   region: {
     self: { doc: 'The region this daemon serves (x-service-region naming it is served here).', format: [...REGIONS], default: 'us-central1', env: 'CALLBRIDGE_REGION' },
@@ -462,7 +474,7 @@ export type Config = {
     t1_ms: number;
     options_ping_secs: number;
   };
-  rtp: { port_min: number; port_max: number; address: string; media_timeout_secs: number };
+  rtp: { port_min: number; port_max: number; address: string; media_timeout_secs: number; media_threads: number; media_thread_nice: number };
   region: { self: Region; peer_us_central1: string; peer_northamerica_northeast1: string; proxy_timeout_ms: number };
   llm: { providers: LlmProviderConfig[]; first_token_timeout_ms: number };
   stt: { provider: 'local' | 'openai' | 'stream'; base_url: string; api_key: string; model: string };
@@ -558,6 +570,9 @@ function flatten(obj: Record<string, unknown>, prefix = ''): Array<[string, unkn
 
 /** Rules that involve more than one setting. */
 function crossCheck(config: Config): void {
+  if (config.rtp.media_thread_nice < -20 || config.rtp.media_thread_nice > 19) {
+    throw new ConfigError(`invalid configuration: rtp.media_thread_nice (${config.rtp.media_thread_nice}) is outside -20..19`);
+  }
   if (config.rtp.port_min > config.rtp.port_max) {
     throw new ConfigError(`invalid configuration: rtp.port_min (${config.rtp.port_min}) is above rtp.port_max (${config.rtp.port_max})`);
   }

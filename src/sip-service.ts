@@ -11,6 +11,7 @@ import type { Config } from './config.ts';
 import type { Logger } from './log.ts';
 import type { Store } from './store/index.ts';
 import { PortAllocator } from './media/port-allocator.ts';
+import { MediaWorkerPool } from './media/media-worker-pool.ts';
 import type { CodecName } from './media/codecs.ts';
 import type { DigestAlgorithm } from './sip/digest.ts';
 import { StoreDirectory } from './sip/store-directory.ts';
@@ -21,7 +22,7 @@ import { Counter, Gauge, type Registry } from 'prom-client';
 
 export interface SipService {
   ua: SipUserAgent;
-  ports: PortAllocator;
+  ports: PortAllocator | MediaWorkerPool;
   /** OPTIONS pings to trunks' outbound hosts; undefined when sip.options_ping_secs is 0. */
   health: TrunkHealth | undefined;
   /** The SIP port bound (UDP and TCP). */
@@ -73,7 +74,7 @@ function list(s: string): string[] {
 }
 
 /** Prometheus metrics of SIP on the daemon's registry. */
-function installSipMetrics(registry: Registry, ua: SipUserAgent, ports: PortAllocator): { trunkUp: Gauge<'trunk_id'> } {
+function installSipMetrics(registry: Registry, ua: SipUserAgent, ports: { inUse: number }): { trunkUp: Gauge<'trunk_id'> } {
   new Gauge({
     name: 'callbridge_sip_calls_active',
     help: 'SIP calls in progress (ringing or answered), by direction.',
@@ -121,7 +122,22 @@ export async function startSip(config: Config, store: Store, logger: Logger, reg
       ...adv,
     });
   }
-  const ports = new PortAllocator({ min: config.rtp.port_min, max: config.rtp.port_max, address: config.rtp.address });
+  const ports =
+    config.rtp.media_threads > 0
+      ? new MediaWorkerPool({
+          workers: config.rtp.media_threads,
+          portMin: config.rtp.port_min,
+          portMax: config.rtp.port_max,
+          address: config.rtp.address,
+          niceness: config.rtp.media_thread_nice === 0 ? null : config.rtp.media_thread_nice,
+          preload: (process.env.CALLBRIDGE_MEDIA_WORKER_PRELOAD ?? '').split(',').filter(Boolean),
+          logger: log,
+        })
+      : new PortAllocator({ min: config.rtp.port_min, max: config.rtp.port_max, address: config.rtp.address });
+  if (ports instanceof MediaWorkerPool) {
+    await ports.ready();
+    log.info({ threads: ports.size, nice: config.rtp.media_thread_nice }, 'RTP media on worker threads');
+  }
   const ua = new SipUserAgent({
     listen,
     directory: new StoreDirectory(store, { logger: log }),
@@ -171,10 +187,12 @@ export async function startSip(config: Config, store: Store, logger: Logger, reg
       if (ua.calls.length > 0) log.warn({ calls: ua.calls.length }, 'drain deadline reached: hanging up the remaining calls');
       health?.close();
       await ua.close();
+      if (ports instanceof MediaWorkerPool) await ports.close();
     },
     close: async () => {
       health?.close();
       await ua.close();
+      if (ports instanceof MediaWorkerPool) await ports.close();
     },
   };
 }

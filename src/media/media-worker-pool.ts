@@ -12,6 +12,8 @@
  * carries only media can.
  */
 import { EventEmitter } from 'node:events';
+import { createRequire } from 'node:module';
+import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import type { BridgeMedia, BridgeMediaCallbacks, BridgeMediaConfig, BridgeMediaStats } from './bridge-media.ts';
 import { MediaClosedError } from './errors.ts';
@@ -70,6 +72,19 @@ function zeroStats(): RtpSessionStats {
   };
 }
 
+/**
+ * Starts media-worker.js (the build) or media-worker.ts (the sources, under tsx or vitest: the
+ * worker registers tsx's loader itself first, since loader hooks are per thread).
+ */
+function newMediaWorker(data: MediaWorkerData, name: string): Worker {
+  if (!import.meta.url.endsWith('.ts')) return new Worker(new URL('./media-worker.js', import.meta.url), { workerData: data, name });
+  const entry = new URL('./media-worker.ts', import.meta.url).href;
+  // tsx's ESM build of its API (require.resolve finds the CommonJS one, which cannot register here).
+  const tsx = pathToFileURL(createRequire(import.meta.url).resolve('tsx/esm/api').replace(/\.cjs$/, '.mjs')).href;
+  const code = `import(${JSON.stringify(tsx)}).then((m) => { (m.register ?? m.default.register)(); return import(${JSON.stringify(entry)}); });`;
+  return new Worker(code, { eval: true, workerData: data, name });
+}
+
 /** One worker thread and what the main thread tracks of it. */
 class MediaWorkerHandle {
   readonly index: number;
@@ -101,10 +116,7 @@ class MediaWorkerHandle {
   }
 
   #spawn(): void {
-    const url = new URL(import.meta.url.endsWith('.ts') ? './media-worker.ts' : './media-worker.js', import.meta.url);
-    // From the TypeScript sources (tests, `npm start` without a build) the worker needs tsx too.
-    const execArgv = url.pathname.endsWith('.ts') ? [...process.execArgv, '--import', 'tsx'] : process.execArgv;
-    const worker = new Worker(url, { workerData: this.data, execArgv, name: `media-${this.index}` });
+    const worker = newMediaWorker(this.data, `media-${this.index}`);
     this.worker = worker;
     this.ready = new Promise<void>((resolve, reject) => {
       const onExit = (code: number): void => reject(new Error(`media worker ${this.index} exited during start-up (code ${code})`));
@@ -418,10 +430,15 @@ export class RemoteBridgeMedia implements BridgeMedia {
 }
 
 export class MediaWorkerPool {
+  /** The whole port range, over all workers. */
+  readonly min: number;
+  readonly max: number;
   readonly #workers: MediaWorkerHandle[] = [];
   #nextId = 1;
 
   constructor(options: MediaWorkerPoolOptions) {
+    this.min = options.portMin;
+    this.max = options.portMax;
     const firstEven = options.portMin % 2 === 0 ? options.portMin : options.portMin + 1;
     const pairs = Math.floor((options.portMax - firstEven + 1) / 2);
     const n = Math.max(1, Math.min(options.workers, pairs));
@@ -437,6 +454,11 @@ export class MediaWorkerPool {
 
   get size(): number {
     return this.#workers.length;
+  }
+
+  /** Port pairs held for calls, over all workers (the callbridge_rtp_ports_in_use gauge). */
+  get inUse(): number {
+    return this.#workers.reduce((n, w) => n + w.held, 0);
   }
 
   /** Resolves when every worker is up (their port ranges and resamplers ready). */

@@ -36,7 +36,10 @@ export interface TestDaemon {
 /** `options` injects what startDaemon takes besides config (a voice runtime factory, tuning). */
 export async function startTestDaemon(overrides: Record<string, unknown> = {}, dataDir?: string, options: DaemonOptions = {}): Promise<TestDaemon> {
   const dir = dataDir ?? mkdtempSync(join(tmpdir(), 'callbridge-test-'));
-  const { sip, drain, ...rest } = overrides as { sip?: Record<string, unknown>; drain?: Record<string, unknown> };
+  const { sip, drain, ...rest } = overrides as { sip?: Record<string, unknown>; drain?: Record<string, unknown>; rtp?: Record<string, unknown> };
+  // CALLBRIDGE_TEST_MEDIA_THREADS=N runs every test daemon's media on N worker threads (unless the test sets it).
+  const threads = process.env.CALLBRIDGE_TEST_MEDIA_THREADS;
+  if (threads !== undefined && threads !== '') rest.rtp = { media_threads: Number(threads), ...rest.rtp };
   const config = loadConfig(
     {
       data_dir: dir,
