@@ -385,6 +385,8 @@ function analyse(calls: readonly Caller[]): { frames: number; onTime: number; la
 interface ProcStats {
   rtpIn: { n: number; p50: number; p99: number; max: number };
   tickIn: { n: number; p50: number; p99: number; max: number };
+  /** Media workers only: a caller frame's tick start (worker) to its arrival on A's main thread. */
+  handoffIn?: { n: number; p50: number; p99: number; max: number };
   msgOut: { n: number; p50: number; p99: number; max: number };
   sendOut: { n: number; p50: number; p99: number; max: number };
   /** A's send-side timing of the window (bench/bridge-server.ts): lateness in ms. */
@@ -394,6 +396,8 @@ interface ProcStats {
   /** A's event-loop delay beyond the monitor's 5 ms resolution, ms. */
   loop: { p50: number; p99: number; max: number };
   gc: { count: number; totalMs: number; maxMs: number };
+  /** Media workers (BENCH_BRIDGE_MEDIA_THREADS): each one's event-loop delay and GC. */
+  mediaThreads?: { index: number; loop: { p50: number; p99: number; max: number }; gc: { count: number; totalMs: number; maxMs: number } }[];
   active: number;
   heapUsedMb: number;
 }
@@ -567,8 +571,10 @@ async function runStep(n: number, ctx: { a: Child; b: Child; sippBin: string; si
       memPerCallMb: (rssA - rssA0) / n,
       bMemPerCallMb: (rssB - rssB0) / n,
       stats,
-      inP50: stats.rtpIn.p50 + stats.tickIn.p50,
-      inP99: stats.rtpIn.p99 + stats.tickIn.p99,
+      // With media workers the caller's frame also crosses threads: handoffIn (tick start in the
+      // worker to arrival on the main thread) is a third part.
+      inP50: stats.rtpIn.p50 + stats.tickIn.p50 + (stats.handoffIn?.n ? stats.handoffIn.p50 : 0),
+      inP99: stats.rtpIn.p99 + stats.tickIn.p99 + (stats.handoffIn?.n ? stats.handoffIn.p99 : 0),
       outP50: stats.msgOut.p50 + stats.sendOut.p50,
       outP99: stats.msgOut.p99 + stats.sendOut.p99,
       sentOnTimeShare,
@@ -710,6 +716,8 @@ export async function run(): Promise<void> {
   for (const s of results) {
     const p = (x: { p50: number; p99: number; max: number; n: number }) => `${x.p50}/${x.p99}/${x.max} (${x.n})`;
     log(`  ${s.n}: rtpIn ${p(s.stats.rtpIn)}  tickIn ${p(s.stats.tickIn)}  msgOut ${p(s.stats.msgOut)}  sendOut ${p(s.stats.sendOut)}  send late ${s.stats.send.p50}/${s.stats.send.p99}/${s.stats.send.max} (${s.stats.send.frames})  A loop delay p50/p99/max ${s.stats.loop.p50}/${s.stats.loop.p99}/${s.stats.loop.max} ms, GC ${s.stats.gc.count} pauses ${s.stats.gc.totalMs} ms (max ${s.stats.gc.maxMs}); client loop p99 ${s.clientLoopP99.toFixed(2)} ms`);
+    if (s.stats.handoffIn?.n) log(`  ${s.n}: handoffIn ${p(s.stats.handoffIn)}`);
+    for (const t of s.stats.mediaThreads ?? []) log(`  ${s.n}: media thread ${t.index}: loop delay p50/p99/max ${t.loop.p50}/${t.loop.p99}/${t.loop.max} ms, GC ${t.gc.count} pauses ${t.gc.totalMs} ms (max ${t.gc.maxMs})`);
   }
   const held = results.filter((s) => s.held).reduce((m, s) => Math.max(m, s.n), 0);
   // The reported step: the highest run. Every figure but the heard one is measured inside A, which

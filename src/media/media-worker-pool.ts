@@ -94,6 +94,8 @@ class MediaWorkerHandle {
   readonly sessions = new Map<number, RemoteRtpSession>();
   readonly pending = new Map<number, Pending>();
   #outbox: ToWorker[] = [];
+  /** Buffers that move to the worker with the batch (copies made for it: no second copy). */
+  #transfer: ArrayBuffer[] = [];
   #flushScheduled = false;
   #nextReq = 1;
   #stopping = false;
@@ -151,8 +153,9 @@ class MediaWorkerHandle {
     this.ready.catch((err: unknown) => this.logger.error({ err, worker: this.index }, 'media worker could not be restarted'));
   }
 
-  post(msg: ToWorker): void {
+  post(msg: ToWorker, transfer?: ArrayBuffer): void {
     this.#outbox.push(msg);
+    if (transfer) this.#transfer.push(transfer);
     if (!this.#flushScheduled) {
       this.#flushScheduled = true;
       setImmediate(() => this.#flush());
@@ -162,8 +165,10 @@ class MediaWorkerHandle {
   #flush(): void {
     this.#flushScheduled = false;
     const batch = this.#outbox;
+    const transfer = this.#transfer;
     this.#outbox = [];
-    if (batch.length > 0 && !this.#stopping) this.worker.postMessage(batch);
+    this.#transfer = [];
+    if (batch.length > 0 && !this.#stopping) this.worker.postMessage(batch, transfer);
   }
 
   request<T>(make: (req: number) => ToWorker): Promise<T> {
@@ -185,7 +190,25 @@ class MediaWorkerHandle {
         else p.reject(new WorkerMediaError(m.error, m.code));
         continue;
       }
+      if (m.t === 'frames') {
+        this.#frames(m);
+        continue;
+      }
       this.sessions.get(m.id)?.receive(m);
+    }
+  }
+
+  /** Hands each call its frames of a packed batch (views into the one transferred buffer). */
+  #frames(m: Extract<FromWorker, { t: 'frames' }>): void {
+    let at = 0;
+    for (let i = 0; i < m.ids.length; i++) {
+      const fl = m.lengths[2 * i]!;
+      const al = m.lengths[2 * i + 1]!;
+      const frame = fl > 0 ? m.pcm.subarray(at, at + fl) : null;
+      at += fl;
+      const agent = al > 0 ? m.pcm.subarray(at, at + al) : null;
+      at += al;
+      this.sessions.get(m.ids[i]!)?.bridgeMedia?.frame(frame, agent, m.nowMs[i]!);
     }
   }
 
@@ -271,6 +294,11 @@ export class RemoteRtpSession extends EventEmitter<RtpSessionEvents> {
     return this.#closed;
   }
 
+  /** Index of the media thread carrying this call (for logs and diagnostics). */
+  get mediaThread(): number {
+    return this.#ports.worker.index;
+  }
+
   get local(): { address: string; rtpPort: number; rtcpPort: number } {
     return { address: this.#ports.address, rtpPort: this.#ports.rtpPort, rtcpPort: this.#ports.rtcpPort };
   }
@@ -351,11 +379,13 @@ export class RemoteRtpSession extends EventEmitter<RtpSessionEvents> {
     this.emit('close');
   }
 
-  receive(m: Exclude<FromWorker, { t: 'ready' } | { t: 'reply' }>): void {
+  /** The bridge media started on this session, if any. */
+  get bridgeMedia(): RemoteBridgeMedia | undefined {
+    return this.#bridge;
+  }
+
+  receive(m: Exclude<FromWorker, { t: 'ready' } | { t: 'reply' } | { t: 'frames' }>): void {
     switch (m.t) {
-      case 'frame':
-        this.#bridge?.frame(m.frame, m.agent, m.nowMs);
-        return;
       case 'rtp':
         this.emit('rtp', { payloadType: m.payloadType, sequenceNumber: m.sequenceNumber, timestamp: m.timestamp, ssrc: m.ssrc, marker: m.marker, payload: m.payload, arrivalMs: performance.now() });
         return;
@@ -398,11 +428,18 @@ export class RemoteBridgeMedia implements BridgeMedia {
 
   push(audio: Int16Array): void {
     // Copied: the bridge decodes into a reused buffer.
-    if (this.#stopped === undefined && !this.session.closed) this.worker.post({ t: 'push', id: this.id, audio: audio.slice() });
+    if (this.#stopped !== undefined || this.session.closed) return;
+    const copy = audio.slice();
+    this.worker.post({ t: 'push', id: this.id, audio: copy }, copy.buffer);
   }
 
   clear(): void {
     if (this.#stopped === undefined && !this.session.closed) this.worker.post({ t: 'clear', id: this.id });
+  }
+
+  /** Index of the media thread running this media. */
+  get mediaThread(): number {
+    return this.session.mediaThread;
   }
 
   frame(frame: Int16Array | null, agent: Int16Array | null, nowMs: number): void {

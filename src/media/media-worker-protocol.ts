@@ -40,7 +40,13 @@ export type FromWorker =
   | { t: 'ready'; niceness: number | null; warning?: string }
   | { t: 'reply'; req: number; ok: true; value?: unknown }
   | { t: 'reply'; req: number; ok: false; error: string; code?: string }
-  | { t: 'frame'; id: number; frame: Int16Array | null; agent: Int16Array | null; nowMs: number }
+  /**
+   * The caller frames (and agent frames, for recordings) of every call ticked during one turn,
+   * packed into one transferred buffer: entry i is call ids[i], ticked at nowMs[i] (the worker's
+   * performance.now()); its caller frame (lengths[2i] samples, 0: none) then its agent frame
+   * (lengths[2i+1]) follow each other in pcm.
+   */
+  | { t: 'frames'; ids: Int32Array; nowMs: Float64Array; lengths: Int32Array; pcm: Int16Array }
   | { t: 'rtp'; id: number; payloadType: number; payload: Uint8Array; sequenceNumber: number; timestamp: number; ssrc: number; marker: boolean }
   | { t: 'dtmf'; id: number; digit: DtmfDigit }
   | { t: 'timeout'; id: number }
