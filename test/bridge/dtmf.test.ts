@@ -19,13 +19,14 @@ import { sippAvailable } from '../interop/sipp.ts';
 const NUMBER = '+15550007101';
 const CALLER = '+15559997101';
 
-describe.skipIf(!sippAvailable())('DTMF through the bridge', () => {
+// Media on the main thread (the default) and on two media worker threads (rtp.media_threads).
+describe.skipIf(!sippAvailable()).each([0, 2])('DTMF through the bridge, rtp.media_threads %i', (mediaThreads) => {
   let d: TestDaemon;
   let stt: FakeListenServer;
   let agentId: string;
   beforeAll(async () => {
     stt = await startFakeListenServer();
-    d = await startTestDaemon({ rtp: { address: '127.0.0.1' }, stt: { provider: 'stream', base_url: stt.baseUrl, api_key: 'k', model: 'nova-3' } });
+    d = await startTestDaemon({ rtp: { address: '127.0.0.1', media_threads: mediaThreads }, stt: { provider: 'stream', base_url: stt.baseUrl, api_key: 'k', model: 'nova-3' } });
     agentId = (await d.api('POST', '/v1/agents', { name: 'IVR caller', first_message: 'Hi.', vad_settings: { start_secs: 0.1, stop_secs: 0.3, silence_timeout_secs: 30 } })).body.id;
     const trunk = (await d.api('POST', '/v1/sip-trunks', { pbx: 'generic', name: 'acl', inbound_auth_type: 'acl', inbound_acl: ['127.0.0.1/32'] })).body;
     expect((await d.api('POST', `/v1/sip-trunks/${trunk.id}/assignments`, { agent_id: agentId, alternate_number: NUMBER })).status).toBe(201);

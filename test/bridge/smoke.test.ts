@@ -15,12 +15,13 @@ import { runSipp, sippAvailable, startSipp } from '../interop/sipp.ts';
 const NUMBER = '+15550007001';
 const CALLER = '+15559997001';
 
-describe.skipIf(!sippAvailable())('call bridge smoke (SIPp, ACL trunk)', () => {
+// Media on the main thread (the default) and on two media worker threads (rtp.media_threads).
+describe.skipIf(!sippAvailable()).each([0, 2])('call bridge smoke (SIPp, ACL trunk), rtp.media_threads %i', (mediaThreads) => {
   let d: TestDaemon;
   let trunkId: string;
   let agentId: string;
   beforeAll(async () => {
-    d = await startTestDaemon({ rtp: { address: '127.0.0.1' } });
+    d = await startTestDaemon({ rtp: { address: '127.0.0.1', media_threads: mediaThreads } });
     agentId = (await d.api('POST', '/v1/agents', { name: 'Front desk', first_message: 'Hello from the bridge.' })).body.id;
     trunkId = (await d.api('POST', '/v1/sip-trunks', { pbx: 'generic', name: 'acl', inbound_auth_type: 'acl', inbound_acl: ['127.0.0.1/32'] })).body.id;
     expect((await d.api('POST', `/v1/sip-trunks/${trunkId}/assignments`, { agent_id: agentId, alternate_number: NUMBER })).status).toBe(201);
@@ -90,7 +91,7 @@ describe.skipIf(!sippAvailable())('call bridge smoke (SIPp, ACL trunk)', () => {
   });
 
   it('per-trunk limit: a second concurrent call on the trunk gets 486; /metrics counts setups and failures', async () => {
-    const d2 = await startTestDaemon({ rtp: { address: '127.0.0.1' }, bridge: { max_calls_per_trunk: 1 } });
+    const d2 = await startTestDaemon({ rtp: { address: '127.0.0.1', media_threads: mediaThreads }, bridge: { max_calls_per_trunk: 1 } });
     try {
       const agent = (await d2.api('POST', '/v1/agents', { name: 'Desk', first_message: 'Hi.' })).body;
       const trunk = (await d2.api('POST', '/v1/sip-trunks', { pbx: 'generic', name: 'acl', inbound_auth_type: 'acl', inbound_acl: ['127.0.0.1/32'] })).body;

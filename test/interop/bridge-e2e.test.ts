@@ -351,7 +351,8 @@ describe.skipIf(!sipp.ok)(`bridge e2e harness self-check${sipp.ok ? '' : `: skip
 
 const bridgeTitle = `call bridge end to end (SIPp + RTP peer)${!sipp.ok ? `: skipped, ${sipp.reason}` : !wired.ok ? `: skipped, ${wired.reason}` : ''}`;
 
-describe.skipIf(!sipp.ok || !wired.ok)(bridgeTitle, () => {
+// Media on the main thread (the default) and on two media worker threads (rtp.media_threads).
+describe.skipIf(!sipp.ok || !wired.ok).each([0, 2])(`${bridgeTitle}, rtp.media_threads %i`, (mediaThreads) => {
   let d: TestDaemon;
   let remote: string;
   const agents: Record<'front' | 'barge' | 'timeout', string> = { front: '', barge: '', timeout: '' };
@@ -362,7 +363,7 @@ describe.skipIf(!sipp.ok || !wired.ok)(bridgeTitle, () => {
     // The voice engine loads once per process (the daemon runs in this one): load it now, so
     // the first call's first message is not late by the engine's start-up.
     await new LocalEspeakProvider().warmUp();
-    d = await startTestDaemon({ sip: { digest_algorithms: 'MD5,SHA-256' }, rtp: { media_timeout_secs: 10 } });
+    d = await startTestDaemon({ sip: { digest_algorithms: 'MD5,SHA-256' }, rtp: { media_timeout_secs: 10, media_threads: mediaThreads } });
     remote = `127.0.0.1:${d.daemon.sip!.port}`;
     const mk = async (body: Record<string, unknown>) => {
       const res = await d.api('POST', '/v1/agents', { vad_settings: VAD, ...body });
