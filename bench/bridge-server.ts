@@ -66,7 +66,6 @@
  * starts over. Prints `LISTENING <http url> <sip port>` once up; SIGTERM/SIGINT: drain (1 s) and
  * exit.
  */
-import { performance } from 'node:perf_hooks';
 import pino from 'pino';
 import { BroadcastChannel } from 'node:worker_threads';
 import { loadConfig } from '../src/config.ts';
