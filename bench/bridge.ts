@@ -489,7 +489,9 @@ async function runStep(n: number, ctx: { a: Child; b: Child; sippBin: string; si
   const callers = new Callers(ctx.payloads);
   await callers.open(n);
   const rampMs = Math.ceil((n / ctx.rate) * 1000);
-  const holdMs = rampMs + SETTLE_MS + ctx.windowSecs * 1000 + 3000;
+  // 10 s of margin: on a saturated machine (or with the bridge prioritized) SIPp places the
+  // calls slower than the planned ramp, and the first ones must still be up at the window's end.
+  const holdMs = rampMs + SETTLE_MS + ctx.windowSecs * 1000 + 10_000;
   const byPort = new Map(callers.calls.map((c) => [c.port, c]));
   const sipp = spawnCallerSipp({
     bin: ctx.sippBin,
