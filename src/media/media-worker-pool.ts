@@ -32,6 +32,8 @@ export interface MediaWorkerPoolOptions {
   niceness?: number | null;
   /** Modules each worker imports first (absolute file URLs; the benchmark's instrumentation). */
   preload?: string[];
+  /** Extension modules for the workers (media-worker-protocol.ts MediaWorkerExtensionHost). */
+  extensions?: string[];
   logger: { info(obj: object, msg?: string): void; warn(obj: object, msg?: string): void; error(obj: object, msg?: string): void };
 }
 
@@ -101,6 +103,8 @@ class MediaWorkerHandle {
   #flushScheduled = false;
   #nextReq = 1;
   #stopping = false;
+  /** The current worker reached 'ready' (a crash after that is restarted; one before is not). */
+  #started = false;
 
   constructor(
     index: number,
@@ -133,6 +137,7 @@ class MediaWorkerHandle {
         worker.off('exit', onExit);
         worker.off('error', reject);
         if (ready.warning) this.logger.warn({ worker: this.index }, ready.warning);
+        this.#started = true;
         resolve();
       };
       worker.on('message', onReady);
@@ -148,9 +153,15 @@ class MediaWorkerHandle {
     this.pending.clear();
     const lost = [...this.sessions.values()];
     this.sessions.clear();
-    for (const s of lost) s.lost();
+    for (const s of lost) s.lost(!this.#stopping);
     if (this.#stopping) return;
+    if (!this.#started) {
+      // It never came up (start-up failed): ready() rejects; restarting would fail the same way.
+      this.logger.error({ worker: this.index, code }, 'media worker exited during start-up');
+      return;
+    }
     this.logger.error({ worker: this.index, code, calls: lost.length }, 'media worker exited: its calls lost their media; starting a new one');
+    this.#started = false;
     this.#spawn();
     this.ready.catch((err: unknown) => this.logger.error({ err, worker: this.index }, 'media worker could not be restarted'));
   }
@@ -273,11 +284,14 @@ export class RemoteRtpSession extends EventEmitter<RtpSessionEvents> {
   #remote: (RemoteAddress & { latched: boolean }) | undefined;
   #bridge: RemoteBridgeMedia | undefined;
   #forwarding = false;
+  readonly #workerListeners = new Map<string, (msg: { t: string; id: number } & Record<string, unknown>) => void>();
   /** The worker's answer to close: the final figures (and the bridge's, if it was still running). */
   #closing: Promise<{ stats?: RtpSessionStats; bridge?: BridgeMediaStats }> | undefined;
 
   constructor(ports: RemotePortPair, options: WorkerSessionOptions) {
     super();
+    // As RtpSession: ports already given back cannot carry a session.
+    if (ports.closed) throw new MediaClosedError('RTP port pair');
     this.clockRate = options.clockRate;
     this.#ports = ports;
     ports.takeOver();
@@ -371,14 +385,24 @@ export class RemoteRtpSession extends EventEmitter<RtpSessionEvents> {
     this.emit('close');
   }
 
-  /** The worker died: the media is gone. */
-  lost(): void {
+  /** The worker is gone: the media with it. crashed: tell the call as a media timeout (it hangs up). */
+  lost(crashed: boolean): void {
     if (this.#closed) return;
     this.#closed = true;
     this.#closing = Promise.resolve({});
     this.#ports.worker.held--;
-    this.emit('timeout');
+    if (crashed) this.emit('timeout');
     this.emit('close');
+  }
+
+  /** Messages of an extension's type from this call's worker go to fn (one listener per type). */
+  onWorkerMessage(type: string, fn: (msg: { t: string; id: number } & Record<string, unknown>) => void): void {
+    this.#workerListeners.set(type, fn);
+  }
+
+  /** A message of an extension's type to this call's worker (id is this session's). */
+  postToWorker(msg: { t: string } & Record<string, unknown>): void {
+    this.#ports.worker.post({ ...msg, id: this.#ports.id } as unknown as ToWorker);
   }
 
   /** The bridge media started on this session, if any. */
@@ -407,6 +431,11 @@ export class RemoteRtpSession extends EventEmitter<RtpSessionEvents> {
       case 'stats':
         if (!this.#closed) this.#stats = m.stats;
         return;
+      default: {
+        const ext = m as unknown as { t: string; id: number } & Record<string, unknown>;
+        this.#workerListeners.get(ext.t)?.(ext);
+        return;
+      }
       case 'error':
       case 'mediaError':
         // Not fatal (as RtpSession's 'error'): logged by whoever listens.
@@ -486,7 +515,7 @@ export class MediaWorkerPool {
       const min = firstEven + i * perWorker * 2;
       const max = i === n - 1 ? options.portMax : min + perWorker * 2 - 1;
       this.#workers.push(
-        new MediaWorkerHandle(i, { index: i, portMin: min, portMax: max, address: options.address, niceness: options.niceness ?? null, preload: options.preload ?? [] }, options.logger),
+        new MediaWorkerHandle(i, { index: i, portMin: min, portMax: max, address: options.address, niceness: options.niceness ?? null, preload: options.preload ?? [], extensions: options.extensions ?? [] }, options.logger),
       );
     }
   }
@@ -511,10 +540,11 @@ export class MediaWorkerPool {
     const order = [...this.#workers].sort((a, b) => a.load - b.load);
     let last: unknown;
     for (const worker of order) {
-      await worker.ready;
-      const id = this.#nextId++;
+      // Counted before the first await: allocations started in the same turn spread out.
       worker.held++;
+      const id = this.#nextId++;
       try {
+        await worker.ready;
         const ports = await worker.request<AllocatedPorts>((req) => ({ t: 'alloc', req, id, ...(options.address !== undefined ? { address: options.address } : {}) }));
         return new RemotePortPair(worker, id, ports);
       } catch (err) {

@@ -68,6 +68,27 @@ export interface AllocatedPorts {
 export type ClosedSession = { stats: RtpSessionStats };
 export type StoppedBridge = BridgeMediaStats;
 
+/**
+ * A module loaded into each media worker (MediaWorkerData.extensions) that carries more of a
+ * call than its media, e.g. the bridge's voice-session socket (src/bridge/worker-voice-link.ts):
+ * it gets messages of its own types and may take a bridged call's caller frames.
+ */
+export interface MediaWorkerExtensionHost {
+  /** Main-thread messages of this type (`t`) go to fn. */
+  handle(type: string, fn: (msg: { t: string; id: number } & Record<string, unknown>) => void): void;
+  /** To the main thread (RemoteRtpSession.onWorkerMessage there). */
+  post(msg: { t: string; id: number } & Record<string, unknown>): void;
+  /** The bridge media of call id in this worker, once started. */
+  bridge(id: number): { push(audio: Int16Array): void; clear(): void } | undefined;
+  /**
+   * Takes call id's caller frames (views, valid until its next tick): the sink returns true when
+   * the main thread should still get them (call recording), false when it consumed them.
+   */
+  takeFrames(id: number, sink: ((frame: Int16Array | null, agent: Int16Array | null, nowMs: number) => boolean) | undefined): void;
+  /** fn runs when call id's session closes in this worker (or the worker stops). */
+  onClose(id: number, fn: () => void): void;
+}
+
 /** What the pool gives each worker (workerData). */
 export interface MediaWorkerData {
   index: number;
@@ -78,4 +99,6 @@ export interface MediaWorkerData {
   niceness: number | null;
   /** Modules imported before anything else (bench instrumentation). */
   preload: string[];
+  /** Extension modules (file URLs) exporting install(host: MediaWorkerExtensionHost). */
+  extensions: string[];
 }

@@ -12,7 +12,7 @@ import os from 'node:os';
 import { parentPort, workerData } from 'node:worker_threads';
 import { LocalBridgeMedia } from './bridge-media.ts';
 import { MediaTicker } from './media-ticker.ts';
-import type { FromWorker, MediaWorkerData, ToWorker } from './media-worker-protocol.ts';
+import type { FromWorker, MediaWorkerData, MediaWorkerExtensionHost, ToWorker } from './media-worker-protocol.ts';
 import { PortAllocator, type RtpPortPair } from './port-allocator.ts';
 import { initResamplers } from './resampler.ts';
 import { RtpSession } from './rtp-session.ts';
@@ -202,7 +202,10 @@ function handle(msg: ToWorker): void {
         e.rtp,
         msg.config,
         {
-          onInputFrame: (frame, agent, nowMs) => postFrame({ id, nowMs, frame, agent }),
+          onInputFrame: (frame, agent, nowMs) => {
+            const sink = frameSinks.get(id);
+            if (sink === undefined || sink(frame, agent, nowMs)) postFrame({ id, nowMs, frame, agent });
+          },
           onError: (err, direction) => post({ t: 'mediaError', id, direction, message: (err as Error)?.message ?? String(err) }),
         },
         ticker,
@@ -215,6 +218,11 @@ function handle(msg: ToWorker): void {
     case 'clear':
       e.bridge?.clear();
       return;
+    default: {
+      const fn = handlers.get((msg as { t: string }).t);
+      if (fn) fn(msg as never);
+      return;
+    }
     case 'stopBridge':
       if (e.bridge === undefined) return fail(msg.req, new Error('no bridge media'));
       reply(msg.req, e.bridge.stopNow());
@@ -224,11 +232,35 @@ function handle(msg: ToWorker): void {
       if (e.rtp) e.rtp.close();
       else e.ports.close();
       entries.delete(msg.id);
+      closed(msg.id);
       reply(msg.req, { stats: e.rtp?.stats(), bridge: stats });
       return;
     }
   }
 }
+
+// Extensions (workerData.extensions): more of a call than its media, in this thread.
+const handlers = new Map<string, (msg: { t: string; id: number } & Record<string, unknown>) => void>();
+const frameSinks = new Map<number, (frame: Int16Array | null, agent: Int16Array | null, nowMs: number) => boolean>();
+const closers = new Map<number, (() => void)[]>();
+function closed(id: number): void {
+  frameSinks.delete(id);
+  const fns = closers.get(id) ?? [];
+  closers.delete(id);
+  for (const fn of fns) fn();
+}
+const host: MediaWorkerExtensionHost = {
+  handle: (type, fn) => void handlers.set(type, fn),
+  post: (msg) => post(msg as unknown as FromWorker),
+  bridge: (id) => entries.get(id)?.bridge,
+  takeFrames: (id, sink) => void (sink ? frameSinks.set(id, sink) : frameSinks.delete(id)),
+  onClose: (id, fn) => {
+    const list = closers.get(id) ?? [];
+    list.push(fn);
+    closers.set(id, list);
+  },
+};
+for (const ext of data.extensions) ((await import(ext)) as { install(h: MediaWorkerExtensionHost): void }).install(host);
 
 port.on('message', (batch: ToWorker[]) => {
   for (const msg of batch) {
