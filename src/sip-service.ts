@@ -131,11 +131,16 @@ export async function startSip(config: Config, store: Store, logger: Logger, reg
           address: config.rtp.address,
           niceness: config.rtp.media_thread_nice === 0 ? null : config.rtp.media_thread_nice,
           preload: (process.env.CALLBRIDGE_MEDIA_WORKER_PRELOAD ?? '').split(',').filter(Boolean),
+          // The bridge's voice-session sockets run beside their calls' media (bridge/worker-voice-link.ts).
+          extensions: [new URL(import.meta.url.endsWith('.ts') ? './bridge/worker-voice-link.ts' : './bridge/worker-voice-link.js', import.meta.url).href],
           logger: log,
         })
       : new PortAllocator({ min: config.rtp.port_min, max: config.rtp.port_max, address: config.rtp.address });
   if (ports instanceof MediaWorkerPool) {
-    await ports.ready();
+    await ports.ready().catch(async (err: unknown) => {
+      await ports.close();
+      throw err;
+    });
     log.info({ threads: ports.size, nice: config.rtp.media_thread_nice }, 'RTP media on worker threads');
   }
   const ua = new SipUserAgent({

@@ -12,7 +12,6 @@
  * The call record is the session's record (direction inbound, the trunk, from/to): the session
  * server stores its end and transcript; the bridge adds what only it knows (a SIP-side end).
  */
-import WebSocket from 'ws';
 import type { OutboundDial } from '../domain/dial.ts';
 import { notFound, tooMany, unavailable, validation } from '../domain/errors.ts';
 import type { Logger } from '../log.ts';
@@ -27,6 +26,7 @@ import type { SipUserAgent } from '../sip/user-agent.ts';
 import type { Store } from '../store/index.ts';
 import type { BridgeMetrics } from './bridge-metrics.ts';
 import { MediaRelay } from './media-relay.ts';
+import { openVoiceSocket, type VoiceSocket } from './voice-socket.ts';
 import type { SessionOpener } from './session-opener.ts';
 
 export interface CallBridgeOptions {
@@ -199,7 +199,7 @@ class BridgedCall {
   readonly #o: CallBridgeOptions;
   readonly #log: Logger;
   readonly #onDone: (b: BridgedCall) => void;
-  #ws: WebSocket | undefined;
+  #ws: VoiceSocket | undefined;
   /** The call's media both ways (here or in a media worker), once the session started. */
   #media: BridgeMedia | undefined;
   #sessionId: string | undefined;
@@ -268,8 +268,6 @@ class BridgedCall {
   }
 
   #connect(url: string): void {
-    const ws = new WebSocket(url, { maxPayload: 8 * 1024 * 1024 });
-    this.#ws = ws;
     const timer = setTimeout(() => {
       if (this.#media === undefined) {
         this.#log.warn({ sessionId: this.#sessionId }, 'voice session did not start in time: ending the call');
@@ -277,38 +275,38 @@ class BridgedCall {
       }
     }, this.#o.connectTimeoutMs ?? 10_000);
     timer.unref();
-    ws.on('unexpected-response', (_req, res) => {
-      clearTimeout(timer);
-      this.#log.error({ status: res.statusCode, sessionId: this.#sessionId }, 'the voice server refused the session');
-      this.#refuse(503, 'voice session refused');
-    });
-    ws.on('error', (err) => {
-      clearTimeout(timer);
-      this.#log.error({ err, sessionId: this.#sessionId }, 'voice session socket failed');
-      this.#finish('voice socket error');
-    });
-    ws.on('close', (code, reason) => {
-      clearTimeout(timer);
-      // A transfer outlives the session: the transfer flow ends the call when it is done.
-      if (this.#transferring) return;
-      this.#finish(`voice session closed (${code}${reason.length ? ` ${reason.toString()}` : ''})`);
-    });
-    ws.on('message', (raw, isBinary) => {
-      if (isBinary) return;
-      let msg: ServerMessage;
-      try {
-        msg = JSON.parse(raw.toString()) as ServerMessage;
-      } catch {
-        this.#log.warn('voice server sent a frame that is not JSON: ignored');
-        return;
-      }
-      if (msg.type === 'session_started') {
+    this.#ws = openVoiceSocket(this.#call, url, this.#recorderWanted(), {
+      onUnexpectedResponse: (status) => {
         clearTimeout(timer);
-        this.#answer();
-      } else {
-        this.#onEvent(msg);
-      }
+        this.#log.error({ status, sessionId: this.#sessionId }, 'the voice server refused the session');
+        this.#refuse(503, 'voice session refused');
+      },
+      onError: (err) => {
+        clearTimeout(timer);
+        this.#log.error({ err, sessionId: this.#sessionId }, 'voice session socket failed');
+        this.#finish('voice socket error');
+      },
+      onClose: (code, reason) => {
+        clearTimeout(timer);
+        // A transfer outlives the session: the transfer flow ends the call when it is done.
+        if (this.#transferring) return;
+        this.#finish(`voice session closed (${code}${reason.length ? ` ${reason}` : ''})`);
+      },
+      onWarn: (message) => this.#log.warn(message),
+      onMessage: (msg) => {
+        if (msg.type === 'session_started') {
+          clearTimeout(timer);
+          this.#answer();
+        } else {
+          this.#onEvent(msg as unknown as ServerMessage);
+        }
+      },
     });
+  }
+
+  /** Whether this call will be recorded (decided before the session starts: a worker must know). */
+  #recorderWanted(): boolean {
+    return this.#sessionId !== undefined && this.#o.recorder !== undefined;
   }
 
   /** The session is up: answer the call (inbound) and start media both ways. */
@@ -341,7 +339,7 @@ class BridgedCall {
     );
     // Keys the caller presses (RFC 4733 or SIP INFO) go to the agent as the `dtmf` extension.
     call.on('dtmf', (digit) => {
-      if (this.#ws?.readyState === WebSocket.OPEN) this.#ws.send(JSON.stringify({ type: 'dtmf', data: { digit } }));
+      if (this.#ws?.open) this.#ws.send(JSON.stringify({ type: 'dtmf', data: { digit } }));
     });
     this.#o.metrics?.callStarted(call.direction);
     this.#bridged = true;
@@ -353,7 +351,8 @@ class BridgedCall {
     const t0 = performance.now();
     this.#recorder?.tick(frame, agent);
     const ws = this.#ws;
-    if (!frame || ws === undefined || ws.readyState !== WebSocket.OPEN) return;
+    // With media in a worker, the worker sends input_audio itself (frames come here only to be recorded).
+    if (!frame || ws === undefined || !ws.open || ws.sendsInputAudio) return;
     // Built as a string: base64 needs no escaping, and this is ~3x cheaper than JSON.stringify.
     ws.send(`{"type":"input_audio","data":{"audio":"${pcm16ToBase64(frame)}"}}`);
     this.#counts.framesIn++;
@@ -377,7 +376,9 @@ class BridgedCall {
       }
       case 'interruption':
         this.#counts.interruptions++;
-        this.#media?.clear();
+        // A worker's socket cleared the playout queue where the message arrived; clearing again
+        // from here could drop agent audio that came in after the interruption.
+        if (!this.#ws?.sendsInputAudio) this.#media?.clear();
         return;
       case 'dtmf':
         void this.#playDigits(msg.data?.digits ?? '');
@@ -453,8 +454,7 @@ class BridgedCall {
     }
     const recording = this.#recorder?.close();
     if (recording !== undefined && this.#sessionId !== undefined) this.#o.store.calls.setRecording(this.#sessionId, recording);
-    const ws = this.#ws;
-    if (ws && (ws.readyState === WebSocket.OPEN || ws.readyState === WebSocket.CONNECTING)) ws.close(1000, 'call ended');
+    this.#ws?.close(1000, 'call ended');
     const call = this.#call;
     if (call.state === 'answered') call.hangup('local');
     else if (call.state === 'ringing') call.reject(480, 'voice session ended');
@@ -474,7 +474,12 @@ class BridgedCall {
     const rtp = media?.rtp ?? call.rtp.stats();
     const inbound = media?.inbound;
     const lossRatio = rtp.packetsReceived + rtp.packetsLost > 0 ? Math.max(0, rtp.packetsLost) / (rtp.packetsReceived + Math.max(0, rtp.packetsLost)) : 0;
-    const inboundTickMs = (media?.inboundTickMs ?? 0) + (this.#counts.framesIn > 0 ? this.#tickMsTotal / this.#counts.framesIn : 0);
+    // A worker's socket counted what it handled itself.
+    if (this.#ws?.sendsInputAudio) {
+      this.#counts.framesIn = this.#ws.framesIn;
+      this.#counts.audioOut = this.#ws.audioOut;
+    }
+    const inboundTickMs = (media?.inboundTickMs ?? 0) + (this.#counts.framesIn > 0 && !this.#ws?.sendsInputAudio ? this.#tickMsTotal / this.#counts.framesIn : 0);
     this.#o.metrics?.quality({ jitterBufferDepthMs: inbound?.depthMs ?? 0, lossRatio, inboundTickMs });
     this.#log.info(
       {

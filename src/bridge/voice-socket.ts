@@ -1,0 +1,88 @@
+/**
+ * The bridge's WebSocket to a call's voice session, where the call's media runs: on this thread
+ * (a `ws` client), or inside the call's media worker (worker-voice-link.ts), where caller audio
+ * leaves as `input_audio` from the media tick and `response_audio` / `interruption` act on the
+ * playout queue without crossing threads. BridgedCall sees the same events either way.
+ */
+import WebSocket from 'ws';
+import type { CallRtp } from '../media/media-host.ts';
+import { RemoteRtpSession } from '../media/media-worker-pool.ts';
+import type { SipCall } from '../sip/call.ts';
+import { RemoteVoiceSocket } from './worker-voice-link.ts';
+
+/** Largest message accepted from the voice server (a long response_audio chunk). */
+const MAX_PAYLOAD = 8 * 1024 * 1024;
+
+export interface VoiceSocketHandlers {
+  onUnexpectedResponse(status: number): void;
+  onError(err: Error): void;
+  onClose(code: number, reason: string): void;
+  /** A JSON message of the session (in a worker: all but response_audio, handled there). */
+  onMessage(msg: { type?: unknown; data?: Record<string, unknown> } & Record<string, unknown>): void;
+  onWarn(message: string): void;
+}
+
+export interface VoiceSocket {
+  readonly open: boolean;
+  /** True when the socket's worker sends the caller's input_audio and plays response_audio itself. */
+  readonly sendsInputAudio: boolean;
+  /** A worker's counts of what it handled (0 on this thread, where BridgedCall counts). */
+  readonly framesIn: number;
+  readonly audioOut: number;
+  send(text: string): void;
+  /** Closes if open or connecting (idempotent). */
+  close(code: number, reason: string): void;
+}
+
+export function openVoiceSocket(call: SipCall, url: string, recording: boolean, h: VoiceSocketHandlers): VoiceSocket {
+  const rtp: CallRtp = call.rtp;
+  if (rtp instanceof RemoteRtpSession) {
+    const remote = new RemoteVoiceSocket(rtp, url, { maxPayload: MAX_PAYLOAD, recording });
+    remote.on('unexpected-response', h.onUnexpectedResponse);
+    remote.on('error', h.onError);
+    remote.on('close', h.onClose);
+    remote.on('message', h.onMessage);
+    remote.on('warn', h.onWarn);
+    return {
+      get open() {
+        return remote.open;
+      },
+      sendsInputAudio: true,
+      get framesIn() {
+        return remote.framesIn;
+      },
+      get audioOut() {
+        return remote.audioOut;
+      },
+      send: (text) => remote.send(text),
+      close: (code, reason) => remote.close(code, reason),
+    };
+  }
+  const ws = new WebSocket(url, { maxPayload: MAX_PAYLOAD });
+  ws.on('unexpected-response', (_req, res) => h.onUnexpectedResponse(res.statusCode ?? 0));
+  ws.on('error', h.onError);
+  ws.on('close', (code, reason) => h.onClose(code, reason.toString()));
+  ws.on('message', (raw, isBinary) => {
+    if (isBinary) return;
+    let msg: ReturnType<typeof JSON.parse>;
+    try {
+      msg = JSON.parse(raw.toString());
+    } catch {
+      h.onWarn('voice server sent a frame that is not JSON: ignored');
+      return;
+    }
+    if (msg !== null && typeof msg === 'object') h.onMessage(msg as Parameters<VoiceSocketHandlers['onMessage']>[0]);
+  });
+  return {
+    get open() {
+      return ws.readyState === WebSocket.OPEN;
+    },
+    sendsInputAudio: false,
+    framesIn: 0,
+    audioOut: 0,
+    send: (text) => ws.send(text),
+    close: (code, reason) => {
+      if (ws.readyState === WebSocket.OPEN || ws.readyState === WebSocket.CONNECTING) ws.close(code, reason);
+    },
+  };
+}
