@@ -79,14 +79,12 @@ function zeroStats(): RtpSessionStats {
  * worker registers tsx's loader itself first, since loader hooks are per thread).
  */
 function newMediaWorker(data: MediaWorkerData, name: string): Worker {
-  const young = Number(process.env.CALLBRIDGE_MEDIA_WORKER_YOUNG_MB ?? 0);
-  const limits = young > 0 ? { resourceLimits: { maxYoungGenerationSizeMb: young } } : {};
-  if (!import.meta.url.endsWith('.ts')) return new Worker(new URL('./media-worker.js', import.meta.url), { workerData: data, name, ...limits });
+  if (!import.meta.url.endsWith('.ts')) return new Worker(new URL('./media-worker.js', import.meta.url), { workerData: data, name });
   const entry = new URL('./media-worker.ts', import.meta.url).href;
   // tsx's ESM build of its API (require.resolve finds the CommonJS one, which cannot register here).
   const tsx = pathToFileURL(createRequire(import.meta.url).resolve('tsx/esm/api').replace(/\.cjs$/, '.mjs')).href;
   const code = `import(${JSON.stringify(tsx)}).then((m) => { (m.register ?? m.default.register)(); return import(${JSON.stringify(entry)}); });`;
-  return new Worker(code, { eval: true, workerData: data, name, ...limits });
+  return new Worker(code, { eval: true, workerData: data, name });
 }
 
 /** One worker thread and what the main thread tracks of it. */
