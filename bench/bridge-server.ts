@@ -5,7 +5,8 @@
  * bridge.upstream_url = BENCH_BRIDGE_UPSTREAM (the voice server, another process: see bench/bridge.ts
  * for why) with key BENCH_BRIDGE_UPSTREAM_KEY.
  *
- * Instrumentation (this process only; src/ is unchanged). The bridge's per-frame processing is
+ * Instrumentation (bench/lib/bridge-probe.ts, installed on the main thread and, with media threads,
+ * on each of them; src/ is unchanged; the main thread merges the windows). The bridge's per-frame processing is
  * timed with performance.now() by wrapping, from outside, the methods every frame goes through.
  * Everything between the two stamps of one measurement runs synchronously, so each sample is the
  * handler's own time, never a wait:
@@ -78,8 +79,11 @@ const dataDir = process.env.BENCH_BRIDGE_DATA_DIR;
 const upstream = process.env.BENCH_BRIDGE_UPSTREAM;
 const upstreamKey = process.env.BENCH_BRIDGE_UPSTREAM_KEY;
 const rtpMin = Number(process.env.BENCH_BRIDGE_RTP_MIN ?? 30000);
-const mediaThreads = Number(process.env.BENCH_BRIDGE_MEDIA_THREADS ?? 0);
-const mediaNice = Number(process.env.BENCH_BRIDGE_MEDIA_NICE ?? 0);
+// Unset: the daemon's defaults (rtp.media_threads, rtp.media_thread_nice); set: these.
+const mediaEnv = {
+  ...(process.env.BENCH_BRIDGE_MEDIA_THREADS ? { media_threads: Number(process.env.BENCH_BRIDGE_MEDIA_THREADS) } : {}),
+  ...(process.env.BENCH_BRIDGE_MEDIA_NICE ? { media_thread_nice: Number(process.env.BENCH_BRIDGE_MEDIA_NICE) } : {}),
+};
 if (!dataDir || !upstream || !upstreamKey) throw new Error('BENCH_BRIDGE_DATA_DIR, BENCH_BRIDGE_UPSTREAM and BENCH_BRIDGE_UPSTREAM_KEY are required');
 
 // The media workers' clocks (performance.timeOrigin by thread index), for handoffIn.
@@ -96,18 +100,18 @@ channel.onmessage = (event) => {
     if (w === undefined) return;
     w.snaps.push(m.snap);
     w.threads.push({ index: m.index, loop: m.snap.loop, gc: m.snap.gc });
-    if (w.snaps.length === mediaThreads) w.done();
+    if (w.snaps.length === config.rtp.media_threads) w.done();
   }
 };
 // The workers load their probe (CALLBRIDGE_MEDIA_WORKER_PRELOAD) as they start.
-if (mediaThreads > 0) process.env.CALLBRIDGE_MEDIA_WORKER_PRELOAD = new URL('./lib/bridge-probe-worker.ts', import.meta.url).href;
+process.env.CALLBRIDGE_MEDIA_WORKER_PRELOAD = new URL('./lib/bridge-probe-worker.ts', import.meta.url).href;
 
 const config = loadConfig(
   {
     data_dir: dataDir,
     http: { host: '127.0.0.1', port: 0 },
     sip: { host: '127.0.0.1', port: 0, transports: 'udp' },
-    rtp: { address: '127.0.0.1', port_min: rtpMin, port_max: rtpMin + 3999, media_threads: mediaThreads, media_thread_nice: mediaNice },
+    rtp: { address: '127.0.0.1', port_min: rtpMin, port_max: rtpMin + 3999, ...mediaEnv },
     log_level: process.env.BENCH_BRIDGE_LOG ? 'info' : 'warn',
     drain: { deadline_secs: 1 },
     bridge: { max_calls: 0, upstream_url: upstream, upstream_api_key: upstreamKey },
@@ -126,7 +130,7 @@ process.stdout.write(`LISTENING ${daemon.url} ${daemon.sip!.port}\n`);
 let nextTake = 1;
 /** Every media worker's figures for the window (up to 2 s of waiting; a worker that does not answer is missing). */
 async function takeWorkers(): Promise<{ snaps: ProbeSnapshot[]; threads: { index: number; loop: ProbeSnapshot['loop']; gc: ProbeSnapshot['gc'] }[] }> {
-  if (mediaThreads === 0) return { snaps: [], threads: [] };
+  if (config.rtp.media_threads === 0) return { snaps: [], threads: [] };
   const id = nextTake++;
   const entry = { snaps: [] as ProbeSnapshot[], threads: [] as { index: number; loop: ProbeSnapshot['loop']; gc: ProbeSnapshot['gc'] }[], done: () => {} };
   const done = new Promise<void>((resolve) => {

@@ -91,8 +91,17 @@
  * SIPp call successful, and A sending frames on all N calls in the window), A's sent-on-time
  * share >= 99.9 %, no skipped frame, no A underrun, and A's event loop (main thread CPU) below
  * 95 % of a core. Steps go on to the end (BENCH_BRIDGE_STEPS, default 50,100,150,200).
+ * Media threads (docs/media-workers.md): BENCH_BRIDGE_MEDIA_THREADS and BENCH_BRIDGE_MEDIA_NICE set
+ * A's rtp.media_threads and rtp.media_thread_nice (unset: the daemon's defaults). With media
+ * threads the probe runs on each of them too (bench/lib/bridge-probe-worker.ts) and the figures
+ * are merged; `loop%` is then A's main thread only, and each media thread's event-loop delay
+ * and GC are printed below the table. The in-direction latency is measured as before (RTP
+ * receive + tick up to the input_audio send, all in the media thread); were caller frames to
+ * cross to the main thread (a recording), `handoffIn` (tick start in the worker to arrival on
+ * the main thread) would be added as a third part.
  * Diagnostics: BENCH_BRIDGE_NODE_ARGS (node flags for A, e.g. --cpu-prof), BENCH_BRIDGE_A_NICE
- * (A's scheduling priority, e.g. -10 as root; default unchanged).
+ * (A's scheduling priority, e.g. -10 as root; default unchanged), BENCH_BRIDGE_LOG=<file> (A's
+ * log at info level: why calls ended).
  *
  * Figures (RESULT lines): bridge_calls_held (the highest step held; baseline: the target 200);
  * at the reported step, the highest step run (every figure below but the heard one is measured
@@ -630,6 +639,9 @@ export async function run(): Promise<void> {
   const log = (s: string) => process.stdout.write(s + '\n');
   log(`machine: ${cpus().length} x ${cpus()[0]?.model ?? '?'}, node ${process.version}, load average ${loadavg().map((x) => x.toFixed(2)).join(' ')}`);
   log(`steps ${steps.join(', ')} calls; window ${windowSecs} s after ${SETTLE_MS} ms settle; calls placed at ${rate}/s; ${sipp.version}`);
+  const threads = process.env.BENCH_BRIDGE_MEDIA_THREADS;
+  const nice = process.env.BENCH_BRIDGE_MEDIA_NICE;
+  log(`bridge media: ${threads ? `rtp.media_threads ${threads}` : 'rtp.media_threads as the daemon defaults'}${nice ? `, rtp.media_thread_nice ${nice}` : ''} (BENCH_BRIDGE_MEDIA_THREADS / BENCH_BRIDGE_MEDIA_NICE)`);
 
   log('floor: bench/media in a child process ...');
   const floor = await mediaFloor();

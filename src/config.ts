@@ -252,9 +252,9 @@ const schema = {
     address: { doc: 'Address RTP sockets bind to.', format: 'host', default: '0.0.0.0', env: 'CALLBRIDGE_RTP_ADDRESS' },
     media_timeout_secs: { doc: 'A call with no RTP from the peer for this long is hung up (not while on hold); 0 = never.', format: 'nat', default: 30, env: 'CALLBRIDGE_RTP_MEDIA_TIMEOUT_SECS' },
     media_threads: {
-      doc: 'Worker threads that carry the calls\' RTP media (sockets, jitter buffers, codecs, resampling, 20 ms pacing), each with its own slice of the port range; 0 = all on the main thread with SIP, REST and the voice sessions.',
+      doc: 'Worker threads that carry the calls\' media (RTP sockets, jitter buffers, codecs, resampling, 20 ms pacing, and the bridge\'s socket to each call\'s voice session), each with its own slice of the port range; 0 = all on the main thread with SIP and REST (docs/media-workers.md).',
       format: 'nat',
-      default: 0,
+      default: 2,
       env: 'CALLBRIDGE_RTP_MEDIA_THREADS',
     },
     media_thread_nice: {
