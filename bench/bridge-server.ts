@@ -61,7 +61,7 @@
  * whole interval between its 5 ms timer's firings (an idle loop shows ~5 ms): reported as
  * max(0, value - 5 ms) for p50, p99 and max, i.e. the delay beyond the timer's own period.
  *
- * Control: SIGUSR2 prints `STATS {json}` (the four histograms' count/p50/p99/max in ms, the
+ * Control: SIGUSR2 prints `STATS <n> {json}` (n: the request's number, 1, 2, ...) (the four histograms' count/p50/p99/max in ms, the
  * send-side figures `send: { frames, onTime, skipped, calls, p50, p99, max }` in ms, `underruns`,
  * the event loop's delay, calls bridged now, memory) for the time since the previous SIGUSR2 and
  * starts over. Prints `LISTENING <http url> <sip port>` once up; SIGTERM/SIGINT: drain (1 s) and
@@ -144,7 +144,9 @@ async function takeWorkers(): Promise<{ snaps: ProbeSnapshot[]; threads: { index
   return entry;
 }
 
+let statsSeq = 0;
 process.on('SIGUSR2', () => {
+  const seq = ++statsSeq;
   const own = probe.take();
   void takeWorkers().then(({ snaps, threads }) => {
     const all = [own, ...snaps];
@@ -169,7 +171,7 @@ process.on('SIGUSR2', () => {
       heapUsedMb: Number((mem.heapUsed / 2 ** 20).toFixed(1)),
       externalMb: Number((mem.external / 2 ** 20).toFixed(1)),
     };
-    process.stdout.write(`STATS ${JSON.stringify(stats)}\n`);
+    process.stdout.write(`STATS ${seq} ${JSON.stringify(stats)}\n`);
   });
 });
 

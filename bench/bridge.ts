@@ -411,12 +411,15 @@ interface ProcStats {
   heapUsedMb: number;
 }
 
+let statsSeq = 0;
 async function bridgeStats(a: Child): Promise<ProcStats> {
-  const before = a.output().length;
+  // Each STATS line carries its request's number: the child's output is kept as a bounded tail,
+  // so a position in it does not say which line is new.
+  const seq = ++statsSeq;
   process.kill(a.proc.pid!, 'SIGUSR2');
   const deadline = Date.now() + 5000;
   for (;;) {
-    const m = /STATS (\{.*\})\n/.exec(a.output().slice(Math.max(0, before - 10)));
+    const m = new RegExp(`STATS ${seq} (\\{.*\\})\\n`).exec(a.output());
     if (m) return JSON.parse(m[1]!) as ProcStats;
     if (Date.now() > deadline) throw new Error(`the bridge daemon did not print STATS:\n${a.output()}`);
     await sleep(20);
