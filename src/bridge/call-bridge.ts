@@ -275,7 +275,7 @@ class BridgedCall {
       }
     }, this.#o.connectTimeoutMs ?? 10_000);
     timer.unref();
-    this.#ws = openVoiceSocket(this.#call, url, this.#recorderWanted(), {
+    this.#ws = openVoiceSocket(this.#call.rtp, url, this.#recorderWanted(), {
       onUnexpectedResponse: (status) => {
         clearTimeout(timer);
         this.#log.error({ status, sessionId: this.#sessionId }, 'the voice server refused the session');
@@ -352,7 +352,7 @@ class BridgedCall {
     this.#recorder?.tick(frame, agent);
     const ws = this.#ws;
     // With media in a worker, the worker sends input_audio itself (frames come here only to be recorded).
-    if (!frame || ws === undefined || !ws.open || ws.sendsInputAudio) return;
+    if (!frame || ws === undefined || !ws.open || ws.audioInWorker) return;
     // Built as a string: base64 needs no escaping, and this is ~3x cheaper than JSON.stringify.
     ws.send(`{"type":"input_audio","data":{"audio":"${pcm16ToBase64(frame)}"}}`);
     this.#counts.framesIn++;
@@ -378,7 +378,7 @@ class BridgedCall {
         this.#counts.interruptions++;
         // A worker's socket cleared the playout queue where the message arrived; clearing again
         // from here could drop agent audio that came in after the interruption.
-        if (!this.#ws?.sendsInputAudio) this.#media?.clear();
+        if (!this.#ws?.audioInWorker) this.#media?.clear();
         return;
       case 'dtmf':
         void this.#playDigits(msg.data?.digits ?? '');
@@ -475,11 +475,12 @@ class BridgedCall {
     const inbound = media?.inbound;
     const lossRatio = rtp.packetsReceived + rtp.packetsLost > 0 ? Math.max(0, rtp.packetsLost) / (rtp.packetsReceived + Math.max(0, rtp.packetsLost)) : 0;
     // A worker's socket counted what it handled itself.
-    if (this.#ws?.sendsInputAudio) {
+    if (this.#ws?.audioInWorker) {
       this.#counts.framesIn = this.#ws.framesIn;
       this.#counts.audioOut = this.#ws.audioOut;
     }
-    const inboundTickMs = (media?.inboundTickMs ?? 0) + (this.#counts.framesIn > 0 && !this.#ws?.sendsInputAudio ? this.#tickMsTotal / this.#counts.framesIn : 0);
+    // The media's own tick (wherever it ran) plus this thread's input_audio send (none in a worker).
+    const inboundTickMs = (media?.inboundTickMs ?? 0) + (this.#counts.framesIn > 0 ? this.#tickMsTotal / this.#counts.framesIn : 0);
     this.#o.metrics?.quality({ jitterBufferDepthMs: inbound?.depthMs ?? 0, lossRatio, inboundTickMs });
     this.#log.info(
       {

@@ -7,7 +7,6 @@
 import WebSocket from 'ws';
 import type { CallRtp } from '../media/media-host.ts';
 import { RemoteRtpSession } from '../media/media-worker-pool.ts';
-import type { SipCall } from '../sip/call.ts';
 import { RemoteVoiceSocket } from './worker-voice-link.ts';
 
 /** Largest message accepted from the voice server (a long response_audio chunk). */
@@ -25,7 +24,7 @@ export interface VoiceSocketHandlers {
 export interface VoiceSocket {
   readonly open: boolean;
   /** True when the socket's worker sends the caller's input_audio and plays response_audio itself. */
-  readonly sendsInputAudio: boolean;
+  readonly audioInWorker: boolean;
   /** A worker's counts of what it handled (0 on this thread, where BridgedCall counts). */
   readonly framesIn: number;
   readonly audioOut: number;
@@ -34,8 +33,8 @@ export interface VoiceSocket {
   close(code: number, reason: string): void;
 }
 
-export function openVoiceSocket(call: SipCall, url: string, recording: boolean, h: VoiceSocketHandlers): VoiceSocket {
-  const rtp: CallRtp = call.rtp;
+/** Opens the socket beside the call's media: in its worker when rtp is a media worker's. */
+export function openVoiceSocket(rtp: CallRtp, url: string, recording: boolean, h: VoiceSocketHandlers): VoiceSocket {
   if (rtp instanceof RemoteRtpSession) {
     const remote = new RemoteVoiceSocket(rtp, url, { maxPayload: MAX_PAYLOAD, recording });
     remote.on('unexpected-response', h.onUnexpectedResponse);
@@ -47,7 +46,7 @@ export function openVoiceSocket(call: SipCall, url: string, recording: boolean, 
       get open() {
         return remote.open;
       },
-      sendsInputAudio: true,
+      audioInWorker: true,
       get framesIn() {
         return remote.framesIn;
       },
@@ -77,7 +76,7 @@ export function openVoiceSocket(call: SipCall, url: string, recording: boolean, 
     get open() {
       return ws.readyState === WebSocket.OPEN;
     },
-    sendsInputAudio: false,
+    audioInWorker: false,
     framesIn: 0,
     audioOut: 0,
     send: (text) => ws.send(text),

@@ -114,12 +114,8 @@ class MediaWorkerHandle {
     this.#spawn();
   }
 
-  /** Port pairs this worker holds for calls (allocated, with or without a session yet). */
+  /** Port pairs this worker holds for calls (allocated, with or without a session yet): its load. */
   held = 0;
-
-  get load(): number {
-    return this.held;
-  }
 
   #spawn(): void {
     const worker = newMediaWorker(this.data, `media-${this.index}`);
@@ -535,7 +531,7 @@ export class MediaWorkerPool {
   /** Binds an RTP/RTCP pair on the least-loaded worker. Errors as PortAllocator.allocate(). */
   async allocate(options: { address?: string } = {}): Promise<RemotePortPair> {
     // Least-loaded first; a worker whose slice of the range is full passes to the next.
-    const order = [...this.#workers].sort((a, b) => a.load - b.load);
+    const order = [...this.#workers].sort((a, b) => a.held - b.held);
     let last: unknown;
     for (const worker of order) {
       // Counted before the first await: allocations started in the same turn spread out.

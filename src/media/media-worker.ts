@@ -42,7 +42,10 @@ interface Entry {
   ports: RtpPortPair;
   rtp?: RtpSession;
   bridge?: LocalBridgeMedia;
-  forwardRtp?: boolean;
+  /** An extension's taker of the caller frames (MediaWorkerExtensionHost.takeFrames). */
+  frameSink?: (frame: Int16Array | null, agent: Int16Array | null, nowMs: number) => boolean;
+  /** Extensions' clean-ups, run when the session closes here. */
+  closers?: (() => void)[];
 }
 const entries = new Map<number, Entry>();
 
@@ -145,8 +148,11 @@ function openSession(id: number, e: Entry, msg: Extract<ToWorker, { t: 'session'
   rtp.on('latch', (remote) => post({ t: 'latch', id, remote }));
   rtp.on('bye', (reason) => post({ t: 'bye', id, reason }));
   rtp.on('error', (err) => post({ t: 'error', id, message: err.message }));
+}
+
+/** Every received packet to the main thread from now on (the transfer relay): a listener only then. */
+function forwardRtp(id: number, rtp: RtpSession): void {
   rtp.on('rtp', (p) => {
-    if (!e.forwardRtp) return;
     post({ t: 'rtp', id, payloadType: p.payloadType, payload: p.payload.slice(), sequenceNumber: p.sequenceNumber, timestamp: p.timestamp, ssrc: p.ssrc, marker: p.marker });
   });
 }
@@ -193,7 +199,7 @@ function handle(msg: ToWorker): void {
       e.rtp?.send(msg.payload, { payloadType: msg.payloadType, timestampIncrement: msg.timestampIncrement, ...(msg.marker !== undefined ? { marker: msg.marker } : {}) });
       return;
     case 'forwardRtp':
-      e.forwardRtp = true;
+      if (e.rtp) forwardRtp(msg.id, e.rtp);
       return;
     case 'bridge': {
       if (e.rtp === undefined || e.bridge !== undefined) return;
@@ -203,8 +209,7 @@ function handle(msg: ToWorker): void {
         msg.config,
         {
           onInputFrame: (frame, agent, nowMs) => {
-            const sink = frameSinks.get(id);
-            if (sink === undefined || sink(frame, agent, nowMs)) postFrame({ id, nowMs, frame, agent });
+            if (e.frameSink === undefined || e.frameSink(frame, agent, nowMs)) postFrame({ id, nowMs, frame, agent });
           },
           onError: (err, direction) => post({ t: 'mediaError', id, direction, message: (err as Error)?.message ?? String(err) }),
         },
@@ -232,7 +237,7 @@ function handle(msg: ToWorker): void {
       if (e.rtp) e.rtp.close();
       else e.ports.close();
       entries.delete(msg.id);
-      closed(msg.id);
+      for (const fn of e.closers ?? []) fn();
       reply(msg.req, { stats: e.rtp?.stats(), bridge: stats });
       return;
     }
@@ -241,23 +246,18 @@ function handle(msg: ToWorker): void {
 
 // Extensions (workerData.extensions): more of a call than its media, in this thread.
 const handlers = new Map<string, (msg: { t: string; id: number } & Record<string, unknown>) => void>();
-const frameSinks = new Map<number, (frame: Int16Array | null, agent: Int16Array | null, nowMs: number) => boolean>();
-const closers = new Map<number, (() => void)[]>();
-function closed(id: number): void {
-  frameSinks.delete(id);
-  const fns = closers.get(id) ?? [];
-  closers.delete(id);
-  for (const fn of fns) fn();
-}
 const host: MediaWorkerExtensionHost = {
   handle: (type, fn) => void handlers.set(type, fn),
   post: (msg) => post(msg as unknown as FromWorker),
   bridge: (id) => entries.get(id)?.bridge,
-  takeFrames: (id, sink) => void (sink ? frameSinks.set(id, sink) : frameSinks.delete(id)),
+  takeFrames: (id, sink) => {
+    const e = entries.get(id);
+    if (e) e.frameSink = sink;
+  },
   onClose: (id, fn) => {
-    const list = closers.get(id) ?? [];
-    list.push(fn);
-    closers.set(id, list);
+    const e = entries.get(id);
+    if (e === undefined) fn(); // already closed here
+    else (e.closers ??= []).push(fn);
   },
 };
 for (const ext of data.extensions) ((await import(ext)) as { install(h: MediaWorkerExtensionHost): void }).install(host);
