@@ -461,6 +461,10 @@ interface Step {
   aCpuPct: number;
   bCpuPct: number;
   clientCpuPct: number;
+  /** Both SIPp processes' CPU (signaling, and the RTP SIPp plays), % of a core. */
+  sippCpuPct: number;
+  /** Calls whose RTP this process played and heard (the rest SIPp played). */
+  nodeCallers: number;
   machineBusyPct: number;
   memPerCallMb: number;
   bMemPerCallMb: number;
@@ -494,42 +498,52 @@ interface Step {
   failed: number;
 }
 
-async function runStep(n: number, ctx: { a: Child; b: Child; sippBin: string; sipPort: number; payloads: Buffer[]; windowSecs: number; rate: number }, log: (s: string) => void): Promise<Step> {
+async function runStep(n: number, ctx: { a: Child; b: Child; sippBin: string; sipPort: number; payloads: Buffer[]; windowSecs: number; rate: number; nodeCallers: number }, log: (s: string) => void): Promise<Step> {
   const { a, b } = ctx;
   const rssA0 = rssMb(a.proc.pid);
   const rssB0 = rssMb(b.proc.pid);
+  // k calls are this process's phones (the heard figure); SIPp itself plays the other n - k.
+  const k = Math.min(n, ctx.nodeCallers);
   const callers = new Callers(ctx.payloads);
-  await callers.open(n);
+  await callers.open(k);
   const rampMs = Math.ceil((n / ctx.rate) * 1000);
   // 10 s of margin: on a saturated machine (or with the bridge prioritized) SIPp places the
   // calls slower than the planned ramp, and the first ones must still be up at the window's end.
   const holdMs = rampMs + SETTLE_MS + ctx.windowSecs * 1000 + 10_000;
   const byPort = new Map(callers.calls.map((c) => [c.port, c]));
-  const sipp = spawnCallerSipp({
-    bin: ctx.sippBin,
-    remote: `${HOST}:${ctx.sipPort}`,
-    number: NUMBER,
-    csv: callers.calls.map((c, i) => `+1555100${String(i).padStart(4, '0')};${c.port}`),
-    calls: n,
-    rate: ctx.rate,
-    holdMs,
-    timeoutMs: holdMs + 60_000,
-  });
+  // Both SIPp processes ramp over the same time (calls interleaved), each at its share of the rate.
+  const sipps: CallerSipp[] = [];
+  if (k > 0) {
+    sipps.push(spawnCallerSipp({
+      bin: ctx.sippBin, remote: `${HOST}:${ctx.sipPort}`, number: NUMBER, media: 'bench',
+      csv: callers.calls.map((c, i) => `+1555100${String(i).padStart(4, '0')};${c.port}`),
+      calls: k, periodMs: rampMs / k, holdMs, timeoutMs: holdMs + 60_000,
+    }));
+  }
+  if (n > k) {
+    sipps.push(spawnCallerSipp({
+      bin: ctx.sippBin, remote: `${HOST}:${ctx.sipPort}`, number: NUMBER, media: Buffer.concat(ctx.payloads),
+      csv: Array.from({ length: n - k }, (_, i) => `+1555200${String(i).padStart(4, '0')};0`),
+      calls: n - k, periodMs: rampMs / (n - k), holdMs, timeoutMs: holdMs + 60_000,
+    }));
+  }
+  const describe = () => sipps.map((s) => s.describe()).join('\n');
   try {
-    // Point each caller at callbridge's answer as soon as SIPp logs it.
+    // Point each of this process's callers at callbridge's answer as soon as SIPp logs it.
     const deadline = Date.now() + rampMs + 20_000;
     let established = 0;
     while (established < n) {
-      for (const { mediaPort, address, port } of sipp.answers()) {
-        const c = byPort.get(mediaPort);
-        if (c && !c.remote) {
-          callers.start(c, { address, port });
+      established = 0;
+      for (const s of sipps) {
+        for (const { mediaPort, address, port } of s.answers()) {
           established++;
+          const c = byPort.get(mediaPort);
+          if (c && !c.remote) callers.start(c, { address, port });
         }
       }
       if (established >= n) break;
-      if (!sipp.running()) throw new Error(`step ${n}: SIPp ended with ${established} of ${n} calls established:\n${sipp.describe()}`);
-      if (Date.now() > deadline) throw new Error(`step ${n}: only ${established} of ${n} calls established within ${rampMs + 20_000} ms:\n${sipp.describe()}\nbridge daemon:\n${a.output().slice(-3000)}`);
+      if (!sipps.every((s) => s.running())) throw new Error(`step ${n}: SIPp ended with ${established} of ${n} calls established:\n${describe()}`);
+      if (Date.now() > deadline) throw new Error(`step ${n}: only ${established} of ${n} calls established within ${rampMs + 20_000} ms:\n${describe()}\nbridge daemon:\n${a.output().slice(-3000)}`);
       await sleep(20);
     }
     log(`  ${n} calls established; settling ${SETTLE_MS} ms`);
@@ -542,6 +556,7 @@ async function runStep(n: number, ctx: { a: Child; b: Child; sippBin: string; si
     const mainA0 = mainThreadCpuSeconds(a.proc.pid);
     const cpuB0 = cpuSeconds(b.proc.pid);
     const cpuSelf0 = process.cpuUsage();
+    const cpuSipp0 = sipps.map((x) => cpuSeconds(x.pid()));
     const m0 = machineJiffies();
     const t0 = performance.now();
     callers.window = { from: t0, to: t0 + ctx.windowSecs * 1000 };
@@ -552,6 +567,7 @@ async function runStep(n: number, ctx: { a: Child; b: Child; sippBin: string; si
     const mainA = mainThreadCpuSeconds(a.proc.pid) - mainA0;
     const cpuB = cpuSeconds(b.proc.pid) - cpuB0;
     const self = process.cpuUsage(cpuSelf0);
+    const cpuSipp = sipps.reduce((sum, x, i) => sum + cpuSeconds(x.pid()) - cpuSipp0[i]!, 0);
     const m1 = machineJiffies();
     loop.disable();
     const rssA = rssMb(a.proc.pid);
@@ -559,7 +575,8 @@ async function runStep(n: number, ctx: { a: Child; b: Child; sippBin: string; si
     if (stats.active < n) throw new Error(`step ${n}: only ${stats.active} calls bridged in the daemon at the window's end (calls ended early):\n${a.output().slice(-3000)}`);
 
     // SIPp hangs up; every call must have succeeded.
-    const res = await sipp.done();
+    const done = await Promise.all(sipps.map((x) => x.done()));
+    const res = { code: done.find((d) => d.code !== 0)?.code ?? 0, failed: done.reduce((sum, d) => sum + d.failed, 0) };
     const heard = analyse(callers.calls);
     if (heard.silentCalls > 0) throw new Error(`step ${n}: ${heard.silentCalls} calls heard nothing from callbridge in the window`);
     const sends = Float64Array.from(callers.lateness).sort();
@@ -581,6 +598,8 @@ async function runStep(n: number, ctx: { a: Child; b: Child; sippBin: string; si
       aCpuPct: (100 * cpuA) / secs,
       bCpuPct: (100 * cpuB) / secs,
       clientCpuPct: (100 * (self.user + self.system)) / 1e6 / secs,
+      sippCpuPct: (100 * cpuSipp) / secs,
+      nodeCallers: k,
       machineBusyPct,
       memPerCallMb: (rssA - rssA0) / n,
       bMemPerCallMb: (rssB - rssB0) / n,
@@ -615,10 +634,10 @@ async function runStep(n: number, ctx: { a: Child; b: Child; sippBin: string; si
     };
     // The verdict is A's own: the callers' arrivals (heard) are reported beside it, not used.
     step.held = stats.active >= n && stats.send.calls >= n && sentOnTimeShare >= 0.999 && stats.send.skipped === 0 && stats.underruns === 0 && aMainPct < 95;
-    if (res.code !== 0 || res.failed > 0) throw new Error(`step ${n}: SIPp exit ${res.code}, ${res.failed} failed calls:\n${sipp.describe()}`);
+    if (res.code !== 0 || res.failed > 0) throw new Error(`step ${n}: SIPp exit ${res.code}, ${res.failed} failed calls:\n${describe()}`);
     return step;
   } finally {
-    await sipp.stop();
+    for (const x of sipps) await x.stop();
     await callers.close();
     // Let the daemon finish the BYEs and free the calls before the next step's idle RSS.
     const end = Date.now() + 10_000;
@@ -639,9 +658,11 @@ export async function run(): Promise<void> {
   const steps = envIntegerList('BENCH_BRIDGE_STEPS', '50,100,150,200');
   const windowSecs = envNumber('BENCH_BRIDGE_SECS', 20);
   const rate = envNumber('BENCH_BRIDGE_RATE', 25);
+  const nodeCallers = envNumber('BENCH_BRIDGE_NODE_CALLERS', 20);
   const log = (s: string) => process.stdout.write(s + '\n');
   log(`machine: ${cpus().length} x ${cpus()[0]?.model ?? '?'}, node ${process.version}, load average ${loadavg().map((x) => x.toFixed(2)).join(' ')}`);
   log(`steps ${steps.join(', ')} calls; window ${windowSecs} s after ${SETTLE_MS} ms settle; calls placed at ${rate}/s; ${sipp.version}`);
+  log(`callers: ${nodeCallers} calls per step are this process's phones (the heard figures), SIPp plays the RTP of the rest (rtp_stream) (BENCH_BRIDGE_NODE_CALLERS)`);
   const threads = process.env.BENCH_BRIDGE_MEDIA_THREADS;
   const nice = process.env.BENCH_BRIDGE_MEDIA_NICE;
   log(`bridge media: ${threads ? `rtp.media_threads ${threads}` : 'rtp.media_threads as the daemon defaults'}${nice ? `, rtp.media_thread_nice ${nice}` : ''} (BENCH_BRIDGE_MEDIA_THREADS / BENCH_BRIDGE_MEDIA_NICE)`);
@@ -695,7 +716,7 @@ export async function run(): Promise<void> {
     const trunk = await api(aUrl!, aKey, 'POST', '/v1/sip-trunks', { pbx: 'generic', name: 'bench acl', inbound_auth_type: 'acl', inbound_acl: ['127.0.0.1/32'] });
     await api(aUrl!, aKey, 'POST', `/v1/sip-trunks/${trunk.id}/assignments`, { agent_id: id, alternate_number: NUMBER });
     const payloads = cyclePayloads();
-    const ctx = { a, b, sippBin: sipp.bin, sipPort: Number(sipPortText), payloads, windowSecs, rate };
+    const ctx = { a, b, sippBin: sipp.bin, sipPort: Number(sipPortText), payloads, windowSecs, rate, nodeCallers };
 
     // Warm-up: a few calls, not measured (JIT, pools, the fake TTS's tone cache).
     log('warm-up: 10 calls ...');
@@ -706,7 +727,7 @@ export async function run(): Promise<void> {
       const s = await runStep(n, ctx, log);
       results.push(s);
       log(
-        `  A ${s.aCpuPct.toFixed(1)} % CPU (event loop ${s.aMainPct.toFixed(1)} %), ${s.aCpuMsPerCallSec.toFixed(3)} ms/s per call, +${s.memPerCallMb.toFixed(3)} MB per call; B ${s.bCpuPct.toFixed(1)} %; load generator ${s.clientCpuPct.toFixed(1)} %; machine ${s.machineBusyPct.toFixed(0)} % busy` +
+        `  A ${s.aCpuPct.toFixed(1)} % CPU (event loop ${s.aMainPct.toFixed(1)} %), ${s.aCpuMsPerCallSec.toFixed(3)} ms/s per call, +${s.memPerCallMb.toFixed(3)} MB per call; B ${s.bCpuPct.toFixed(1)} %; load generator ${s.clientCpuPct.toFixed(1)} % (${s.nodeCallers} calls), SIPp ${s.sippCpuPct.toFixed(1)} % (signaling, RTP of ${s.n - s.nodeCallers} calls); machine ${s.machineBusyPct.toFixed(0)} % busy` +
           `\n  in ${s.inP50.toFixed(3)}/${s.inP99.toFixed(3)} ms, out ${s.outP50.toFixed(3)}/${s.outP99.toFixed(3)} ms (p50/p99); A loop delay p99 ${s.stats.loop.p99.toFixed(2)} ms` +
           `\n  A sent on time ${(100 * s.sentOnTimeShare).toFixed(3)} % of ${s.sentFrames} frames on ${s.sendCalls} calls, send late p50/p99/max ${s.sendLateP50.toFixed(3)}/${s.sendLateP99.toFixed(3)}/${s.sendLateMax.toFixed(2)} ms, skipped ${s.skipped}, A underruns ${s.aUnderruns}` +
           `\n  heard on time ${(100 * s.heardOnTimeShare).toFixed(3)} % of ${s.heardFrames} frames, heard late p99 ${s.heardLateP99.toFixed(2)} ms, missing ${s.missing}, heard underruns ${s.heardUnderruns}; client send p99 ${s.clientSendP99.toFixed(2)} ms, client loop p99 ${s.clientLoopP99.toFixed(2)} ms${s.clientLimited ? ' (client-limited: heard figures not trustworthy to 5 ms)' : ''}` +
@@ -719,10 +740,10 @@ export async function run(): Promise<void> {
     rmSync(dirB, { recursive: true, force: true });
   }
 
-  const rows = [['calls', 'A cpu%', 'loop%', 'ms/s/call', 'MB/call', 'B cpu%', 'client%', 'busy%', 'in p50', 'in p99', 'out p50', 'out p99', 'sent on time%', 'send late p99', 'skipped', 'A underruns', 'heard on time%', 'heard late p99', 'missing', 'heard underruns', 'send p99', 'verdict']];
+  const rows = [['calls', 'A cpu%', 'loop%', 'ms/s/call', 'MB/call', 'B cpu%', 'client%', 'sipp%', 'busy%', 'in p50', 'in p99', 'out p50', 'out p99', 'sent on time%', 'send late p99', 'skipped', 'A underruns', 'heard on time%', 'heard late p99', 'missing', 'heard underruns', 'send p99', 'verdict']];
   for (const s of results) {
     rows.push([
-      String(s.n), s.aCpuPct.toFixed(1), s.aMainPct.toFixed(1), s.aCpuMsPerCallSec.toFixed(3), s.memPerCallMb.toFixed(3), s.bCpuPct.toFixed(1), s.clientCpuPct.toFixed(1), s.machineBusyPct.toFixed(0),
+      String(s.n), s.aCpuPct.toFixed(1), s.aMainPct.toFixed(1), s.aCpuMsPerCallSec.toFixed(3), s.memPerCallMb.toFixed(3), s.bCpuPct.toFixed(1), s.clientCpuPct.toFixed(1), s.sippCpuPct.toFixed(1), s.machineBusyPct.toFixed(0),
       s.inP50.toFixed(3), s.inP99.toFixed(3), s.outP50.toFixed(3), s.outP99.toFixed(3),
       (100 * s.sentOnTimeShare).toFixed(3), s.sendLateP99.toFixed(3), String(s.skipped), String(s.aUnderruns),
       (100 * s.heardOnTimeShare).toFixed(3), s.heardLateP99.toFixed(2), String(s.missing), String(s.heardUnderruns), s.clientSendP99.toFixed(2),
@@ -766,7 +787,12 @@ export async function run(): Promise<void> {
 // The scenario is written into SIPp's working directory at run time (kept in this file: the
 // bench runner takes every other bench/*.ts for a benchmark). 127.0.0.1 only; stopped by PID.
 
-const bridgeScenario = `<?xml version="1.0" encoding="ISO-8859-1" ?>
+function bridgeScenario(media: 'bench' | 'sipp'): string {
+  // bench: the SDP offers this process's socket for the call (field1); sipp: SIPp's own RTP
+  // socket for the call, and SIPp plays the caller's audio (caller.ulaw, looped) once answered.
+  const mediaLine = media === 'bench' ? 'm=audio [field1] RTP/AVP 0 101' : 'm=audio [rtpstream_audio_port] RTP/AVP 0 101';
+  const play = media === 'bench' ? '' : '\n  <nop><action><exec rtp_stream="caller.ulaw,-1,0"/></action></nop>';
+  return `<?xml version="1.0" encoding="ISO-8859-1" ?>
 <!DOCTYPE scenario SYSTEM "sipp.dtd">
 <scenario name="callbridge bench bridge UAC">
   <send retrans="500">
@@ -788,7 +814,7 @@ const bridgeScenario = `<?xml version="1.0" encoding="ISO-8859-1" ?>
       s=-
       c=IN IP4 127.0.0.1
       t=0 0
-      m=audio [field1] RTP/AVP 0 101
+      ${mediaLine}
       a=rtpmap:0 PCMU/8000
       a=rtpmap:101 telephone-event/8000
       a=ptime:20
@@ -820,7 +846,7 @@ const bridgeScenario = `<?xml version="1.0" encoding="ISO-8859-1" ?>
       Content-Length: 0
 
     ]]>
-  </send>
+  </send>${play}
   <pause/>
   <send retrans="500">
     <![CDATA[
@@ -840,15 +866,19 @@ const bridgeScenario = `<?xml version="1.0" encoding="ISO-8859-1" ?>
   <recv response="200" crlf="true"/>
 </scenario>
 `;
+}
 
 interface CallerSippOptions {
   bin: string;
   remote: string;
   number: string;
+  /** 'bench': this process is the phone (csv's rtpPort); else the PCMU payload SIPp plays, looped. */
+  media: 'bench' | Buffer;
   /** One line per call: "caller;rtpPort". */
   csv: string[];
   calls: number;
-  rate: number;
+  /** One call placed every periodMs. */
+  periodMs: number;
   holdMs: number;
   timeoutMs: number;
 }
@@ -857,6 +887,7 @@ interface CallerSipp {
   /** The answers logged so far: the offered (bench) port and callbridge's address for it. */
   answers(): Array<{ mediaPort: number; address: string; port: number }>;
   running(): boolean;
+  pid(): number | undefined;
   /** Waits for SIPp to exit; failed calls from its final screen. */
   done(): Promise<{ code: number | null; failed: number }>;
   /** SIGTERM (SIGKILL 2 s later) by PID, if still running; removes the working directory. */
@@ -866,7 +897,8 @@ interface CallerSipp {
 
 function spawnCallerSipp(o: CallerSippOptions): CallerSipp {
   const workDir = mkdtempSync(join(tmpdir(), 'callbridge-bench-bridge-sipp-'));
-  writeFileSync(join(workDir, 'bridge-uac.xml'), bridgeScenario);
+  writeFileSync(join(workDir, 'bridge-uac.xml'), bridgeScenario(o.media === 'bench' ? 'bench' : 'sipp'));
+  if (o.media !== 'bench') writeFileSync(join(workDir, 'caller.ulaw'), o.media);
   writeFileSync(join(workDir, 'calls.csv'), `SEQUENTIAL\n${o.csv.join('\n')}\n`);
   let proc: ReturnType<typeof spawn> | undefined;
   let out = '';
@@ -877,8 +909,10 @@ function spawnCallerSipp(o: CallerSippOptions): CallerSipp {
     const args = [
       o.remote, '-sf', 'bridge-uac.xml', '-inf', 'calls.csv', '-s', o.number,
       '-t', 'u1', '-i', '127.0.0.1', '-p', String(await freeSipPort()), '-bind_local',
-      '-mi', '127.0.0.1', '-mp', String(await freeMediaPort()), '-ci', '127.0.0.1', '-cp', String(await freeUdpPort()),
-      '-m', String(o.calls), '-l', String(o.calls), '-r', String(o.rate), '-rp', '1000', '-d', String(o.holdMs),
+      '-ci', '127.0.0.1', '-cp', String(await freeUdpPort()),
+      // SIPp's RTP sockets (rtp_stream) from -mp: below the ephemeral range and the bridge's ports.
+      '-mi', '127.0.0.1', '-mp', String(o.media === 'bench' ? await freeMediaPort() : 20000 + 2 * Math.floor(Math.random() * 2000)),
+      '-m', String(o.calls), '-l', String(o.calls), '-r', '1', '-rp', String(Math.max(1, Math.round(o.periodMs))), '-d', String(o.holdMs),
       '-nostdin', '-recv_timeout', '20000', '-timeout', `${Math.ceil(o.timeoutMs / 1000)}s`, '-timeout_error',
       '-trace_logs', '-log_file', 'actions.log', '-trace_err', '-error_file', 'errors.log',
     ];
@@ -912,6 +946,7 @@ function spawnCallerSipp(o: CallerSippOptions): CallerSipp {
       return parsed;
     },
     running: () => code === undefined,
+    pid: () => proc?.pid,
     async done() {
       await starting;
       const c = await exited;
