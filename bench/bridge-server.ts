@@ -73,16 +73,17 @@ import { loadConfig } from '../src/config.ts';
 import { createLogger } from '../src/log.ts';
 import { startDaemon } from '../src/main.ts';
 import { initResamplers } from '../src/media/resampler.ts';
-import { installBridgeProbe, mergeHistograms, PROBE_CHANNEL, quantiles, type ProbeSnapshot } from './lib/bridge-probe.ts';
+import { installBridgeProbe, lateDuringGc, mergeHistograms, PROBE_CHANNEL, quantiles, type ProbeSnapshot } from './lib/bridge-probe.ts';
 
 const dataDir = process.env.BENCH_BRIDGE_DATA_DIR;
 const upstream = process.env.BENCH_BRIDGE_UPSTREAM;
 const upstreamKey = process.env.BENCH_BRIDGE_UPSTREAM_KEY;
 const rtpMin = Number(process.env.BENCH_BRIDGE_RTP_MIN ?? 30000);
-// Unset: the daemon's defaults (rtp.media_threads, rtp.media_thread_nice); set: these.
+// Unset: the daemon's defaults (rtp.media_threads, rtp.media_thread_nice, rtp.media_thread_realtime); set: these.
 const mediaEnv = {
   ...(process.env.BENCH_BRIDGE_MEDIA_THREADS ? { media_threads: Number(process.env.BENCH_BRIDGE_MEDIA_THREADS) } : {}),
   ...(process.env.BENCH_BRIDGE_MEDIA_NICE ? { media_thread_nice: Number(process.env.BENCH_BRIDGE_MEDIA_NICE) } : {}),
+  ...(process.env.BENCH_BRIDGE_MEDIA_REALTIME ? { media_thread_realtime: Number(process.env.BENCH_BRIDGE_MEDIA_REALTIME) } : {}),
 };
 if (!dataDir || !upstream || !upstreamKey) throw new Error('BENCH_BRIDGE_DATA_DIR, BENCH_BRIDGE_UPSTREAM and BENCH_BRIDGE_UPSTREAM_KEY are required');
 
@@ -91,7 +92,7 @@ const workerOrigins = new Map<number, number>();
 const probe = installBridgeProbe(rtpMin, workerOrigins);
 const channel = new BroadcastChannel(PROBE_CHANNEL);
 channel.unref();
-const waiting = new Map<number, { snaps: ProbeSnapshot[]; threads: { index: number; loop: ProbeSnapshot['loop']; gc: ProbeSnapshot['gc'] }[]; done: () => void }>();
+const waiting = new Map<number, { snaps: ProbeSnapshot[]; threads: { index: number; loop: ProbeSnapshot['loop']; gc: ProbeSnapshot['gc']; lateAbs: number[] }[]; done: () => void }>();
 channel.onmessage = (event) => {
   const m = (event as MessageEvent).data as { t: string; id: number; index: number; timeOrigin: number; snap: ProbeSnapshot };
   if (m.t === 'hello') workerOrigins.set(m.index, m.timeOrigin);
@@ -99,7 +100,7 @@ channel.onmessage = (event) => {
     const w = waiting.get(m.id);
     if (w === undefined) return;
     w.snaps.push(m.snap);
-    w.threads.push({ index: m.index, loop: m.snap.loop, gc: m.snap.gc });
+    w.threads.push({ index: m.index, loop: m.snap.loop, gc: m.snap.gc, lateAbs: m.snap.lateAbs });
     if (w.snaps.length === config.rtp.media_threads) w.done();
   }
 };
@@ -129,10 +130,10 @@ process.stdout.write(`LISTENING ${daemon.url} ${daemon.sip!.port}\n`);
 
 let nextTake = 1;
 /** Every media worker's figures for the window (up to 2 s of waiting; a worker that does not answer is missing). */
-async function takeWorkers(): Promise<{ snaps: ProbeSnapshot[]; threads: { index: number; loop: ProbeSnapshot['loop']; gc: ProbeSnapshot['gc'] }[] }> {
+async function takeWorkers(): Promise<{ snaps: ProbeSnapshot[]; threads: { index: number; loop: ProbeSnapshot['loop']; gc: ProbeSnapshot['gc']; lateAbs: number[] }[] }> {
   if (config.rtp.media_threads === 0) return { snaps: [], threads: [] };
   const id = nextTake++;
-  const entry = { snaps: [] as ProbeSnapshot[], threads: [] as { index: number; loop: ProbeSnapshot['loop']; gc: ProbeSnapshot['gc'] }[], done: () => {} };
+  const entry = { snaps: [] as ProbeSnapshot[], threads: [] as { index: number; loop: ProbeSnapshot['loop']; gc: ProbeSnapshot['gc']; lateAbs: number[] }[], done: () => {} };
   const done = new Promise<void>((resolve) => {
     entry.done = resolve;
     setTimeout(resolve, 2000);
@@ -165,7 +166,8 @@ process.on('SIGUSR2', () => {
       // The main thread's event loop and GC; media threads' beside them.
       loop: own.loop,
       gc: own.gc,
-      mediaThreads: threads.sort((a, b) => a.index - b.index),
+      // Per media thread: its late frames that overlap a GC pause of the main thread (a stall shared across threads?).
+      mediaThreads: threads.sort((a, b) => a.index - b.index).map(({ lateAbs, ...t }) => ({ ...t, duringMainGc: lateDuringGc(lateAbs, own.gcAbs) })),
       mediaThreadsAnswered: snaps.length,
       active: daemon.bridge.active,
       heapUsedMb: Number((mem.heapUsed / 2 ** 20).toFixed(1)),

@@ -116,7 +116,7 @@
  */
 import dgram from 'node:dgram';
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, setPriority, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
@@ -165,6 +165,24 @@ function rssMb(pid: number | undefined): number {
   } catch {
     return Number.NaN;
   }
+}
+
+/** Per thread of a process: name, CPU seconds and seconds spent runnable but waiting for a CPU (/proc/<pid>/task/<tid>/schedstat). */
+function threadTimes(pid: number | undefined): Map<number, { name: string; cpu: number; wait: number }> {
+  const out = new Map<number, { name: string; cpu: number; wait: number }>();
+  try {
+    for (const tid of readdirSync(`/proc/${pid}/task`)) {
+      try {
+        const [cpu, wait] = readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').trim().split(/\s+/).map(Number);
+        out.set(Number(tid), { name: readFileSync(`/proc/${pid}/task/${tid}/comm`, 'utf8').trim(), cpu: (cpu ?? 0) / 1e9, wait: (wait ?? 0) / 1e9 });
+      } catch {
+        // the thread ended
+      }
+    }
+  } catch {
+    // no /proc
+  }
+  return out;
 }
 
 /** Busy and total jiffies of the whole machine (/proc/stat's cpu line). */
@@ -404,9 +422,9 @@ interface ProcStats {
   underruns: number;
   /** A's event-loop delay beyond the monitor's 5 ms resolution, ms. */
   loop: { p50: number; p99: number; max: number };
-  gc: { count: number; totalMs: number; maxMs: number };
+  gc: { count: number; totalMs: number; maxMs: number; maxKind?: string; lateFrames?: number; duringGc?: number };
   /** Media workers (BENCH_BRIDGE_MEDIA_THREADS): each one's event-loop delay and GC. */
-  mediaThreads?: { index: number; loop: { p50: number; p99: number; max: number }; gc: { count: number; totalMs: number; maxMs: number } }[];
+  mediaThreads?: { index: number; loop: { p50: number; p99: number; max: number }; gc: { count: number; totalMs: number; maxMs: number; maxKind?: string; lateFrames?: number; duringGc?: number }; duringMainGc?: number }[];
   active: number;
   heapUsedMb: number;
 }
@@ -463,6 +481,9 @@ interface Step {
   clientCpuPct: number;
   /** Both SIPp processes' CPU (signaling, and the RTP SIPp plays), % of a core. */
   sippCpuPct: number;
+  /** A's threads busy >= 5 % of a core: CPU and run-queue wait (runnable, no CPU), % of the window. */
+  aThreads: { tid: number; name: string; cpuPct: number; waitPct: number }[];
+  bThreads: { tid: number; name: string; cpuPct: number; waitPct: number }[];
   /** Calls whose RTP this process played and heard (the rest SIPp played). */
   nodeCallers: number;
   machineBusyPct: number;
@@ -557,8 +578,11 @@ async function runStep(n: number, ctx: { a: Child; b: Child; sippBin: string; si
     const cpuB0 = cpuSeconds(b.proc.pid);
     const cpuSelf0 = process.cpuUsage();
     const cpuSipp0 = sipps.map((x) => cpuSeconds(x.pid()));
+    const threadsA0 = threadTimes(a.proc.pid);
+    const threadsB0 = threadTimes(b.proc.pid);
     const m0 = machineJiffies();
     const t0 = performance.now();
+    const t0Window = t0;
     callers.window = { from: t0, to: t0 + ctx.windowSecs * 1000 };
     await sleep(ctx.windowSecs * 1000);
     const secs = (performance.now() - t0) / 1000;
@@ -568,6 +592,17 @@ async function runStep(n: number, ctx: { a: Child; b: Child; sippBin: string; si
     const cpuB = cpuSeconds(b.proc.pid) - cpuB0;
     const self = process.cpuUsage(cpuSelf0);
     const cpuSipp = sipps.reduce((sum, x, i) => sum + cpuSeconds(x.pid()) - cpuSipp0[i]!, 0);
+    // A's and B's busy threads (>= 5 % of a core): CPU and time runnable but waiting for a CPU, % of the window.
+    const busyThreads = (before: ReturnType<typeof threadTimes>, pid: number | undefined) =>
+      [...threadTimes(pid)].flatMap(([tid, t1]) => {
+        const t0 = before.get(tid);
+        if (t0 === undefined) return [];
+        const secs = (performance.now() - t0Window) / 1000;
+        const cpu = (100 * (t1.cpu - t0.cpu)) / secs;
+        return cpu >= 5 ? [{ tid, name: t1.name, cpuPct: cpu, waitPct: (100 * (t1.wait - t0.wait)) / secs }] : [];
+      });
+    const aThreads = busyThreads(threadsA0, a.proc.pid);
+    const bThreads = busyThreads(threadsB0, b.proc.pid);
     const m1 = machineJiffies();
     loop.disable();
     const rssA = rssMb(a.proc.pid);
@@ -599,6 +634,8 @@ async function runStep(n: number, ctx: { a: Child; b: Child; sippBin: string; si
       bCpuPct: (100 * cpuB) / secs,
       clientCpuPct: (100 * (self.user + self.system)) / 1e6 / secs,
       sippCpuPct: (100 * cpuSipp) / secs,
+      aThreads,
+      bThreads,
       nodeCallers: k,
       machineBusyPct,
       memPerCallMb: (rssA - rssA0) / n,
@@ -665,7 +702,8 @@ export async function run(): Promise<void> {
   log(`callers: ${nodeCallers} calls per step are this process's phones (the heard figures), SIPp plays the RTP of the rest (rtp_stream) (BENCH_BRIDGE_NODE_CALLERS)`);
   const threads = process.env.BENCH_BRIDGE_MEDIA_THREADS;
   const nice = process.env.BENCH_BRIDGE_MEDIA_NICE;
-  log(`bridge media: ${threads ? `rtp.media_threads ${threads}` : 'rtp.media_threads as the daemon defaults'}${nice ? `, rtp.media_thread_nice ${nice}` : ''} (BENCH_BRIDGE_MEDIA_THREADS / BENCH_BRIDGE_MEDIA_NICE)`);
+  const realtime = process.env.BENCH_BRIDGE_MEDIA_REALTIME;
+  log(`bridge media: ${threads ? `rtp.media_threads ${threads}` : 'rtp.media_threads as the daemon defaults'}${nice ? `, rtp.media_thread_nice ${nice}` : ''}${realtime ? `, rtp.media_thread_realtime ${realtime}` : ''} (BENCH_BRIDGE_MEDIA_THREADS / _NICE / _REALTIME)`);
 
   log('floor: bench/media in a child process ...');
   const floor = await mediaFloor();
@@ -718,9 +756,12 @@ export async function run(): Promise<void> {
     const payloads = cyclePayloads();
     const ctx = { a, b, sippBin: sipp.bin, sipPort: Number(sipPortText), payloads, windowSecs, rate, nodeCallers };
 
-    // Warm-up: a few calls, not measured (JIT, pools, the fake TTS's tone cache).
-    log('warm-up: 10 calls ...');
-    await runStep(10, { ...ctx, windowSecs: 3 }, () => {});
+    // Warm-up, not measured (JIT, pools, the fake TTS's tone cache): every media thread compiles
+    // its own code, and with 10 calls for 3 s the first step still ran half-optimized code (tick
+    // sections up to 14 ms). A daemon's steady state is what the steps measure.
+    const warmCalls = envNumber('BENCH_BRIDGE_WARMUP_CALLS', 40);
+    log(`warm-up: ${warmCalls} calls for 8 s ...`);
+    await runStep(warmCalls, { ...ctx, windowSecs: 8 }, () => {});
     for (const n of steps) {
       log(`step ${n} calls ...`);
       for (const c of children) if (!running(c)) throw new Error(`${c.name} exited:\n${c.output()}`);
@@ -753,9 +794,11 @@ export async function run(): Promise<void> {
   log(`\nper step (latency = bridge processing per frame, ms; parts: rtpIn+tickIn, msgOut+sendOut; sent = timed inside A, the verdict's; heard = at the callers' arrival, secondary; send p99 = the load generator's own pacing)\n${table(rows)}`);
   for (const s of results) {
     const p = (x: { p50: number; p99: number; max: number; n: number }) => `${x.p50}/${x.p99}/${x.max} (${x.n})`;
-    log(`  ${s.n}: rtpIn ${p(s.stats.rtpIn)}  tickIn ${p(s.stats.tickIn)}  msgOut ${p(s.stats.msgOut)}  sendOut ${p(s.stats.sendOut)}  send late ${s.stats.send.p50}/${s.stats.send.p99}/${s.stats.send.max} (${s.stats.send.frames})  A loop delay p50/p99/max ${s.stats.loop.p50}/${s.stats.loop.p99}/${s.stats.loop.max} ms, GC ${s.stats.gc.count} pauses ${s.stats.gc.totalMs} ms (max ${s.stats.gc.maxMs}); client loop p99 ${s.clientLoopP99.toFixed(2)} ms`);
+    log(`  ${s.n}: rtpIn ${p(s.stats.rtpIn)}  tickIn ${p(s.stats.tickIn)}  msgOut ${p(s.stats.msgOut)}  sendOut ${p(s.stats.sendOut)}  send late ${s.stats.send.p50}/${s.stats.send.p99}/${s.stats.send.max} (${s.stats.send.frames})  A loop delay p50/p99/max ${s.stats.loop.p50}/${s.stats.loop.p99}/${s.stats.loop.max} ms, GC ${s.stats.gc.count} pauses ${s.stats.gc.totalMs} ms (max ${s.stats.gc.maxMs}${s.stats.gc.maxKind ? ` ${s.stats.gc.maxKind}` : ''}); client loop p99 ${s.clientLoopP99.toFixed(2)} ms`);
+    const threads = (list: Step['aThreads']) => list.map((t) => `${t.name}:${t.tid} ${t.cpuPct.toFixed(1)}/${t.waitPct.toFixed(1)}`).join(', ');
+    log(`  ${s.n}: busy threads, CPU / runnable but waiting for a CPU (% of the window): A ${threads(s.aThreads)}; B ${threads(s.bThreads)}`);
     if (s.stats.handoffIn?.n) log(`  ${s.n}: handoffIn ${p(s.stats.handoffIn)}`);
-    for (const t of s.stats.mediaThreads ?? []) log(`  ${s.n}: media thread ${t.index}: loop delay p50/p99/max ${t.loop.p50}/${t.loop.p99}/${t.loop.max} ms, GC ${t.gc.count} pauses ${t.gc.totalMs} ms (max ${t.gc.maxMs})`);
+    for (const t of s.stats.mediaThreads ?? []) log(`  ${s.n}: media thread ${t.index}: loop delay p50/p99/max ${t.loop.p50}/${t.loop.p99}/${t.loop.max} ms, GC ${t.gc.count} pauses ${t.gc.totalMs} ms (max ${t.gc.maxMs}${t.gc.maxKind ? ` ${t.gc.maxKind}` : ''}); late frames ${t.gc.lateFrames ?? '?'}, ${t.gc.duringGc ?? '?'} of them during a GC pause of this thread, ${t.duringMainGc ?? '?'} during one of the main thread`);
   }
   const held = results.filter((s) => s.held).reduce((m, s) => Math.max(m, s.n), 0);
   // The reported step: the highest run. Every figure but the heard one is measured inside A, which

@@ -75,6 +75,20 @@ export function quantiles(h: RawHistogram): { n: number; p50: number; p99: numbe
   return { n: h.n, p50: q(0.5), p99: q(0.99), p999: q(0.999), max: Number(h.max.toFixed(4)) };
 }
 
+/** How many [due, sent] spans (flat pairs, in send order) overlap one of the GC pauses (flat pairs). */
+export function lateDuringGc(late: number[], gcs: number[]): number {
+  let n = 0;
+  for (let i = 0; i < late.length; i += 2) {
+    for (let j = 0; j < gcs.length; j += 2) {
+      if (gcs[j]! < late[i + 1]! && gcs[j + 1]! > late[i]!) {
+        n++;
+        break;
+      }
+    }
+  }
+  return n;
+}
+
 /** One thread's figures for one window. */
 export interface ProbeSnapshot {
   rtpIn: RawHistogram;
@@ -87,8 +101,15 @@ export interface ProbeSnapshot {
   send: { frames: number; onTime: number; skipped: number; calls: number };
   underruns: number;
   loop: { p50: number; p99: number; max: number };
-  gc: { count: number; totalMs: number; maxMs: number };
+  /** lateFrames: frames sent over 5 ms late on this thread; duringGc: those whose lateness overlaps a GC pause of this thread. */
+  gc: { count: number; totalMs: number; maxMs: number; maxKind: string; lateFrames: number; duringGc: number };
+  /** Late frames' [due, sent] and GC pauses' [start, end] on the shared clock (epoch ms, flat pairs, capped): to match one thread's against another's. */
+  lateAbs: number[];
+  gcAbs: number[];
 }
+
+/** perf_hooks' GC kinds (NODE_PERFORMANCE_GC_*). */
+const GC_KINDS: Record<number, string> = { 1: 'minor', 2: 'major', 4: 'incremental', 8: 'weakcb' };
 
 const FRAME_MS = 20;
 const ON_TIME_MS = 5;
@@ -193,6 +214,9 @@ export function installBridgeProbe(rtpMin: number, workerOrigins?: Map<number, n
     window: number;
   }
   const schedules = new WeakMap<RtpSession, SendSchedule>();
+  /** [due, sent] of each late frame and [start, end] of each GC pause in the window, flat. */
+  const lateSpans: number[] = [];
+  const gcSpans: number[] = [];
   const send = { frames: 0, onTime: 0, skipped: 0, calls: 0, window: 0 };
   const rtpSend = RtpSession.prototype.send;
   RtpSession.prototype.send = function (this: RtpSession, payload: Uint8Array, options: SendOptions): boolean {
@@ -225,6 +249,7 @@ export function installBridgeProbe(rtpMin: number, workerOrigins?: Map<number, n
     h.sendLate.add(late);
     send.frames++;
     if (late <= ON_TIME_MS) send.onTime++;
+    else if (lateSpans.length < 200_000) lateSpans.push(t - late, t);
     const k = Math.floor((late + ON_TIME_MS) / FRAME_MS);
     if (k >= 1) {
       send.skipped += k;
@@ -236,12 +261,16 @@ export function installBridgeProbe(rtpMin: number, workerOrigins?: Map<number, n
   };
 
   // Garbage-collector pauses of this thread (count, total, longest) per window.
-  const gc = { count: 0, totalMs: 0, maxMs: 0 };
+  const gc = { count: 0, totalMs: 0, maxMs: 0, maxKind: '' };
   new PerformanceObserver((list) => {
     for (const e of list.getEntries()) {
       gc.count++;
       gc.totalMs += e.duration;
-      if (e.duration > gc.maxMs) gc.maxMs = e.duration;
+      if (e.duration > gc.maxMs) {
+        gc.maxMs = e.duration;
+        gc.maxKind = GC_KINDS[(e as { detail?: unknown } as { detail?: { kind?: number } }).detail?.kind ?? 0] ?? 'other';
+      }
+      if (gcSpans.length < 200_000) gcSpans.push(e.startTime, e.startTime + e.duration);
     }
   }).observe({ entryTypes: ['gc'] });
 
@@ -263,13 +292,21 @@ export function installBridgeProbe(rtpMin: number, workerOrigins?: Map<number, n
         send: { frames: send.frames, onTime: send.onTime, skipped: send.skipped, calls: send.calls },
         underruns,
         loop: { p50: delay(loop.percentile(50)), p99: delay(loop.percentile(99)), max: delay(loop.max) },
-        gc: { count: gc.count, totalMs: Number(gc.totalMs.toFixed(1)), maxMs: Number(gc.maxMs.toFixed(2)) },
+        gc: { count: gc.count, totalMs: Number(gc.totalMs.toFixed(1)), maxMs: Number(gc.maxMs.toFixed(2)), maxKind: gc.maxKind, lateFrames: lateSpans.length / 2, duringGc: lateDuringGc(lateSpans, gcSpans) },
+        lateAbs: [],
+        gcAbs: [],
       };
+      const abs = (spans: number[]) => spans.slice(0, 20_000).map((x) => performance.timeOrigin + x);
+      snap.lateAbs = abs(lateSpans);
+      snap.gcAbs = abs(gcSpans);
+      lateSpans.length = 0;
+      gcSpans.length = 0;
       loop.reset();
       send.frames = send.onTime = send.skipped = send.calls = 0;
       send.window++;
       underruns = 0;
       gc.count = gc.totalMs = gc.maxMs = 0;
+      gc.maxKind = '';
       return snap;
     },
   };
