@@ -263,6 +263,12 @@ const schema = {
       default: 0,
       env: 'CALLBRIDGE_RTP_MEDIA_THREAD_NICE',
     },
+    media_thread_realtime: {
+      doc: 'Real-time priority (SCHED_RR 1-99, set with chrt) of the media threads, as Asterisk -p / FreeSWITCH -rp run their media; needs root or CAP_SYS_NICE (refused: a warning, normal policy). 0 = off. On a busy machine it keeps the 20 ms sends on time at the expense of everything else on it.',
+      format: 'int',
+      default: 0,
+      env: 'CALLBRIDGE_RTP_MEDIA_THREAD_REALTIME',
+    },
   },
   region: {
     self: { doc: 'The region this daemon serves (x-service-region naming it is served here).', format: [...REGIONS], default: 'us-central1', env: 'CALLBRIDGE_REGION' },
@@ -474,7 +480,7 @@ export type Config = {
     t1_ms: number;
     options_ping_secs: number;
   };
-  rtp: { port_min: number; port_max: number; address: string; media_timeout_secs: number; media_threads: number; media_thread_nice: number };
+  rtp: { port_min: number; port_max: number; address: string; media_timeout_secs: number; media_threads: number; media_thread_nice: number; media_thread_realtime: number };
   region: { self: Region; peer_us_central1: string; peer_northamerica_northeast1: string; proxy_timeout_ms: number };
   llm: { providers: LlmProviderConfig[]; first_token_timeout_ms: number };
   stt: { provider: 'local' | 'openai' | 'stream'; base_url: string; api_key: string; model: string };
@@ -572,6 +578,9 @@ function flatten(obj: Record<string, unknown>, prefix = ''): Array<[string, unkn
 function crossCheck(config: Config): void {
   if (config.rtp.media_thread_nice < -20 || config.rtp.media_thread_nice > 19) {
     throw new ConfigError(`invalid configuration: rtp.media_thread_nice (${config.rtp.media_thread_nice}) is outside -20..19`);
+  }
+  if (config.rtp.media_thread_realtime < 0 || config.rtp.media_thread_realtime > 99) {
+    throw new ConfigError(`invalid configuration: rtp.media_thread_realtime (${config.rtp.media_thread_realtime}) is outside 0..99 (0 = off, 1-99 = SCHED_RR priority)`);
   }
   if (config.rtp.port_min > config.rtp.port_max) {
     throw new ConfigError(`invalid configuration: rtp.port_min (${config.rtp.port_min}) is above rtp.port_max (${config.rtp.port_max})`);

@@ -130,6 +130,7 @@ export async function startSip(config: Config, store: Store, logger: Logger, reg
           portMax: config.rtp.port_max,
           address: config.rtp.address,
           niceness: config.rtp.media_thread_nice === 0 ? null : config.rtp.media_thread_nice,
+          realtime: config.rtp.media_thread_realtime,
           preload: (process.env.CALLBRIDGE_MEDIA_WORKER_PRELOAD ?? '').split(',').filter(Boolean),
           // The bridge's voice-session sockets run beside their calls' media (bridge/worker-voice-link.ts).
           extensions: [new URL(import.meta.url.endsWith('.ts') ? './bridge/worker-voice-link.ts' : './bridge/worker-voice-link.js', import.meta.url).href],
@@ -141,7 +142,8 @@ export async function startSip(config: Config, store: Store, logger: Logger, reg
       await ports.close();
       throw err;
     });
-    log.info({ threads: ports.size, nice: config.rtp.media_thread_nice }, 'RTP media on worker threads');
+    const realtime = ports.threads.filter((t) => t.realtime > 0).length;
+    log.info({ threads: ports.size, nice: config.rtp.media_thread_nice, realtime: config.rtp.media_thread_realtime > 0 ? `${realtime} of ${ports.size} threads SCHED_RR ${config.rtp.media_thread_realtime}` : 'off' }, 'RTP media on worker threads');
   }
   const ua = new SipUserAgent({
     listen,

@@ -30,6 +30,8 @@ export interface MediaWorkerPoolOptions {
   address: string;
   /** Scheduling priority (nice, -20..19) for the media threads; null leaves the default. */
   niceness?: number | null;
+  /** SCHED_RR priority (1-99) for the media threads; 0 or absent: the normal policy. */
+  realtime?: number;
   /** Modules each worker imports first (absolute file URLs; the benchmark's instrumentation). */
   preload?: string[];
   /** Extension modules for the workers (media-worker-protocol.ts MediaWorkerExtensionHost). */
@@ -116,6 +118,9 @@ class MediaWorkerHandle {
 
   /** Port pairs this worker holds for calls (allocated, with or without a session yet): its load. */
   held = 0;
+  /** The worker thread's kernel id once started (null off Linux), and the SCHED_RR priority it runs at (0: normal policy). */
+  threadId: number | null = null;
+  realtime = 0;
 
   #spawn(): void {
     const worker = newMediaWorker(this.data, `media-${this.index}`);
@@ -131,6 +136,8 @@ class MediaWorkerHandle {
         worker.off('exit', onExit);
         worker.off('error', reject);
         if (ready.warning) this.logger.warn({ worker: this.index }, ready.warning);
+        this.threadId = ready.tid;
+        this.realtime = ready.realtime;
         this.#started = true;
         resolve();
       };
@@ -509,7 +516,7 @@ export class MediaWorkerPool {
       const min = firstEven + i * perWorker * 2;
       const max = i === n - 1 ? options.portMax : min + perWorker * 2 - 1;
       this.#workers.push(
-        new MediaWorkerHandle(i, { index: i, portMin: min, portMax: max, address: options.address, niceness: options.niceness ?? null, preload: options.preload ?? [], extensions: options.extensions ?? [] }, options.logger),
+        new MediaWorkerHandle(i, { index: i, portMin: min, portMax: max, address: options.address, niceness: options.niceness ?? null, realtime: options.realtime ?? 0, preload: options.preload ?? [], extensions: options.extensions ?? [] }, options.logger),
       );
     }
   }
@@ -521,6 +528,11 @@ export class MediaWorkerPool {
   /** Port pairs held for calls, over all workers (the callbridge_rtp_ports_in_use gauge). */
   get inUse(): number {
     return this.#workers.reduce((n, w) => n + w.held, 0);
+  }
+
+  /** Each worker's thread id and SCHED_RR priority (0: normal policy), once ready(): for the start-up log and tests. */
+  get threads(): { threadId: number | null; realtime: number }[] {
+    return this.#workers.map((w) => ({ threadId: w.threadId, realtime: w.realtime }));
   }
 
   /** Resolves when every worker is up (their port ranges and resamplers ready). */

@@ -37,7 +37,7 @@ export type ToWorker =
   | { t: 'stopBridge'; req: number; id: number };
 
 export type FromWorker =
-  | { t: 'ready'; niceness: number | null; warning?: string }
+  | { t: 'ready'; niceness: number | null; realtime: number; tid: number | null; warning?: string }
   | { t: 'reply'; req: number; ok: true; value?: unknown }
   | { t: 'reply'; req: number; ok: false; error: string; code?: string }
   /**
@@ -97,6 +97,8 @@ export interface MediaWorkerData {
   address: string;
   /** Scheduling priority (nice) for the worker's thread; null: leave it. */
   niceness: number | null;
+  /** SCHED_RR priority (1-99) for the worker's thread; 0: leave the normal policy. */
+  realtime: number;
   /** Modules imported before anything else (bench instrumentation). */
   preload: string[];
   /** Extension modules (file URLs) exporting install(host: MediaWorkerExtensionHost). */

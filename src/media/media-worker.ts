@@ -16,6 +16,7 @@ import type { FromWorker, MediaWorkerData, MediaWorkerExtensionHost, ToWorker } 
 import { PortAllocator, type RtpPortPair } from './port-allocator.ts';
 import { initResamplers } from './resampler.ts';
 import { RtpSession } from './rtp-session.ts';
+import { setRoundRobin, threadId } from './thread-scheduling.ts';
 
 const data = workerData as MediaWorkerData;
 // Preloads (the benchmark's instrumentation) patch media prototypes before any session exists.
@@ -32,6 +33,19 @@ if (data.niceness !== null) {
     niceness = data.niceness;
   } catch (err) {
     warning = `could not set the media thread's priority to ${data.niceness} (${(err as Error).message}); running at the default`;
+  }
+}
+// This thread's id (Linux): what the priority tools and /proc know it by.
+const tid = threadId();
+let realtime = 0;
+if (data.realtime > 0) {
+  try {
+    if (tid === null) throw new Error('no /proc/thread-self');
+    setRoundRobin(tid, data.realtime);
+    realtime = data.realtime;
+  } catch (err) {
+    const why = `could not make the media thread real-time (SCHED_RR ${data.realtime}: ${(err as Error).message.split('\n')[0]}); running under the normal policy`;
+    warning = warning ? `${warning}; ${why}` : why;
   }
 }
 
@@ -274,4 +288,4 @@ port.on('message', (batch: ToWorker[]) => {
   }
 });
 
-post({ t: 'ready', niceness, ...(warning ? { warning } : {}) });
+post({ t: 'ready', niceness, realtime, tid, ...(warning ? { warning } : {}) });

@@ -8,6 +8,7 @@
  * check its own wire format.
  */
 import dgram from 'node:dgram';
+import { readFileSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decodeTelephoneEvent, encodeTelephoneEvent, type DtmfDigit } from '../../src/media/dtmf.ts';
@@ -28,6 +29,8 @@ const BURST_MIN = BASE + 48;
 const BURST_MAX = BASE + 63;
 const BROKEN_MIN = BASE + 64;
 const BROKEN_MAX = BASE + 71;
+const RT_MIN = BASE + 72;
+const RT_MAX = BASE + 79;
 
 const quiet = { info() {}, warn() {}, error() {} };
 
@@ -534,6 +537,59 @@ describe('MediaWorkerPool: a worker that cannot start', () => {
       expect(restarts).toBe(0);
     } finally {
       // Closing stops the loop (the test must not leave it running).
+      await pool.close();
+    }
+  });
+});
+
+/** rt_priority and policy (0 normal, 1 FIFO, 2 RR) of one of this process's threads, from /proc (proc(5) stat fields 40, 41). */
+function threadScheduling(tid: number): { rtPriority: number; policy: number } {
+  const stat = readFileSync(`/proc/${process.pid}/task/${tid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' '); // fields from 3 on (the name may hold spaces)
+  return { rtPriority: Number(fields[40 - 3]), policy: Number(fields[41 - 3]) };
+}
+
+// rtp.media_thread_realtime: each media thread under SCHED_RR, set on its own thread id (the
+// main thread and the other threads stay as they were); refused without privilege, with a warning.
+describe('MediaWorkerPool: real-time media threads', () => {
+  it.runIf(process.platform === 'linux')('runs each media thread under SCHED_RR at the priority asked, or warns when the kernel refuses', async () => {
+    const warnings: string[] = [];
+    const pool = new MediaWorkerPool({ workers: 2, portMin: RT_MIN, portMax: RT_MAX, address: '127.0.0.1', realtime: 7, logger: { info() {}, error() {}, warn: (_o: object, msg?: string) => warnings.push(msg ?? '') } });
+    try {
+      await pool.ready();
+      const threads = pool.threads;
+      expect(threads).toHaveLength(2);
+      const tids = threads.map((t) => t.threadId);
+      for (const tid of tids) expect(typeof tid === 'number' && tid !== process.pid).toBe(true);
+      expect(new Set(tids).size).toBe(2);
+      const privileged = process.getuid?.() === 0;
+      for (const t of threads) {
+        const sched = threadScheduling(t.threadId!);
+        if (privileged) {
+          expect(t.realtime).toBe(7);
+          expect(sched).toEqual({ rtPriority: 7, policy: 2 });
+        } else {
+          expect(t.realtime).toBe(0);
+          expect(sched.policy).toBe(0);
+        }
+      }
+      if (!privileged) expect(warnings.filter((w) => w.includes('could not make the media thread real-time'))).toHaveLength(2);
+      else expect(warnings).toEqual([]);
+      // Only the media threads: the main thread keeps the normal policy.
+      expect(threadScheduling(process.pid).policy).toBe(0);
+    } finally {
+      await pool.close();
+    }
+  });
+
+  it.runIf(process.platform === 'linux')('leaves the threads under the normal policy by default', async () => {
+    const pool = new MediaWorkerPool({ workers: 1, portMin: RT_MIN, portMax: RT_MAX, address: '127.0.0.1', logger: quiet });
+    try {
+      await pool.ready();
+      const [t] = pool.threads;
+      expect(t!.realtime).toBe(0);
+      expect(threadScheduling(t!.threadId!)).toEqual({ rtPriority: 0, policy: 0 });
+    } finally {
       await pool.close();
     }
   });
