@@ -1,6 +1,7 @@
 /**
  * bench/bridge: N concurrent phone calls through the whole call bridge (issue 6): SIPp places the
- * calls, this process is every caller's phone (RTP), callbridge bridges each call to a voice
+ * calls and plays most callers' RTP, this process is the phone of a sample of them (the heard
+ * figures), callbridge bridges each call to a voice
  * session of `local/echo`. Per step: CPU and memory per call, the bridge-added processing latency
  * per direction (p50/p99) beside the media-path floor measured in the same run, whether the bridge
  * sends every 20 ms frame on time (timed inside the bridge) and, secondary, whether the callers
@@ -11,8 +12,9 @@
  * no audio flowed, A's send timing saw no frame).
  *
  * Processes (all on 127.0.0.1):
- *   SIPp (UAC, signaling only) --SIP--> A: bench/bridge-server.ts, the bridge daemon (SIP, RTP,
- *   this process: N RTP sockets <--RTP-->   the bridge; no agent runtime of its own)
+ *   SIPp (UAC; RTP of N - K calls) --SIP+RTP--> A: bench/bridge-server.ts, the bridge daemon
+ *   SIPp (UAC, signaling of K calls) --SIP-->     (SIP, RTP, the bridge; no agent runtime of its own)
+ *   this process: K RTP sockets <--RTP------->
  *                                          |  bridge.upstream_url: POST /v1/session-token + WebSocket
  *                                          v
  *                                        B: bench/session-server.ts, the voice server (local STT,
@@ -24,20 +26,28 @@
  * WebSocket client), not the agent runtime's; B's CPU is printed beside it. The fake TTS keeps
  * eSpeak's synthesis cost (the agent's, not the bridge's) out of a 2-core machine.
  *
- * One call: INVITE (SDP offer: this process's RTP socket for the call, from SIPp's -inf CSV) ->
- * 200 (the answer is read from SIPp's <log> as soon as it arrives) -> ACK -> hold -> BYE. SIPp
- * places the N calls at BENCH_BRIDGE_RATE (25) calls/s; each holds long enough that all are up
- * for a settle time (3 s) plus the measured window (BENCH_BRIDGE_SECS, 20 s).
- * The caller's audio: 20 ms PCMU packets in real time on a drift-free schedule (calls spread over
- * the 20 ms), a 3 s cycle of 0.5 s speech-like audio (-16 dBFS harmonics with a syllable envelope)
- * and 2.5 s of line noise (-70 dBFS), each call at its own phase. The agent (vad 0.1/0.3 s) answers
+ * One call: INVITE (SDP offer: the caller's RTP address) -> 200 (the answer is read from SIPp's
+ * <log> as soon as it arrives) -> ACK -> hold -> BYE. Two SIPp processes place the N calls over
+ * the same ramp (BENCH_BRIDGE_RATE, 25 calls/s in all); each call holds long enough that all are
+ * up for a settle time (3 s) plus the measured window (BENCH_BRIDGE_SECS, 20 s):
+ *   - K = BENCH_BRIDGE_NODE_CALLERS (20) calls offer this process's RTP socket for the call (from
+ *     SIPp's -inf CSV); this process sends their audio and times what they hear (the heard figures);
+ *   - the other N - K offer SIPp's own RTP socket ([rtpstream_audio_port]) and SIPp plays their
+ *     audio itself (<exec rtp_stream>, the same 3 s cycle, looped from the answer on). SIPp's RTP
+ *     threads are C: with every caller in this process the load generator took ~30 % of a core at
+ *     200 calls, with SIPp playing them ~15 % (sipp% + client%), which the bridge gets back.
+ * The caller's audio: 20 ms PCMU packets in real time (here on a drift-free schedule, calls spread
+ * over the 20 ms; SIPp paces its own), a 3 s cycle of 0.5 s speech-like audio (-16 dBFS harmonics
+ * with a syllable envelope) and 2.5 s of line noise (-70 dBFS), each call at its own phase. The agent (vad 0.1/0.3 s) answers
  * every utterance with "You said: ..." as two TTS pieces of tone-800: 1.6 s of audio per 3 s, so
  * both directions carry audio all the time and the outbound path plays a talk spurt per cycle.
  *
  * Measured over the window, per step:
  *   - CPU per call: A's user+system CPU / window / N, in ms of CPU per second of call; also A's
  *     main thread (its event loop) as % of a core, B's CPU and the whole machine's busy share
- *     (/proc/stat), this process's CPU.
+ *     (/proc/stat), this process's CPU, both SIPp processes' CPU. Below the table, per busy thread
+ *     of A and B (>= 5 % of a core): its CPU and the time it was runnable but waiting for a CPU
+ *     (/proc/<pid>/task/<tid>/schedstat), % of the window: whether a late frame waited for a CPU.
  *   - memory per call: (A's VmRSS with N calls up - A's VmRSS idle before the step) / N.
  *   - bridge-added latency: the bridge's own processing per frame, timed inside A (see
  *     bench/bridge-server.ts): in = RTP receive (parse, jitter-buffer insert) + the 20 ms tick
@@ -91,11 +101,13 @@
  * SIPp call successful, and A sending frames on all N calls in the window), A's sent-on-time
  * share >= 99.9 %, no skipped frame, no A underrun, and A's event loop (main thread CPU) below
  * 95 % of a core. Steps go on to the end (BENCH_BRIDGE_STEPS, default 50,100,150,200).
- * Media threads (docs/media-workers.md): BENCH_BRIDGE_MEDIA_THREADS and BENCH_BRIDGE_MEDIA_NICE set
- * A's rtp.media_threads and rtp.media_thread_nice (unset: the daemon's defaults). With media
- * threads the probe runs on each of them too (bench/lib/bridge-probe-worker.ts) and the figures
- * are merged; `loop%` is then A's main thread only, and each media thread's event-loop delay
- * and GC are printed below the table. The in-direction latency is measured as before (RTP
+ * Media threads (docs/media-workers.md): BENCH_BRIDGE_MEDIA_THREADS, BENCH_BRIDGE_MEDIA_NICE and
+ * BENCH_BRIDGE_MEDIA_REALTIME set A's rtp.media_threads, rtp.media_thread_nice and
+ * rtp.media_thread_realtime (unset: the daemon's defaults). With media threads the probe runs on
+ * each of them too (bench/lib/bridge-probe-worker.ts) and the figures are merged; `loop%` is then
+ * A's main thread only, and each media thread's event-loop delay and GC are printed below the
+ * table, with its late frames (over 5 ms) and how many of them overlapped a GC pause of that
+ * thread or of the main thread. The in-direction latency is measured as before (RTP
  * receive + tick up to the input_audio send, all in the media thread); were caller frames to
  * cross to the main thread (a recording), `handoffIn` (tick start in the worker to arrival on
  * the main thread) would be added as a third part.
