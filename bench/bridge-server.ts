@@ -92,7 +92,9 @@ const workerOrigins = new Map<number, number>();
 const probe = installBridgeProbe(rtpMin, workerOrigins);
 const channel = new BroadcastChannel(PROBE_CHANNEL);
 channel.unref();
-const waiting = new Map<number, { snaps: ProbeSnapshot[]; threads: { index: number; loop: ProbeSnapshot['loop']; gc: ProbeSnapshot['gc']; lateAbs: number[] }[]; done: () => void }>();
+/** One media thread's figures as its probe posted them (late frames on the shared clock, to match against the main thread's GC). */
+type ThreadFigures = { index: number; loop: ProbeSnapshot['loop']; gc: ProbeSnapshot['gc']; lateAbs: number[] };
+const waiting = new Map<number, { snaps: ProbeSnapshot[]; threads: ThreadFigures[]; done: () => void }>();
 channel.onmessage = (event) => {
   const m = (event as MessageEvent).data as { t: string; id: number; index: number; timeOrigin: number; snap: ProbeSnapshot };
   if (m.t === 'hello') workerOrigins.set(m.index, m.timeOrigin);
@@ -130,10 +132,10 @@ process.stdout.write(`LISTENING ${daemon.url} ${daemon.sip!.port}\n`);
 
 let nextTake = 1;
 /** Every media worker's figures for the window (up to 2 s of waiting; a worker that does not answer is missing). */
-async function takeWorkers(): Promise<{ snaps: ProbeSnapshot[]; threads: { index: number; loop: ProbeSnapshot['loop']; gc: ProbeSnapshot['gc']; lateAbs: number[] }[] }> {
+async function takeWorkers(): Promise<{ snaps: ProbeSnapshot[]; threads: ThreadFigures[] }> {
   if (config.rtp.media_threads === 0) return { snaps: [], threads: [] };
   const id = nextTake++;
-  const entry = { snaps: [] as ProbeSnapshot[], threads: [] as { index: number; loop: ProbeSnapshot['loop']; gc: ProbeSnapshot['gc']; lateAbs: number[] }[], done: () => {} };
+  const entry = { snaps: [] as ProbeSnapshot[], threads: [] as ThreadFigures[], done: () => {} };
   const done = new Promise<void>((resolve) => {
     entry.done = resolve;
     setTimeout(resolve, 2000);
