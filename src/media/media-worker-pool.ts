@@ -118,8 +118,8 @@ class MediaWorkerHandle {
 
   /** Port pairs this worker holds for calls (allocated, with or without a session yet): its load. */
   held = 0;
-  /** The worker thread's kernel id once started (null off Linux), and the SCHED_RR priority it runs at (0: normal policy). */
-  threadId: number | null = null;
+  /** The worker thread's kernel id (tid, as /proc and chrt know it; null off Linux) once started, and the SCHED_RR priority it runs at (0: normal policy). */
+  tid: number | null = null;
   realtime = 0;
 
   #spawn(): void {
@@ -136,7 +136,7 @@ class MediaWorkerHandle {
         worker.off('exit', onExit);
         worker.off('error', reject);
         if (ready.warning) this.logger.warn({ worker: this.index }, ready.warning);
-        this.threadId = ready.tid;
+        this.tid = ready.tid;
         this.realtime = ready.realtime;
         this.#started = true;
         resolve();
@@ -530,9 +530,9 @@ export class MediaWorkerPool {
     return this.#workers.reduce((n, w) => n + w.held, 0);
   }
 
-  /** Each worker's thread id and SCHED_RR priority (0: normal policy), once ready(): for the start-up log and tests. */
-  get threads(): { threadId: number | null; realtime: number }[] {
-    return this.#workers.map((w) => ({ threadId: w.threadId, realtime: w.realtime }));
+  /** Each worker's kernel thread id (not worker_threads' threadId) and SCHED_RR priority (0: normal policy), once ready(): for the start-up log and tests. */
+  get threads(): { tid: number | null; realtime: number }[] {
+    return this.#workers.map((w) => ({ tid: w.tid, realtime: w.realtime }));
   }
 
   /** Resolves when every worker is up (their port ranges and resamplers ready). */

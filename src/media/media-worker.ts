@@ -16,7 +16,7 @@ import type { FromWorker, MediaWorkerData, MediaWorkerExtensionHost, ToWorker } 
 import { PortAllocator, type RtpPortPair } from './port-allocator.ts';
 import { initResamplers } from './resampler.ts';
 import { RtpSession } from './rtp-session.ts';
-import { setRoundRobin, threadId } from './thread-scheduling.ts';
+import { kernelThreadId, setRoundRobin } from './thread-scheduling.ts';
 
 const data = workerData as MediaWorkerData;
 // Preloads (the benchmark's instrumentation) patch media prototypes before any session exists.
@@ -36,7 +36,7 @@ if (data.niceness !== null) {
   }
 }
 // This thread's id (Linux): what the priority tools and /proc know it by.
-const tid = threadId();
+const tid = kernelThreadId();
 let realtime = 0;
 if (data.realtime > 0) {
   try {

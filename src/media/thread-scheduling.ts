@@ -13,7 +13,7 @@ import { execFileSync } from 'node:child_process';
 import { readlinkSync } from 'node:fs';
 
 /** The calling thread's kernel id (from /proc/thread-self), or null where there is no such file. */
-export function threadId(): number | null {
+export function kernelThreadId(): number | null {
   try {
     const tid = Number(readlinkSync('/proc/thread-self').split('/').pop());
     return Number.isInteger(tid) && tid > 0 ? tid : null;

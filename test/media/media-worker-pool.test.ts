@@ -559,12 +559,12 @@ describe('MediaWorkerPool: real-time media threads', () => {
       await pool.ready();
       const threads = pool.threads;
       expect(threads).toHaveLength(2);
-      const tids = threads.map((t) => t.threadId);
+      const tids = threads.map((t) => t.tid);
       for (const tid of tids) expect(typeof tid === 'number' && tid !== process.pid).toBe(true);
       expect(new Set(tids).size).toBe(2);
       const privileged = process.getuid?.() === 0;
       for (const t of threads) {
-        const sched = threadScheduling(t.threadId!);
+        const sched = threadScheduling(t.tid!);
         if (privileged) {
           expect(t.realtime).toBe(7);
           expect(sched).toEqual({ rtPriority: 7, policy: 2 });
@@ -588,7 +588,7 @@ describe('MediaWorkerPool: real-time media threads', () => {
       await pool.ready();
       const [t] = pool.threads;
       expect(t!.realtime).toBe(0);
-      expect(threadScheduling(t!.threadId!)).toEqual({ rtPriority: 0, policy: 0 });
+      expect(threadScheduling(t!.tid!)).toEqual({ rtPriority: 0, policy: 0 });
     } finally {
       await pool.close();
     }
