@@ -594,7 +594,6 @@ async function runStep(n: number, ctx: { a: Child; b: Child; sippBin: string; si
     const threadsB0 = threadTimes(b.proc.pid);
     const m0 = machineJiffies();
     const t0 = performance.now();
-    const t0Window = t0;
     callers.window = { from: t0, to: t0 + ctx.windowSecs * 1000 };
     await sleep(ctx.windowSecs * 1000);
     const secs = (performance.now() - t0) / 1000;
@@ -609,7 +608,6 @@ async function runStep(n: number, ctx: { a: Child; b: Child; sippBin: string; si
       [...threadTimes(pid)].flatMap(([tid, t1]) => {
         const t0 = before.get(tid);
         if (t0 === undefined) return [];
-        const secs = (performance.now() - t0Window) / 1000;
         const cpu = (100 * (t1.cpu - t0.cpu)) / secs;
         return cpu >= 5 ? [{ tid, name: t1.name, cpuPct: cpu, waitPct: (100 * (t1.wait - t0.wait)) / secs }] : [];
       });

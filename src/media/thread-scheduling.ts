@@ -6,8 +6,8 @@
  * kernel's RT throttling (sched_rt_runtime_us) still leaves other tasks 5 % of each CPU.
  *
  * Why it matters: on a busy 2-vCPU machine the media threads at normal priority waited for a CPU
- * 27 % of the time at 200 calls (even at nice -10) and sent 90-98 % of frames on time; under
- * SCHED_RR they waited 0.2 % and sent 99.93-99.95 % on time (docs/media-workers.md).
+ * 27-29 % of the time at 200 calls (27 % even at nice -10) and sent 89-98.8 % of frames on time;
+ * under SCHED_RR they waited 0.2-0.3 % and sent 99.56-99.99 % on time (docs/media-workers.md).
  */
 import { execFileSync } from 'node:child_process';
 import { readlinkSync } from 'node:fs';
