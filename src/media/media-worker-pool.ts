@@ -286,6 +286,12 @@ export class RemoteRtpSession extends EventEmitter<RtpSessionEvents> {
   #bridge: RemoteBridgeMedia | undefined;
   #forwarding = false;
   readonly #workerListeners = new Map<string, (msg: { t: string; id: number } & Record<string, unknown>) => void>();
+  /**
+   * Settles when the worker has opened the session: packets that reach the ports before then
+   * find no session and are dropped (as with a local RtpSession created after its ports).
+   * Rejects with the worker's error if it could not open it ('error' is emitted then too).
+   */
+  readonly opened: Promise<void>;
   /** The worker's answer to close: the final figures (and the bridge's, if it was still running). */
   #closing: Promise<{ stats?: RtpSessionStats; bridge?: BridgeMediaStats }> | undefined;
 
@@ -297,7 +303,12 @@ export class RemoteRtpSession extends EventEmitter<RtpSessionEvents> {
     this.#ports = ports;
     ports.takeOver();
     ports.worker.sessions.set(ports.id, this);
-    ports.worker.post({ t: 'session', id: ports.id, options });
+    this.opened = ports.worker.request<void>((req) => ({ t: 'session', req, id: ports.id, options }));
+    // The worker could not open it: not fatal, whoever listens for 'error' hears of it. (A worker
+    // that exits rejects it with MediaClosedError; the session reports that as 'timeout'/'close'.)
+    this.opened.catch((err: unknown) => {
+      if (err instanceof WorkerMediaError && this.listenerCount('error') > 0) this.emit('error', err as never);
+    });
     // Packets cross threads only for whoever asks for them (the transfer relay).
     (this as EventEmitter).on('newListener', (event: string | symbol) => {
       if (event === 'rtp' && !this.#forwarding) {

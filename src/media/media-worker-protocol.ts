@@ -21,7 +21,8 @@ export interface WorkerSessionOptions {
 
 export type ToWorker =
   | { t: 'alloc'; req: number; id: number; address?: string }
-  | { t: 'session'; id: number; options: WorkerSessionOptions }
+  /** Answered once the session is open in the worker (its packets are received from then on). */
+  | { t: 'session'; req: number; id: number; options: WorkerSessionOptions }
   /** Ports allocated but never used for a session (the INVITE failed): give them back. */
   | { t: 'release'; id: number }
   | { t: 'setRemote'; id: number; remote: SdpRemote }

@@ -191,6 +191,7 @@ function handle(msg: ToWorker): void {
   switch (msg.t) {
     case 'session':
       openSession(msg.id, e, msg);
+      reply(msg.req);
       return;
     case 'release':
       e.ports.close();

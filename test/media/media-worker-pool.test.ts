@@ -420,6 +420,9 @@ describe('MediaWorkerPool: calls on worker threads', () => {
 
   it("stats() reads the worker's snapshot, at most about a second old, and the final figures after close", async () => {
     const { rtp, ports, far } = await call();
+    // Packets sent before the worker has opened the session are dropped (CI saw 2.5 s of a starved
+    // worker lose some): count from the moment it is open.
+    await rtp.opened;
     const ssrc = 0x0badcafe;
     const payload = new Uint8Array(160).fill(0xff);
     const n = 12;
@@ -428,7 +431,7 @@ describe('MediaWorkerPool: calls on worker threads', () => {
       await sleep(5);
     }
     // The worker posts every session's counters once a second.
-    await waitFor('a snapshot with every packet', () => rtp.stats().packetsReceived === n, 2500);
+    await waitFor('a snapshot with every packet', () => rtp.stats().packetsReceived === n, 4000);
     const s = rtp.stats();
     expect(s.bytesReceived).toBe(n * 160);
     expect(s.remoteSsrc).toBe(ssrc);
