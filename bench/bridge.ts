@@ -111,7 +111,8 @@
  * receive + tick up to the input_audio send, all in the media thread); were caller frames to
  * cross to the main thread (a recording), `handoffIn` (tick start in the worker to arrival on
  * the main thread) would be added as a third part.
- * Diagnostics: BENCH_BRIDGE_NODE_ARGS (node flags for A, e.g. --cpu-prof), BENCH_BRIDGE_A_NICE
+ * Diagnostics: BENCH_BRIDGE_NODE_ARGS (node flags for A, e.g. --cpu-prof; BENCH_BRIDGE_B_NODE_ARGS
+ * for B), BENCH_BRIDGE_A_NICE
  * (A's scheduling priority, e.g. -10 as root; default unchanged), BENCH_BRIDGE_LOG=<file> (A's
  * log at info level: why calls ended).
  *
@@ -197,15 +198,19 @@ function threadTimes(pid: number | undefined): Map<number, { name: string; cpu: 
   return out;
 }
 
-/** Busy and total jiffies of the whole machine (/proc/stat's cpu line). */
-function machineJiffies(): { busy: number; total: number } {
+/**
+ * Busy and total jiffies of the whole machine (/proc/stat's cpu line), and steal: time the
+ * hypervisor ran something else while a vCPU had work (counted in busy; a run with much of it
+ * had less machine than its CPU figures suggest).
+ */
+function machineJiffies(): { busy: number; total: number; steal: number } {
   try {
     const f = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
     const idle = (f[3] ?? 0) + (f[4] ?? 0);
     const total = f.slice(0, 8).reduce((a, b) => a + b, 0);
-    return { busy: total - idle, total };
+    return { busy: total - idle, total, steal: f[7] ?? 0 };
   } catch {
-    return { busy: Number.NaN, total: Number.NaN };
+    return { busy: Number.NaN, total: Number.NaN, steal: Number.NaN };
   }
 }
 
@@ -499,6 +504,8 @@ interface Step {
   /** Calls whose RTP this process played and heard (the rest SIPp played). */
   nodeCallers: number;
   machineBusyPct: number;
+  /** Of the whole machine's time, % stolen by the hypervisor (inside machineBusyPct). */
+  stealPct: number;
   memPerCallMb: number;
   bMemPerCallMb: number;
   stats: ProcStats;
@@ -630,6 +637,7 @@ async function runStep(n: number, ctx: { a: Child; b: Child; sippBin: string; si
     // The monitor records whole intervals of its 5 ms timer: the delay is the excess.
     const clientLoopP99 = Math.max(0, loop.percentile(99) / 1e6 - LOOP_RESOLUTION_MS);
     const machineBusyPct = (100 * (m1.busy - m0.busy)) / Math.max(1, m1.total - m0.total);
+    const stealPct = (100 * (m1.steal - m0.steal)) / Math.max(1, m1.total - m0.total);
     const clientLimited = clientSendP99 > ON_TIME_MS || clientLoopP99 > ON_TIME_MS || machineBusyPct >= 97;
     const heardOnTimeShare = heard.frames > 0 ? heard.onTime / heard.frames : 0;
     if (stats.send === undefined || stats.send.frames === 0) throw new Error(`step ${n}: the bridge daemon timed no RTP send in the window (is RtpSession.prototype.send still the send path?):\n${a.output().slice(-3000)}`);
@@ -648,6 +656,7 @@ async function runStep(n: number, ctx: { a: Child; b: Child; sippBin: string; si
       bThreads,
       nodeCallers: k,
       machineBusyPct,
+      stealPct,
       memPerCallMb: (rssA - rssA0) / n,
       bMemPerCallMb: (rssB - rssB0) / n,
       stats,
@@ -727,7 +736,7 @@ export async function run(): Promise<void> {
     const tts = startChild('fake TTS', ['--import', 'tsx', join(ROOT, 'bench', 'session-tts-server.ts')], {});
     children.push(tts);
     const ttsUrl = `http://${HOST}:${await waitForLine(tts, /LISTENING (\d+)/, 30_000)}`;
-    const b = startChild('voice server (B)', ['--import', 'tsx', join(ROOT, 'bench', 'session-server.ts')], { BENCH_SESSION_DATA_DIR: dirB, BENCH_SESSION_TTS_URL: `${ttsUrl}/v1` });
+    const b = startChild('voice server (B)', [...(process.env.BENCH_BRIDGE_B_NODE_ARGS ?? '').split(' ').filter(Boolean), '--import', 'tsx', join(ROOT, 'bench', 'session-server.ts')], { BENCH_SESSION_DATA_DIR: dirB, BENCH_SESSION_TTS_URL: `${ttsUrl}/v1` });
     children.push(b);
     const bUrl = await waitForLine(b, /LISTENING (\S+)/, 60_000);
     const bKey = readFileSync(join(dirB, 'initial-api-key'), 'utf8').trim();
@@ -778,7 +787,7 @@ export async function run(): Promise<void> {
       const s = await runStep(n, ctx, log);
       results.push(s);
       log(
-        `  A ${s.aCpuPct.toFixed(1)} % CPU (event loop ${s.aMainPct.toFixed(1)} %), ${s.aCpuMsPerCallSec.toFixed(3)} ms/s per call, +${s.memPerCallMb.toFixed(3)} MB per call; B ${s.bCpuPct.toFixed(1)} %; load generator ${s.clientCpuPct.toFixed(1)} % (${s.nodeCallers} calls), SIPp ${s.sippCpuPct.toFixed(1)} % (signaling, RTP of ${s.n - s.nodeCallers} calls); machine ${s.machineBusyPct.toFixed(0)} % busy` +
+        `  A ${s.aCpuPct.toFixed(1)} % CPU (event loop ${s.aMainPct.toFixed(1)} %), ${s.aCpuMsPerCallSec.toFixed(3)} ms/s per call, +${s.memPerCallMb.toFixed(3)} MB per call; B ${s.bCpuPct.toFixed(1)} %; load generator ${s.clientCpuPct.toFixed(1)} % (${s.nodeCallers} calls), SIPp ${s.sippCpuPct.toFixed(1)} % (signaling, RTP of ${s.n - s.nodeCallers} calls); machine ${s.machineBusyPct.toFixed(0)} % busy (steal ${s.stealPct.toFixed(1)} %)` +
           `\n  in ${s.inP50.toFixed(3)}/${s.inP99.toFixed(3)} ms, out ${s.outP50.toFixed(3)}/${s.outP99.toFixed(3)} ms (p50/p99); A loop delay p99 ${s.stats.loop.p99.toFixed(2)} ms` +
           `\n  A sent on time ${(100 * s.sentOnTimeShare).toFixed(3)} % of ${s.sentFrames} frames on ${s.sendCalls} calls, send late p50/p99/max ${s.sendLateP50.toFixed(3)}/${s.sendLateP99.toFixed(3)}/${s.sendLateMax.toFixed(2)} ms, skipped ${s.skipped}, A underruns ${s.aUnderruns}` +
           `\n  heard on time ${(100 * s.heardOnTimeShare).toFixed(3)} % of ${s.heardFrames} frames, heard late p99 ${s.heardLateP99.toFixed(2)} ms, missing ${s.missing}, heard underruns ${s.heardUnderruns}; client send p99 ${s.clientSendP99.toFixed(2)} ms, client loop p99 ${s.clientLoopP99.toFixed(2)} ms${s.clientLimited ? ' (client-limited: heard figures not trustworthy to 5 ms)' : ''}` +
