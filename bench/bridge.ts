@@ -136,7 +136,7 @@ import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import { pathToFileURL } from 'node:url';
 import { openStore } from '../src/store/index.ts';
 import { createCodec } from '../src/media/codecs.ts';
-import { cpuSeconds, mainThreadCpuSeconds, ROOT, running, startChild, stopChild, waitForLine, type Child } from './lib/child.ts';
+import { cpuSeconds, daemonLoopDelay, mainThreadCpuSeconds, ROOT, running, startChild, stopChild, waitForLine, type Child, type LoopDelay } from './lib/child.ts';
 import { printFigures, table, type Figure } from './lib/result.ts';
 import { exitMeaning, freeMediaPort, freeSipPort, freeUdpPort, sippAvailable } from '../test/interop/sipp.ts';
 import { envIntegerList, envNumber } from './lib/env.ts';
@@ -181,13 +181,14 @@ function rssMb(pid: number | undefined): number {
 }
 
 /** Per thread of a process: name, CPU seconds and seconds spent runnable but waiting for a CPU (/proc/<pid>/task/<tid>/schedstat). */
-function threadTimes(pid: number | undefined): Map<number, { name: string; cpu: number; wait: number }> {
-  const out = new Map<number, { name: string; cpu: number; wait: number }>();
+function threadTimes(pid: number | undefined): Map<number, { name: string; cpu: number; wait: number; runs: number }> {
+  const out = new Map<number, { name: string; cpu: number; wait: number; runs: number }>();
   try {
     for (const tid of readdirSync(`/proc/${pid}/task`)) {
       try {
-        const [cpu, wait] = readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').trim().split(/\s+/).map(Number);
-        out.set(Number(tid), { name: readFileSync(`/proc/${pid}/task/${tid}/comm`, 'utf8').trim(), cpu: (cpu ?? 0) / 1e9, wait: (wait ?? 0) / 1e9 });
+        // schedstat: ns on a CPU, ns runnable but waiting, times it was put on a CPU.
+        const [cpu, wait, runs] = readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').trim().split(/\s+/).map(Number);
+        out.set(Number(tid), { name: readFileSync(`/proc/${pid}/task/${tid}/comm`, 'utf8').trim(), cpu: (cpu ?? 0) / 1e9, wait: (wait ?? 0) / 1e9, runs: runs ?? 0 });
       } catch {
         // the thread ended
       }
@@ -499,13 +500,16 @@ interface Step {
   /** Both SIPp processes' CPU (signaling, and the RTP SIPp plays), % of a core. */
   sippCpuPct: number;
   /** A's threads busy >= 5 % of a core: CPU and run-queue wait (runnable, no CPU), % of the window. */
-  aThreads: { tid: number; name: string; cpuPct: number; waitPct: number }[];
-  bThreads: { tid: number; name: string; cpuPct: number; waitPct: number }[];
+  /** runsPerSec: how often the thread was put on a CPU (wake-ups and preemptions), per second. */
+  aThreads: { tid: number; name: string; cpuPct: number; waitPct: number; runsPerSec: number }[];
+  bThreads: { tid: number; name: string; cpuPct: number; waitPct: number; runsPerSec: number }[];
   /** Calls whose RTP this process played and heard (the rest SIPp played). */
   nodeCallers: number;
   machineBusyPct: number;
   /** Of the whole machine's time, % stolen by the hypervisor (inside machineBusyPct). */
   stealPct: number;
+  /** B's event-loop delay beyond the monitor's 5 ms period, ms. */
+  bLoop: LoopDelay;
   memPerCallMb: number;
   bMemPerCallMb: number;
   stats: ProcStats;
@@ -590,6 +594,7 @@ async function runStep(n: number, ctx: { a: Child; b: Child; sippBin: string; si
     await sleep(SETTLE_MS);
     // The window.
     await bridgeStats(a); // resets A's histograms
+    await daemonLoopDelay(b); // and B's
     const loop = monitorEventLoopDelay({ resolution: 5 });
     loop.enable();
     const cpuA0 = cpuSeconds(a.proc.pid);
@@ -605,6 +610,10 @@ async function runStep(n: number, ctx: { a: Child; b: Child; sippBin: string; si
     await sleep(ctx.windowSecs * 1000);
     const secs = (performance.now() - t0) / 1000;
     const stats = await bridgeStats(a);
+    const bLoopRaw = await daemonLoopDelay(b);
+    // As A's: the delay beyond the monitor's own 5 ms period. B's stalls are what make the
+    // agent's audio run dry (its pacer sends 200 ms ahead).
+    const bLoop = { p50: Math.max(0, bLoopRaw.p50 - LOOP_RESOLUTION_MS), p99: Math.max(0, bLoopRaw.p99 - LOOP_RESOLUTION_MS), max: Math.max(0, bLoopRaw.max - LOOP_RESOLUTION_MS) };
     const cpuA = cpuSeconds(a.proc.pid) - cpuA0;
     const mainA = mainThreadCpuSeconds(a.proc.pid) - mainA0;
     const cpuB = cpuSeconds(b.proc.pid) - cpuB0;
@@ -616,7 +625,7 @@ async function runStep(n: number, ctx: { a: Child; b: Child; sippBin: string; si
         const t0 = before.get(tid);
         if (t0 === undefined) return [];
         const cpu = (100 * (t1.cpu - t0.cpu)) / secs;
-        return cpu >= 5 ? [{ tid, name: t1.name, cpuPct: cpu, waitPct: (100 * (t1.wait - t0.wait)) / secs }] : [];
+        return cpu >= 5 ? [{ tid, name: t1.name, cpuPct: cpu, waitPct: (100 * (t1.wait - t0.wait)) / secs, runsPerSec: (t1.runs - t0.runs) / secs }] : [];
       });
     const aThreads = busyThreads(threadsA0, a.proc.pid);
     const bThreads = busyThreads(threadsB0, b.proc.pid);
@@ -657,6 +666,7 @@ async function runStep(n: number, ctx: { a: Child; b: Child; sippBin: string; si
       nodeCallers: k,
       machineBusyPct,
       stealPct,
+      bLoop,
       memPerCallMb: (rssA - rssA0) / n,
       bMemPerCallMb: (rssB - rssB0) / n,
       stats,
@@ -788,7 +798,7 @@ export async function run(): Promise<void> {
       results.push(s);
       log(
         `  A ${s.aCpuPct.toFixed(1)} % CPU (event loop ${s.aMainPct.toFixed(1)} %), ${s.aCpuMsPerCallSec.toFixed(3)} ms/s per call, +${s.memPerCallMb.toFixed(3)} MB per call; B ${s.bCpuPct.toFixed(1)} %; load generator ${s.clientCpuPct.toFixed(1)} % (${s.nodeCallers} calls), SIPp ${s.sippCpuPct.toFixed(1)} % (signaling, RTP of ${s.n - s.nodeCallers} calls); machine ${s.machineBusyPct.toFixed(0)} % busy (steal ${s.stealPct.toFixed(1)} %)` +
-          `\n  in ${s.inP50.toFixed(3)}/${s.inP99.toFixed(3)} ms, out ${s.outP50.toFixed(3)}/${s.outP99.toFixed(3)} ms (p50/p99); A loop delay p99 ${s.stats.loop.p99.toFixed(2)} ms` +
+          `\n  in ${s.inP50.toFixed(3)}/${s.inP99.toFixed(3)} ms, out ${s.outP50.toFixed(3)}/${s.outP99.toFixed(3)} ms (p50/p99); A loop delay p99 ${s.stats.loop.p99.toFixed(2)} ms; B loop delay p99/max ${s.bLoop.p99.toFixed(2)}/${s.bLoop.max.toFixed(2)} ms` +
           `\n  A sent on time ${(100 * s.sentOnTimeShare).toFixed(3)} % of ${s.sentFrames} frames on ${s.sendCalls} calls, send late p50/p99/max ${s.sendLateP50.toFixed(3)}/${s.sendLateP99.toFixed(3)}/${s.sendLateMax.toFixed(2)} ms, skipped ${s.skipped}, A underruns ${s.aUnderruns}` +
           `\n  heard on time ${(100 * s.heardOnTimeShare).toFixed(3)} % of ${s.heardFrames} frames, heard late p99 ${s.heardLateP99.toFixed(2)} ms, missing ${s.missing}, heard underruns ${s.heardUnderruns}; client send p99 ${s.clientSendP99.toFixed(2)} ms, client loop p99 ${s.clientLoopP99.toFixed(2)} ms${s.clientLimited ? ' (client-limited: heard figures not trustworthy to 5 ms)' : ''}` +
           `\n  ${s.held ? 'HELD' : 'not held'}`,
@@ -814,7 +824,7 @@ export async function run(): Promise<void> {
   for (const s of results) {
     const p = (x: { p50: number; p99: number; max: number; n: number }) => `${x.p50}/${x.p99}/${x.max} (${x.n})`;
     log(`  ${s.n}: rtpIn ${p(s.stats.rtpIn)}  tickIn ${p(s.stats.tickIn)}  msgOut ${p(s.stats.msgOut)}  sendOut ${p(s.stats.sendOut)}  send late ${s.stats.send.p50}/${s.stats.send.p99}/${s.stats.send.max} (${s.stats.send.frames})  A loop delay p50/p99/max ${s.stats.loop.p50}/${s.stats.loop.p99}/${s.stats.loop.max} ms, GC ${s.stats.gc.count} pauses ${s.stats.gc.totalMs} ms (max ${s.stats.gc.maxMs}${s.stats.gc.maxKind ? ` ${s.stats.gc.maxKind}` : ''}); client loop p99 ${s.clientLoopP99.toFixed(2)} ms`);
-    const threads = (list: Step['aThreads']) => list.map((t) => `${t.name}:${t.tid} ${t.cpuPct.toFixed(1)}/${t.waitPct.toFixed(1)}`).join(', ');
+    const threads = (list: Step['aThreads']) => list.map((t) => `${t.name}:${t.tid} ${t.cpuPct.toFixed(1)}/${t.waitPct.toFixed(1)} (${(t.runsPerSec / 1000).toFixed(1)}k runs/s)`).join(', ');
     log(`  ${s.n}: busy threads, CPU / runnable but waiting for a CPU (% of the window): A ${threads(s.aThreads)}; B ${threads(s.bThreads)}`);
     if (s.stats.handoffIn?.n) log(`  ${s.n}: handoffIn ${p(s.stats.handoffIn)}`);
     for (const t of s.stats.mediaThreads ?? []) log(`  ${s.n}: media thread ${t.index}: loop delay p50/p99/max ${t.loop.p50}/${t.loop.p99}/${t.loop.max} ms, GC ${t.gc.count} pauses ${t.gc.totalMs} ms (max ${t.gc.maxMs}${t.gc.maxKind ? ` ${t.gc.maxKind}` : ''}); late frames ${t.gc.lateFrames ?? '?'}, ${t.gc.duringGc ?? '?'} of them during a GC pause of this thread, ${t.duringMainGc ?? '?'} during one of the main thread`);

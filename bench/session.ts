@@ -68,7 +68,7 @@ import { join } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import WebSocket from 'ws';
 import { speechLike } from '../test/agent/e2e/voice-client.ts';
-import { cpuSeconds, mainThreadCpuSeconds, ROOT, running, startChild, stopChild, waitForLine, type Child } from './lib/child.ts';
+import { cpuSeconds, daemonLoopDelay, mainThreadCpuSeconds, ROOT, running, startChild, stopChild, waitForLine, type Child, type LoopDelay } from './lib/child.ts';
 import { printFigures, table, type Figure } from './lib/result.ts';
 import { envIntegerList, envNumber } from './lib/env.ts';
 
@@ -566,33 +566,6 @@ async function measureRtt(baseUrl: string, samples: number, frames: Frames): Pro
 // ---------------------------------------------------------------------------------------------
 // Phase 2: concurrency
 
-interface LoopDelay {
-  p50: number;
-  p99: number;
-  max: number;
-}
-
-/** The daemon's event-loop delay since the last call (bench/session-server.ts, SIGUSR2). */
-function daemonLoopDelay(child: Child, timeoutMs = 5000): Promise<LoopDelay> {
-  return new Promise<LoopDelay>((resolve, reject) => {
-    let seen = '';
-    const onData = (chunk: Buffer) => {
-      seen += chunk.toString('utf8');
-      const m = /LOOPDELAY (\{[^\n]*\})/.exec(seen);
-      if (m) {
-        clearTimeout(timer);
-        child.proc.stdout?.off('data', onData);
-        resolve(JSON.parse(m[1] as string) as LoopDelay);
-      }
-    };
-    const timer = setTimeout(() => {
-      child.proc.stdout?.off('data', onData);
-      reject(new Error(`daemon: no LOOPDELAY line within ${timeoutMs} ms`));
-    }, timeoutMs);
-    child.proc.stdout?.on('data', onData);
-    if (child.proc.pid !== undefined) process.kill(child.proc.pid, 'SIGUSR2');
-  });
-}
 
 interface StepResult {
   target: 'daemon' | 'baseline';

@@ -108,3 +108,32 @@ export function cpuSeconds(pid: number | undefined): number {
 export function mainThreadCpuSeconds(pid: number | undefined): number {
   return pid === undefined ? Number.NaN : statCpu(`/proc/${pid}/task/${pid}/stat`);
 }
+
+/** Event-loop delay, ms. */
+export interface LoopDelay {
+  p50: number;
+  p99: number;
+  max: number;
+}
+
+/** A voice daemon's event-loop delay since the last call (bench/session-server.ts, SIGUSR2). */
+export function daemonLoopDelay(child: Child, timeoutMs = 5000): Promise<LoopDelay> {
+  return new Promise<LoopDelay>((resolve, reject) => {
+    let seen = '';
+    const onData = (chunk: Buffer) => {
+      seen += chunk.toString('utf8');
+      const m = /LOOPDELAY (\{[^\n]*\})/.exec(seen);
+      if (m) {
+        clearTimeout(timer);
+        child.proc.stdout?.off('data', onData);
+        resolve(JSON.parse(m[1] as string) as LoopDelay);
+      }
+    };
+    const timer = setTimeout(() => {
+      child.proc.stdout?.off('data', onData);
+      reject(new Error(`daemon: no LOOPDELAY line within ${timeoutMs} ms`));
+    }, timeoutMs);
+    child.proc.stdout?.on('data', onData);
+    if (child.proc.pid !== undefined) process.kill(child.proc.pid, 'SIGUSR2');
+  });
+}
