@@ -39,7 +39,10 @@ const config = loadConfig(
 const logger = createLogger('warn');
 const tts = new OpenAiSpeechProvider({ baseUrl: ttsUrl, name: 'provider_1' });
 const leadMs = process.env.BENCH_SESSION_LEAD_MS ? Number(process.env.BENCH_SESSION_LEAD_MS) : undefined;
-const runtimeFactory = createAgentRuntimeFactory(runtimeDepsFromConfig(config, logger, { tts: () => tts, ...(leadMs !== undefined ? { leadMs } : {}) }));
+const chunkMs = process.env.BENCH_SESSION_CHUNK_MS ? Number(process.env.BENCH_SESSION_CHUNK_MS) : undefined;
+const runtimeFactory = createAgentRuntimeFactory(
+  runtimeDepsFromConfig(config, logger, { tts: () => tts, ...(leadMs !== undefined ? { leadMs } : {}), ...(chunkMs !== undefined ? { chunkMs } : {}) }),
+);
 const daemon = await startDaemon(config, logger, () => {}, { runtimeFactory });
 process.stdout.write(`LISTENING ${daemon.url}\n`);
 

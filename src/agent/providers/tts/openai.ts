@@ -5,6 +5,7 @@
  * chunk is passed on as soon as it arrives, no container to parse, no resampling.
  */
 import { TtsError } from '../../errors.ts';
+import { httpPost, type HttpPostResponse } from '../http-post.ts';
 import type { TtsProvider, TtsRequest } from '../types.ts';
 import { applyGain, Pcm16Decoder, volumeGain } from './pcm.ts';
 
@@ -26,14 +27,14 @@ export interface OpenAiSpeechOptions {
 
 export class OpenAiSpeechProvider implements TtsProvider {
   readonly name: string;
-  private readonly url: string;
+  private readonly url: URL;
   private readonly apiKey: string | undefined;
   private readonly model: string;
 
   /** @throws TypeError when baseUrl is not a URL. */
   constructor(options: OpenAiSpeechOptions) {
     this.name = options.name ?? 'openai';
-    this.url = new URL(`${options.baseUrl.replace(/\/+$/, '')}/audio/speech`).toString();
+    this.url = new URL(`${options.baseUrl.replace(/\/+$/, '')}/audio/speech`);
     this.apiKey = options.apiKey === '' ? undefined : options.apiKey;
     this.model = options.model !== undefined && options.model !== '' ? options.model : OPENAI_DEFAULT_MODEL;
   }
@@ -58,24 +59,23 @@ export class OpenAiSpeechProvider implements TtsProvider {
     const headers: Record<string, string> = { 'content-type': 'application/json' };
     if (this.apiKey !== undefined) headers.authorization = `Bearer ${this.apiKey}`;
 
-    let response: Response;
+    let response: HttpPostResponse;
     try {
-      response = await fetch(this.url, { method: 'POST', headers, body: JSON.stringify(body), signal });
+      response = await httpPost(this.url, headers, JSON.stringify(body), signal);
     } catch (err) {
       if (signal.aborted) return;
       throw new TtsError('VENDOR_UNREACHABLE', `${this.name}: speech endpoint unreachable`, { cause: err });
     }
-    if (!response.ok) throw await statusError(this.name, response);
-    if ((response.headers.get('content-type') ?? '').includes('application/json')) {
-      await response.body?.cancel().catch(() => {});
+    if (response.status < 200 || response.status > 299) throw await statusError(this.name, response);
+    if (response.header('content-type').includes('application/json')) {
+      response.discard();
       throw new TtsError('VENDOR_BAD_RESPONSE', `${this.name}: JSON instead of PCM audio (response_format unsupported?)`);
     }
-    if (response.body === null) return;
 
     const gain = volumeGain(request.volume);
     const decoder = new Pcm16Decoder();
     try {
-      // Breaking out of this loop (consumer stopped, abort) cancels the body, closing the request.
+      // Breaking out of this loop (consumer stopped, abort) destroys the body, closing the request.
       for await (const bytes of response.body) {
         if (signal.aborted) return;
         const samples = decoder.push(bytes);
@@ -94,7 +94,7 @@ export class OpenAiSpeechProvider implements TtsProvider {
  * `{ error: { code | type } }`, that short code; never the body's free text, which for a bad key
  * quotes part of the key.
  */
-async function statusError(name: string, response: Response): Promise<TtsError> {
+async function statusError(name: string, response: HttpPostResponse): Promise<TtsError> {
   let code = '';
   try {
     const parsed = JSON.parse(await response.text()) as { error?: { code?: unknown; type?: unknown } };
