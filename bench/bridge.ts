@@ -136,7 +136,7 @@ import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import { pathToFileURL } from 'node:url';
 import { openStore } from '../src/store/index.ts';
 import { createCodec } from '../src/media/codecs.ts';
-import { cpuSeconds, daemonLoopDelay, mainThreadCpuSeconds, ROOT, running, startChild, stopChild, waitForLine, type Child, type LoopDelay } from './lib/child.ts';
+import { cpuSeconds, daemonLoopDelay, mainThreadCpuSeconds, ROOT, running, startChild, statCpuSplit, stopChild, waitForLine, type Child, type LoopDelay } from './lib/child.ts';
 import { printFigures, table, type Figure } from './lib/result.ts';
 import { exitMeaning, freeMediaPort, freeSipPort, freeUdpPort, sippAvailable } from '../test/interop/sipp.ts';
 import { envIntegerList, envNumber } from './lib/env.ts';
@@ -180,15 +180,27 @@ function rssMb(pid: number | undefined): number {
   }
 }
 
+interface BusyThread {
+  tid: number;
+  name: string;
+  cpuPct: number;
+  sysPct: number;
+  waitPct: number;
+  runsPerSec: number;
+}
+
 /** Per thread of a process: name, CPU seconds and seconds spent runnable but waiting for a CPU (/proc/<pid>/task/<tid>/schedstat). */
-function threadTimes(pid: number | undefined): Map<number, { name: string; cpu: number; wait: number; runs: number }> {
-  const out = new Map<number, { name: string; cpu: number; wait: number; runs: number }>();
+function threadTimes(pid: number | undefined): Map<number, { name: string; cpu: number; sys: number; wait: number; runs: number }> {
+  const out = new Map<number, { name: string; cpu: number; sys: number; wait: number; runs: number }>();
   try {
     for (const tid of readdirSync(`/proc/${pid}/task`)) {
       try {
         // schedstat: ns on a CPU, ns runnable but waiting, times it was put on a CPU.
         const [cpu, wait, runs] = readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').trim().split(/\s+/).map(Number);
-        out.set(Number(tid), { name: readFileSync(`/proc/${pid}/task/${tid}/comm`, 'utf8').trim(), cpu: (cpu ?? 0) / 1e9, wait: (wait ?? 0) / 1e9, runs: runs ?? 0 });
+        // The kernel's share: syscalls and, on loopback, the receivers' network stack and the
+        // softirqs that ran in this thread's time.
+        const { sys } = statCpuSplit(`/proc/${pid}/task/${tid}/stat`);
+        out.set(Number(tid), { name: readFileSync(`/proc/${pid}/task/${tid}/comm`, 'utf8').trim(), cpu: (cpu ?? 0) / 1e9, sys, wait: (wait ?? 0) / 1e9, runs: runs ?? 0 });
       } catch {
         // the thread ended
       }
@@ -204,14 +216,16 @@ function threadTimes(pid: number | undefined): Map<number, { name: string; cpu: 
  * hypervisor ran something else while a vCPU had work (counted in busy; a run with much of it
  * had less machine than its CPU figures suggest).
  */
-function machineJiffies(): { busy: number; total: number; steal: number } {
+function machineJiffies(): { busy: number; total: number; steal: number; irq: number } {
   try {
     const f = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
     const idle = (f[3] ?? 0) + (f[4] ?? 0);
     const total = f.slice(0, 8).reduce((a, b) => a + b, 0);
-    return { busy: total - idle, total, steal: f[7] ?? 0 };
+    // irq + softirq: with IRQ time accounting, the network stack's softirqs land here rather
+    // than in the thread they interrupted.
+    return { busy: total - idle, total, steal: f[7] ?? 0, irq: (f[5] ?? 0) + (f[6] ?? 0) };
   } catch {
-    return { busy: Number.NaN, total: Number.NaN, steal: Number.NaN };
+    return { busy: Number.NaN, total: Number.NaN, steal: Number.NaN, irq: Number.NaN };
   }
 }
 
@@ -499,15 +513,19 @@ interface Step {
   clientCpuPct: number;
   /** Both SIPp processes' CPU (signaling, and the RTP SIPp plays), % of a core. */
   sippCpuPct: number;
-  /** A's threads busy >= 5 % of a core: CPU and run-queue wait (runnable, no CPU), % of the window. */
-  /** runsPerSec: how often the thread was put on a CPU (wake-ups and preemptions), per second. */
-  aThreads: { tid: number; name: string; cpuPct: number; waitPct: number; runsPerSec: number }[];
-  bThreads: { tid: number; name: string; cpuPct: number; waitPct: number; runsPerSec: number }[];
+  /**
+   * A's (B's) threads busy >= 5 % of a core: CPU, of it in the kernel (sysPct), and run-queue wait
+   * (runnable, no CPU), % of the window; runsPerSec: how often the thread was put on a CPU
+   * (wake-ups and preemptions), per second.
+   */
+  aThreads: BusyThread[];
+  bThreads: BusyThread[];
   /** Calls whose RTP this process played and heard (the rest SIPp played). */
   nodeCallers: number;
   machineBusyPct: number;
   /** Of the whole machine's time, % stolen by the hypervisor (inside machineBusyPct). */
   stealPct: number;
+  irqPct: number;
   /** B's event-loop delay beyond the monitor's 5 ms period, ms. */
   bLoop: LoopDelay;
   memPerCallMb: number;
@@ -625,7 +643,9 @@ async function runStep(n: number, ctx: { a: Child; b: Child; sippBin: string; si
         const t0 = before.get(tid);
         if (t0 === undefined) return [];
         const cpu = (100 * (t1.cpu - t0.cpu)) / secs;
-        return cpu >= 5 ? [{ tid, name: t1.name, cpuPct: cpu, waitPct: (100 * (t1.wait - t0.wait)) / secs, runsPerSec: (t1.runs - t0.runs) / secs }] : [];
+        return cpu >= 5
+          ? [{ tid, name: t1.name, cpuPct: cpu, sysPct: (100 * (t1.sys - t0.sys)) / secs, waitPct: (100 * (t1.wait - t0.wait)) / secs, runsPerSec: (t1.runs - t0.runs) / secs }]
+          : [];
       });
     const aThreads = busyThreads(threadsA0, a.proc.pid);
     const bThreads = busyThreads(threadsB0, b.proc.pid);
@@ -647,6 +667,7 @@ async function runStep(n: number, ctx: { a: Child; b: Child; sippBin: string; si
     const clientLoopP99 = Math.max(0, loop.percentile(99) / 1e6 - LOOP_RESOLUTION_MS);
     const machineBusyPct = (100 * (m1.busy - m0.busy)) / Math.max(1, m1.total - m0.total);
     const stealPct = (100 * (m1.steal - m0.steal)) / Math.max(1, m1.total - m0.total);
+    const irqPct = (100 * (m1.irq - m0.irq)) / Math.max(1, m1.total - m0.total);
     const clientLimited = clientSendP99 > ON_TIME_MS || clientLoopP99 > ON_TIME_MS || machineBusyPct >= 97;
     const heardOnTimeShare = heard.frames > 0 ? heard.onTime / heard.frames : 0;
     if (stats.send === undefined || stats.send.frames === 0) throw new Error(`step ${n}: the bridge daemon timed no RTP send in the window (is RtpSession.prototype.send still the send path?):\n${a.output().slice(-3000)}`);
@@ -666,6 +687,7 @@ async function runStep(n: number, ctx: { a: Child; b: Child; sippBin: string; si
       nodeCallers: k,
       machineBusyPct,
       stealPct,
+      irqPct,
       bLoop,
       memPerCallMb: (rssA - rssA0) / n,
       bMemPerCallMb: (rssB - rssB0) / n,
@@ -797,7 +819,7 @@ export async function run(): Promise<void> {
       const s = await runStep(n, ctx, log);
       results.push(s);
       log(
-        `  A ${s.aCpuPct.toFixed(1)} % CPU (event loop ${s.aMainPct.toFixed(1)} %), ${s.aCpuMsPerCallSec.toFixed(3)} ms/s per call, +${s.memPerCallMb.toFixed(3)} MB per call; B ${s.bCpuPct.toFixed(1)} %; load generator ${s.clientCpuPct.toFixed(1)} % (${s.nodeCallers} calls), SIPp ${s.sippCpuPct.toFixed(1)} % (signaling, RTP of ${s.n - s.nodeCallers} calls); machine ${s.machineBusyPct.toFixed(0)} % busy (steal ${s.stealPct.toFixed(1)} %)` +
+        `  A ${s.aCpuPct.toFixed(1)} % CPU (event loop ${s.aMainPct.toFixed(1)} %), ${s.aCpuMsPerCallSec.toFixed(3)} ms/s per call, +${s.memPerCallMb.toFixed(3)} MB per call; B ${s.bCpuPct.toFixed(1)} %; load generator ${s.clientCpuPct.toFixed(1)} % (${s.nodeCallers} calls), SIPp ${s.sippCpuPct.toFixed(1)} % (signaling, RTP of ${s.n - s.nodeCallers} calls); machine ${s.machineBusyPct.toFixed(0)} % busy (steal ${s.stealPct.toFixed(1)} %, irq+softirq ${s.irqPct.toFixed(1)} %)` +
           `\n  in ${s.inP50.toFixed(3)}/${s.inP99.toFixed(3)} ms, out ${s.outP50.toFixed(3)}/${s.outP99.toFixed(3)} ms (p50/p99); A loop delay p99 ${s.stats.loop.p99.toFixed(2)} ms; B loop delay p99/max ${s.bLoop.p99.toFixed(2)}/${s.bLoop.max.toFixed(2)} ms` +
           `\n  A sent on time ${(100 * s.sentOnTimeShare).toFixed(3)} % of ${s.sentFrames} frames on ${s.sendCalls} calls, send late p50/p99/max ${s.sendLateP50.toFixed(3)}/${s.sendLateP99.toFixed(3)}/${s.sendLateMax.toFixed(2)} ms, skipped ${s.skipped}, A underruns ${s.aUnderruns}` +
           `\n  heard on time ${(100 * s.heardOnTimeShare).toFixed(3)} % of ${s.heardFrames} frames, heard late p99 ${s.heardLateP99.toFixed(2)} ms, missing ${s.missing}, heard underruns ${s.heardUnderruns}; client send p99 ${s.clientSendP99.toFixed(2)} ms, client loop p99 ${s.clientLoopP99.toFixed(2)} ms${s.clientLimited ? ' (client-limited: heard figures not trustworthy to 5 ms)' : ''}` +
@@ -824,8 +846,9 @@ export async function run(): Promise<void> {
   for (const s of results) {
     const p = (x: { p50: number; p99: number; max: number; n: number }) => `${x.p50}/${x.p99}/${x.max} (${x.n})`;
     log(`  ${s.n}: rtpIn ${p(s.stats.rtpIn)}  tickIn ${p(s.stats.tickIn)}  msgOut ${p(s.stats.msgOut)}  sendOut ${p(s.stats.sendOut)}  send late ${s.stats.send.p50}/${s.stats.send.p99}/${s.stats.send.max} (${s.stats.send.frames})  A loop delay p50/p99/max ${s.stats.loop.p50}/${s.stats.loop.p99}/${s.stats.loop.max} ms, GC ${s.stats.gc.count} pauses ${s.stats.gc.totalMs} ms (max ${s.stats.gc.maxMs}${s.stats.gc.maxKind ? ` ${s.stats.gc.maxKind}` : ''}); client loop p99 ${s.clientLoopP99.toFixed(2)} ms`);
-    const threads = (list: Step['aThreads']) => list.map((t) => `${t.name}:${t.tid} ${t.cpuPct.toFixed(1)}/${t.waitPct.toFixed(1)} (${(t.runsPerSec / 1000).toFixed(1)}k runs/s)`).join(', ');
-    log(`  ${s.n}: busy threads, CPU / runnable but waiting for a CPU (% of the window): A ${threads(s.aThreads)}; B ${threads(s.bThreads)}`);
+    const threads = (list: Step['aThreads']) =>
+      list.map((t) => `${t.name}:${t.tid} ${t.cpuPct.toFixed(1)} (sys ${t.sysPct.toFixed(1)})/${t.waitPct.toFixed(1)} (${(t.runsPerSec / 1000).toFixed(1)}k runs/s)`).join(', ');
+    log(`  ${s.n}: busy threads, CPU (of it in the kernel) / runnable but waiting for a CPU (% of the window): A ${threads(s.aThreads)}; B ${threads(s.bThreads)}`);
     if (s.stats.handoffIn?.n) log(`  ${s.n}: handoffIn ${p(s.stats.handoffIn)}`);
     for (const t of s.stats.mediaThreads ?? []) log(`  ${s.n}: media thread ${t.index}: loop delay p50/p99/max ${t.loop.p50}/${t.loop.p99}/${t.loop.max} ms, GC ${t.gc.count} pauses ${t.gc.totalMs} ms (max ${t.gc.maxMs}${t.gc.maxKind ? ` ${t.gc.maxKind}` : ''}); late frames ${t.gc.lateFrames ?? '?'}, ${t.gc.duringGc ?? '?'} of them during a GC pause of this thread, ${t.duringMainGc ?? '?'} during one of the main thread`);
   }

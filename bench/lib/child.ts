@@ -88,14 +88,20 @@ export function waitForLine(child: Child, pattern: RegExp, timeoutMs: number): P
 export const USER_HZ = 100;
 
 function statCpu(path: string): number {
+  const { user, sys } = statCpuSplit(path);
+  return user + sys;
+}
+
+/** User and kernel CPU seconds of a /proc/<pid>[/task/<tid>]/stat; NaN when unreadable. */
+export function statCpuSplit(path: string): { user: number; sys: number } {
   try {
     const stat = readFileSync(path, 'utf8');
     // Fields after the parenthesised command name, which may contain spaces: utime is field 14,
     // stime field 15 (indices 11 and 12 after the name).
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return (Number(fields[11]) + Number(fields[12])) / USER_HZ;
+    return { user: Number(fields[11]) / USER_HZ, sys: Number(fields[12]) / USER_HZ };
   } catch {
-    return Number.NaN;
+    return { user: Number.NaN, sys: Number.NaN };
   }
 }
 
