@@ -111,6 +111,10 @@
  * receive + tick up to the input_audio send, all in the media thread); were caller frames to
  * cross to the main thread (a recording), `handoffIn` (tick start in the worker to arrival on
  * the main thread) would be added as a third part.
+ * BENCH_BRIDGE_REALTIME=1 runs the real-time deployment (docs/media-workers.md): media threads
+ * SCHED_RR 10, A's and B's main threads SCHED_RR 5 (BENCH_BRIDGE_MAIN_REALTIME; B's main thread
+ * is where the voice sessions run, as A's would be in the one-daemon set-up), both processes with
+ * --single-threaded-gc.
  * Diagnostics: BENCH_BRIDGE_NODE_ARGS (node flags for A, e.g. --cpu-prof; BENCH_BRIDGE_B_NODE_ARGS
  * for B), BENCH_BRIDGE_A_NICE
  * (A's scheduling priority, e.g. -10 as root; default unchanged), BENCH_BRIDGE_LOG=<file> (A's
@@ -753,8 +757,15 @@ export async function run(): Promise<void> {
   log(`callers: ${nodeCallers} calls per step are this process's phones (the heard figures), SIPp plays the RTP of the rest (rtp_stream) (BENCH_BRIDGE_NODE_CALLERS)`);
   const threads = process.env.BENCH_BRIDGE_MEDIA_THREADS;
   const nice = process.env.BENCH_BRIDGE_MEDIA_NICE;
-  const realtime = process.env.BENCH_BRIDGE_MEDIA_REALTIME;
-  log(`bridge media: ${threads ? `rtp.media_threads ${threads}` : 'rtp.media_threads as the daemon defaults'}${nice ? `, rtp.media_thread_nice ${nice}` : ''}${realtime ? `, rtp.media_thread_realtime ${realtime}` : ''} (BENCH_BRIDGE_MEDIA_THREADS / _NICE / _REALTIME)`);
+  // BENCH_BRIDGE_REALTIME=1: the real-time deployment of docs/media-workers.md (media threads
+  // SCHED_RR 10, main threads 5 (B's is where the sessions run), --single-threaded-gc for both).
+  const preset = process.env.BENCH_BRIDGE_REALTIME === '1';
+  const realtime = process.env.BENCH_BRIDGE_MEDIA_REALTIME || (preset ? '10' : '');
+  const mainRealtime = process.env.BENCH_BRIDGE_MAIN_REALTIME || (preset ? '5' : '');
+  const nodeArgs = (name: string) => [...(process.env[name] ?? '').split(' ').filter(Boolean), ...(preset ? ['--single-threaded-gc'] : [])];
+  log(
+    `bridge media: ${threads ? `rtp.media_threads ${threads}` : 'rtp.media_threads as the daemon defaults'}${nice ? `, rtp.media_thread_nice ${nice}` : ''}${realtime ? `, rtp.media_thread_realtime ${realtime}` : ''}${mainRealtime ? `; A's and B's rtp.main_thread_realtime ${mainRealtime}` : ''}${preset ? '; both with --single-threaded-gc' : ''} (BENCH_BRIDGE_REALTIME=1, or BENCH_BRIDGE_MEDIA_THREADS / _NICE / _REALTIME, BENCH_BRIDGE_MAIN_REALTIME)`,
+  );
 
   log('floor: bench/media in a child process ...');
   const floor = await mediaFloor();
@@ -768,7 +779,11 @@ export async function run(): Promise<void> {
     const tts = startChild('fake TTS', ['--import', 'tsx', join(ROOT, 'bench', 'session-tts-server.ts')], {});
     children.push(tts);
     const ttsUrl = `http://${HOST}:${await waitForLine(tts, /LISTENING (\d+)/, 30_000)}`;
-    const b = startChild('voice server (B)', [...(process.env.BENCH_BRIDGE_B_NODE_ARGS ?? '').split(' ').filter(Boolean), '--import', 'tsx', join(ROOT, 'bench', 'session-server.ts')], { BENCH_SESSION_DATA_DIR: dirB, BENCH_SESSION_TTS_URL: `${ttsUrl}/v1` });
+    const b = startChild('voice server (B)', [...nodeArgs('BENCH_BRIDGE_B_NODE_ARGS'), '--import', 'tsx', join(ROOT, 'bench', 'session-server.ts')], {
+      BENCH_SESSION_DATA_DIR: dirB,
+      BENCH_SESSION_TTS_URL: `${ttsUrl}/v1`,
+      BENCH_SESSION_MAIN_REALTIME: mainRealtime,
+    });
     children.push(b);
     const bUrl = await waitForLine(b, /LISTENING (\S+)/, 60_000);
     const bKey = readFileSync(join(dirB, 'initial-api-key'), 'utf8').trim();
@@ -787,7 +802,9 @@ export async function run(): Promise<void> {
     storeA.close();
     writeFileSync(join(dirA, 'initial-api-key'), aKey + '\n', { mode: 0o600 });
     const rtpMin = 30000 + 2 * Math.floor(Math.random() * 5000);
-    const a = startChild('bridge daemon (A)', [...(process.env.BENCH_BRIDGE_NODE_ARGS ?? '').split(' ').filter(Boolean), '--import', 'tsx', join(ROOT, 'bench', 'bridge-server.ts')], {
+    const a = startChild('bridge daemon (A)', [...nodeArgs('BENCH_BRIDGE_NODE_ARGS'), '--import', 'tsx', join(ROOT, 'bench', 'bridge-server.ts')], {
+      BENCH_BRIDGE_MEDIA_REALTIME: realtime,
+      BENCH_BRIDGE_MAIN_REALTIME: mainRealtime,
       BENCH_BRIDGE_DATA_DIR: dirA,
       BENCH_BRIDGE_UPSTREAM: bUrl,
       BENCH_BRIDGE_UPSTREAM_KEY: bKey,

@@ -10,6 +10,8 @@
  * Run as its own process: `node --import tsx bench/session-server.ts`.
  *   BENCH_SESSION_DATA_DIR  data directory (required; the initial API key is written there)
  *   BENCH_SESSION_TTS_URL   base URL of the fake speech server, e.g. http://127.0.0.1:1234/v1
+ *   BENCH_SESSION_MAIN_REALTIME, BENCH_SESSION_LEAD_MS, BENCH_SESSION_CHUNK_MS  optional: the main
+ *     thread's SCHED_RR priority, the runtime's pacing lead and chunk (diagnostics)
  * HTTP on 127.0.0.1 with an OS-chosen port, SIP off, log level warn. Prints `LISTENING <url>`
  * once it listens; SIGUSR2: prints `LOOPDELAY {...}`, the event loop's delay since the last
  * SIGUSR2 (the one addition to the daemon: a 5 ms histogram timer); SIGTERM or
@@ -31,6 +33,8 @@ const config = loadConfig(
     data_dir: dataDir,
     http: { host: '127.0.0.1', port: 0 },
     sip: { enabled: false, host: '127.0.0.1', port: 0 },
+    // BENCH_SESSION_MAIN_REALTIME: the sessions' thread under SCHED_RR (rtp.main_thread_realtime).
+    ...(process.env.BENCH_SESSION_MAIN_REALTIME ? { rtp: { main_thread_realtime: Number(process.env.BENCH_SESSION_MAIN_REALTIME) } } : {}),
     log_level: 'warn',
     drain: { deadline_secs: 1 },
   },

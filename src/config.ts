@@ -269,6 +269,12 @@ const schema = {
       default: 0,
       env: 'CALLBRIDGE_RTP_MEDIA_THREAD_REALTIME',
     },
+    main_thread_realtime: {
+      doc: 'Real-time priority (SCHED_RR 1-99) of the main thread: SIP, REST and the voice sessions served here (the bridged calls\' agents by default). Below rtp.media_thread_realtime, so media still comes first; with only the media threads real-time, the sessions wait behind them on a busy machine and the agent\'s audio runs dry. Needs root or CAP_SYS_NICE (refused: a warning). 0 = off.',
+      format: 'int',
+      default: 0,
+      env: 'CALLBRIDGE_RTP_MAIN_THREAD_REALTIME',
+    },
   },
   region: {
     self: { doc: 'The region this daemon serves (x-service-region naming it is served here).', format: [...REGIONS], default: 'us-central1', env: 'CALLBRIDGE_REGION' },
@@ -480,7 +486,7 @@ export type Config = {
     t1_ms: number;
     options_ping_secs: number;
   };
-  rtp: { port_min: number; port_max: number; address: string; media_timeout_secs: number; media_threads: number; media_thread_nice: number; media_thread_realtime: number };
+  rtp: { port_min: number; port_max: number; address: string; media_timeout_secs: number; media_threads: number; media_thread_nice: number; media_thread_realtime: number; main_thread_realtime: number };
   region: { self: Region; peer_us_central1: string; peer_northamerica_northeast1: string; proxy_timeout_ms: number };
   llm: { providers: LlmProviderConfig[]; first_token_timeout_ms: number };
   stt: { provider: 'local' | 'openai' | 'stream'; base_url: string; api_key: string; model: string };
@@ -581,6 +587,14 @@ function crossCheck(config: Config): void {
   }
   if (config.rtp.media_thread_realtime < 0 || config.rtp.media_thread_realtime > 99) {
     throw new ConfigError(`invalid configuration: rtp.media_thread_realtime (${config.rtp.media_thread_realtime}) is outside 0..99 (0 = off, 1-99 = SCHED_RR priority)`);
+  }
+  if (config.rtp.main_thread_realtime < 0 || config.rtp.main_thread_realtime > 99) {
+    throw new ConfigError(`invalid configuration: rtp.main_thread_realtime (${config.rtp.main_thread_realtime}) is outside 0..99 (0 = off, 1-99 = SCHED_RR priority)`);
+  }
+  if (config.rtp.main_thread_realtime > 0 && config.rtp.media_thread_realtime > 0 && config.rtp.main_thread_realtime >= config.rtp.media_thread_realtime) {
+    throw new ConfigError(
+      `invalid configuration: rtp.main_thread_realtime (${config.rtp.main_thread_realtime}) must be below rtp.media_thread_realtime (${config.rtp.media_thread_realtime}): the media threads come first`,
+    );
   }
   if (config.rtp.port_min > config.rtp.port_max) {
     throw new ConfigError(`invalid configuration: rtp.port_min (${config.rtp.port_min}) is above rtp.port_max (${config.rtp.port_max})`);

@@ -1,6 +1,6 @@
 /** The real `callbridge` command in a child process: first start, keys create, bad config, SIGTERM. */
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -118,5 +118,55 @@ describe('callbridge CLI', () => {
     const unknown = spawnSync(process.execPath, [BIN, 'frobnicate'], { encoding: 'utf8' });
     expect(unknown.status).toBe(2);
     expect(unknown.stderr).toContain('usage');
+  });
+  // rtp.main_thread_realtime: the daemon's main thread (SIP, REST, the voice sessions) under
+  // SCHED_RR below the media threads; any real-time setting without --single-threaded-gc warns.
+  it.runIf(process.platform === 'linux')('rtp.main_thread_realtime puts the main thread under SCHED_RR below the media threads; without --single-threaded-gc it warns', async () => {
+    const sched = (pid: number, tid: number) => {
+      const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' '); // fields from 3 on
+      return { rtPriority: Number(f[40 - 3]), policy: Number(f[41 - 3]) };
+    };
+    const privileged = process.getuid?.() === 0;
+    for (const flag of [true, false]) {
+      const dataDir = tempDir();
+      const port = await freePort();
+      const sipPort = await freePort();
+      const rtpMin = 42000 + 2 * Math.floor(Math.random() * 1000);
+      const env = envFor(dataDir, {
+        CALLBRIDGE_HTTP_PORT: String(port),
+        CALLBRIDGE_SIP_HOST: '127.0.0.1',
+        CALLBRIDGE_SIP_PORT: String(sipPort),
+        CALLBRIDGE_RTP_ADDRESS: '127.0.0.1',
+        CALLBRIDGE_RTP_PORT_MIN: String(rtpMin),
+        CALLBRIDGE_RTP_PORT_MAX: String(rtpMin + 99),
+        CALLBRIDGE_RTP_MEDIA_THREAD_REALTIME: '4',
+        CALLBRIDGE_RTP_MAIN_THREAD_REALTIME: '3',
+      });
+      const child = spawn(process.execPath, [...(flag ? ['--single-threaded-gc'] : []), BIN, 'start'], { env });
+      let out = '';
+      child.stdout.on('data', (b) => (out += b));
+      child.stderr.on('data', (b) => (out += b));
+      const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+      try {
+        await waitReady(`http://127.0.0.1:${port}`);
+        const pid = child.pid!;
+        const main = sched(pid, pid);
+        const realtimeThreads = readdirSync(`/proc/${pid}/task`).map((t) => sched(pid, Number(t)));
+        if (privileged) {
+          expect(main).toEqual({ rtPriority: 3, policy: 2 });
+          expect(out).toContain('main thread real-time (SCHED_RR)');
+          // The two media threads at 4, the main thread at 3, nothing else real-time.
+          expect(realtimeThreads.filter((t) => t.policy === 2).map((t) => t.rtPriority).sort()).toEqual([3, 4, 4]);
+        } else {
+          expect(main.policy).toBe(0);
+          expect(out).toContain('could not make the main thread real-time');
+        }
+        expect(out.includes('without --single-threaded-gc')).toBe(!flag);
+      } finally {
+        child.kill('SIGTERM');
+      }
+      expect(await exited).toBe(0);
+    }
   });
 });

@@ -29,5 +29,40 @@ export function kernelThreadId(): number | null {
  */
 export function setRoundRobin(tid: number, priority: number): void {
   if (!Number.isInteger(priority) || priority < 1 || priority > 99) throw new RangeError(`SCHED_RR priority must be 1-99, got ${priority}`);
-  execFileSync('chrt', ['--rr', '--pid', String(priority), String(tid)], { stdio: ['ignore', 'ignore', 'pipe'], timeout: 5000 });
+  // --reset-on-fork: threads this one starts later (libuv's pool, workers) begin under the normal
+  // policy instead of inheriting real-time (they make themselves real-time if they should).
+  execFileSync('chrt', ['--rr', '--reset-on-fork', '--pid', String(priority), String(tid)], { stdio: ['ignore', 'ignore', 'pipe'], timeout: 5000 });
+}
+
+interface SchedulingLog {
+  info(obj: object, msg: string): void;
+  warn(obj: object, msg: string): void;
+}
+
+/**
+ * The daemon's main thread under SCHED_RR (rtp.main_thread_realtime), called on that thread; and,
+ * with any real-time setting, the check for --single-threaded-gc.
+ *
+ * Why the main thread too: it runs the voice sessions the bridged calls talk to. With only the
+ * media threads real-time, a single-threaded session loop gets what they leave of one CPU: at 200
+ * calls on 2 vCPUs it waited for a CPU 55-65 % of the time (nice -10 did not change it: it waits
+ * behind the real-time threads) and the agent's audio ran dry; at SCHED_RR 5 it waited 15-21 %.
+ * Why the GC flag: V8's parallel GC helper threads stay at normal priority, and a real-time
+ * thread's scavenge waits for them (late frames during 14-48 ms GC pauses); with
+ * --single-threaded-gc each thread collects on its own (docs/media-workers.md).
+ */
+export function scheduleMainThread(priorities: { main: number; media: number }, log: SchedulingLog): void {
+  if (priorities.main > 0) {
+    const tid = kernelThreadId();
+    try {
+      if (tid === null) throw new Error('no /proc/thread-self');
+      setRoundRobin(tid, priorities.main);
+      log.info({ priority: priorities.main }, 'main thread real-time (SCHED_RR)');
+    } catch (err) {
+      log.warn({ priority: priorities.main, reason: (err as Error).message.split('\n')[0] }, 'could not make the main thread real-time; running under the normal policy');
+    }
+  }
+  if ((priorities.main > 0 || priorities.media > 0) && !process.execArgv.includes('--single-threaded-gc')) {
+    log.warn({}, 'real-time threads without --single-threaded-gc: their garbage collection waits for V8 helper threads at normal priority; start node with --single-threaded-gc');
+  }
 }
