@@ -45,11 +45,12 @@ interface SchedulingLog {
  *
  * Why the main thread too: it runs the voice sessions the bridged calls talk to. With only the
  * media threads real-time, a single-threaded session loop gets what they leave of one CPU: at 200
- * calls on 2 vCPUs it waited for a CPU 55-65 % of the time (nice -10 did not change it: it waits
- * behind the real-time threads) and the agent's audio ran dry; at SCHED_RR 5 it waited 15-21 %.
+ * calls on 2 vCPUs it waited for a CPU 55-70 % of the time (nice -10 did not change it: it waits
+ * behind the real-time threads) and the agent's audio ran dry; at SCHED_RR 5 it waited 15-43 %.
  * Why the GC flag: V8's parallel GC helper threads stay at normal priority, and a real-time
- * thread's scavenge waits for them (late frames during 14-48 ms GC pauses); with
- * --single-threaded-gc each thread collects on its own (docs/media-workers.md).
+ * thread's scavenge waits for them: with the main threads real-time too, the media threads'
+ * minor GC pauses stretched to 18-35 ms (300-340 skipped frames per 15 s at 200 calls); with
+ * --single-threaded-gc each thread collects on its own (80-100). docs/media-workers.md.
  */
 export function scheduleMainThread(priorities: { main: number; media: number }, log: SchedulingLog): void {
   if (priorities.main > 0) {
