@@ -16,7 +16,7 @@ import { EventEmitter } from 'node:events';
 import WebSocket from 'ws';
 import type { MediaWorkerExtensionHost } from '../media/media-worker-protocol.ts';
 import type { RemoteRtpSession } from '../media/media-worker-pool.ts';
-import { base64ToPcm16, pcm16ToBase64 } from '../media/pcm.ts';
+import { base64BytesToPcm16, base64Length, base64ToPcm16, pcm16ToBase64Bytes } from '../media/pcm.ts';
 
 /** Messages between the halves: main -> worker `vl.open` / `vl.send` / `vl.close`, worker -> main `vl`. */
 type WorkerEvent =
@@ -32,6 +32,8 @@ interface Link {
   ws: WebSocket;
   audioOut: number;
   framesIn: number;
+  /** The call's input_audio message buffer, rewritten every frame (inputAudioMessage). */
+  message?: Buffer;
 }
 
 /** The worker half: a media worker extension (MediaWorkerExtensionHost). */
@@ -42,7 +44,9 @@ export function install(host: MediaWorkerExtensionHost): void {
 
   host.handle('vl.open', (m) => {
     const id = m.id;
-    const ws = new WebSocket(String(m.url), { maxPayload: Number(m.maxPayload) });
+    // No permessage-deflate: base64 audio barely compresses, and inputAudioMessage's reuse needs
+    // ws to frame each message synchronously.
+    const ws = new WebSocket(String(m.url), { maxPayload: Number(m.maxPayload), perMessageDeflate: false });
     const link: Link = { ws, audioOut: 0, framesIn: 0 };
     links.set(id, link);
     const recording = m.recording === true;
@@ -56,6 +60,16 @@ export function install(host: MediaWorkerExtensionHost): void {
     });
     ws.on('message', (raw, isBinary) => {
       if (isBinary) return;
+      // The common case first, straight from the frame's bytes: no string, no parse.
+      const fast = Buffer.isBuffer(raw) ? responseAudioPcm(raw, scratch) : undefined;
+      if (fast !== undefined) {
+        const bridge = host.bridge(id);
+        if (fast.length > 0 && bridge !== undefined) {
+          bridge.push(fast);
+          link.audioOut++;
+        }
+        return;
+      }
       let msg: { type?: unknown; data?: { audio?: unknown } } & Record<string, unknown>;
       try {
         msg = JSON.parse(raw.toString()) as typeof msg;
@@ -83,8 +97,8 @@ export function install(host: MediaWorkerExtensionHost): void {
     // only for a recording.
     host.takeFrames(id, (frame) => {
       if (frame && ws.readyState === WebSocket.OPEN) {
-        // Built as a string: base64 needs no escaping, and this is ~3x cheaper than JSON.stringify.
-        ws.send(`{"type":"input_audio","data":{"audio":"${pcm16ToBase64(frame)}"}}`);
+        link.message = inputAudioMessage(frame, link.message);
+        ws.send(link.message, { binary: false });
         link.framesIn++;
       }
       return recording;
@@ -105,6 +119,51 @@ export function install(host: MediaWorkerExtensionHost): void {
     const ws = link.ws;
     if (ws.readyState === WebSocket.OPEN || ws.readyState === WebSocket.CONNECTING) ws.close(Number(m.code), String(m.reason));
   });
+}
+
+const INPUT_PREFIX = Buffer.from('{"type":"input_audio","data":{"audio":"');
+const INPUT_SUFFIX = Buffer.from('"}}');
+
+/**
+ * The `input_audio` message of one caller frame, as bytes, written into `reuse` when it has the
+ * right length (every frame of a call has): base64 needs no JSON escaping, and built off the JS
+ * heap it leaves no 1.3 kB string per frame for the media thread's GC (src/media/pcm.ts).
+ * Reusing one buffer per call is safe because a client WebSocket masks every frame, and ws builds
+ * the masked copy inside send() (no compression is negotiated: perMessageDeflate is off), so the
+ * buffer is free again when send() returns; test/bridge/worker-voice-link.test.ts checks it over
+ * a real socket. A new pooled Buffer per frame instead cost a second off-heap allocation per
+ * frame, and V8's external-memory accounting then ran more major GCs (bench/bridge).
+ */
+export function inputAudioMessage(frame: Int16Array, reuse?: Buffer): Buffer {
+  const length = INPUT_PREFIX.length + base64Length(frame.byteLength) + INPUT_SUFFIX.length;
+  const msg = reuse !== undefined && reuse.length === length ? reuse : Buffer.allocUnsafeSlow(length);
+  INPUT_PREFIX.copy(msg, 0);
+  const end = pcm16ToBase64Bytes(frame, msg, INPUT_PREFIX.length);
+  INPUT_SUFFIX.copy(msg, end);
+  return msg;
+}
+
+const RESPONSE_AUDIO_PREFIX = Buffer.from('{"type":"response_audio","data":{');
+const AUDIO_KEY = Buffer.from('"audio":"');
+const QUOTE = 0x22;
+const CLOSE_BRACE = 0x7d;
+
+/**
+ * The samples of a `response_audio` message read from its bytes, for the shape the voice server
+ * sends (src/session/protocol.ts serializeServerEvent: type first, then data with an `audio`
+ * string of plain base64); undefined for anything else, which then takes the JSON.parse path. A
+ * `"audio":"` outside a string can only be data's key: inside a JSON string its quotes would be
+ * escaped.
+ */
+export function responseAudioPcm(raw: Buffer, scratch: { buffer: Buffer }): Int16Array | undefined {
+  if (raw.length < RESPONSE_AUDIO_PREFIX.length + AUDIO_KEY.length || raw[raw.length - 1] !== CLOSE_BRACE) return undefined;
+  if (raw.compare(RESPONSE_AUDIO_PREFIX, 0, RESPONSE_AUDIO_PREFIX.length, 0, RESPONSE_AUDIO_PREFIX.length) !== 0) return undefined;
+  const key = raw.indexOf(AUDIO_KEY, RESPONSE_AUDIO_PREFIX.length);
+  if (key < 0) return undefined;
+  const start = key + AUDIO_KEY.length;
+  const end = raw.indexOf(QUOTE, start);
+  if (end < 0) return undefined;
+  return base64BytesToPcm16(raw, start, end, scratch) ?? undefined;
 }
 
 export interface RemoteVoiceSocketEvents {

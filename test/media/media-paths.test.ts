@@ -11,7 +11,7 @@ import { createCodec } from '../../src/media/codecs.ts';
 import { initResamplers } from '../../src/media/resampler.ts';
 import { InboundPath } from '../../src/media/inbound-path.ts';
 import { OutboundPath } from '../../src/media/outbound-path.ts';
-import { base64ToPcm16, pcm16ToBase64 } from '../../src/media/pcm.ts';
+import { base64BytesToPcm16, base64Length, base64ToPcm16, pcm16ToBase64, pcm16ToBase64Bytes } from '../../src/media/pcm.ts';
 import type { ReceivedRtp } from '../../src/media/types.ts';
 import { amplitudeAt, db, tone } from './signal-analysis.ts';
 
@@ -161,5 +161,30 @@ describe('PCM16 base64', () => {
     expect(() => base64ToPcm16(Buffer.from([1, 2, 3]).toString('base64'), holder)).toThrow(/odd byte count/);
     // Little-endian on the wire, as the voice protocol says.
     expect(Buffer.from(pcm16ToBase64(Int16Array.from([0x0102])), 'base64')).toEqual(Buffer.from([0x02, 0x01]));
+  });
+
+  it('the byte-level forms agree with Node for every length and padding, and refuse what is not base64', () => {
+    const holder = { buffer: Buffer.alloc(0) };
+    for (let n = 0; n <= 40; n++) {
+      const samples = Int16Array.from({ length: n }, () => randomInt(-32768, 32768));
+      const out = Buffer.alloc(base64Length(samples.byteLength) + 6, 0x2a);
+      const end = pcm16ToBase64Bytes(samples, out, 3);
+      expect(out.subarray(3, end).toString('latin1'), `n=${n}`).toBe(pcm16ToBase64(samples));
+      expect(out[end]).toBe(0x2a); // nothing written past the end
+      expect(Array.from(base64BytesToPcm16(out, 3, end, holder)!), `n=${n}`).toEqual(Array.from(samples));
+    }
+    // Odd byte counts (1 and 2 padding characters) are not PCM16; bad text is not base64: null,
+    // and the caller's slow path says which.
+    const bytes = (t: string) => Buffer.from(t, 'latin1');
+    for (const bad of ['AQ==', 'AQID', 'AAA!AAAA', 'AAAA AAA', 'AA==AAAA', 'A===', '====', 'AAAA\nAAA', 'AAA', 'AAAA\\/AA']) {
+      const b = bytes(bad);
+      expect(base64BytesToPcm16(b, 0, b.length, holder), bad).toBeNull();
+    }
+    expect(Array.from(base64BytesToPcm16(bytes('AAA='), 0, 4, holder)!)).toEqual([0]);
+    expect(Array.from(base64BytesToPcm16(bytes('x'), 0, 0, holder)!)).toEqual([]);
+    // A view at an odd offset of a pooled Buffer still decodes into an aligned one.
+    const samples = Int16Array.from([1, -2, 300]);
+    const text = Buffer.from(' ' + pcm16ToBase64(samples), 'latin1');
+    expect(Array.from(base64BytesToPcm16(text, 1, text.length, { buffer: Buffer.alloc(8).subarray(1) })!)).toEqual([1, -2, 300]);
   });
 });
