@@ -111,8 +111,8 @@ export function base64BytesToPcm16(bytes: Uint8Array, start: number, end: number
     const c = padding === 1 ? B64_VALUE[bytes[whole + 2]!]! : 0;
     bad |= a | b | c;
     const v = (a << 18) | (b << 12) | (c << 6);
-    dst[o++] = v >>> 16;
-    if (padding === 1) dst[o++] = (v >>> 8) & 255;
+    dst[o] = v >>> 16;
+    if (padding === 1) dst[o + 1] = (v >>> 8) & 255;
   }
   // Any byte outside the alphabet (padding in the middle included) maps to 255, which has bits a
   // 6-bit value never has.
