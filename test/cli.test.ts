@@ -28,6 +28,16 @@ function envFor(dataDir: string, extra: Record<string, string> = {}) {
   return { ...process.env, CALLBRIDGE_DATA_DIR: dataDir, CALLBRIDGE_HTTP_HOST: '127.0.0.1', CALLBRIDGE_LOG_LEVEL: 'info', ...extra };
 }
 
+/** `node <args>` as a child process: its stdout and stderr so far, and its exit code. */
+function spawnDaemon(args: string[], env: NodeJS.ProcessEnv) {
+  const child = spawn(process.execPath, args, { env });
+  let out = '';
+  child.stdout.on('data', (b) => (out += b));
+  child.stderr.on('data', (b) => (out += b));
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  return { child, output: () => out, exited };
+}
+
 async function waitReady(url: string, ms = 15000): Promise<void> {
   const until = Date.now() + ms;
   while (Date.now() < until) {
@@ -42,13 +52,10 @@ describe('callbridge CLI', () => {
   it('first start creates an organization and key, prints it once, writes it 0600; SIGTERM stops cleanly', async () => {
     const dataDir = tempDir();
     const port = await freePort();
-    const child = spawn(process.execPath, [BIN, 'start'], { env: envFor(dataDir, { CALLBRIDGE_HTTP_PORT: String(port) }) });
-    let out = '';
-    child.stdout.on('data', (b) => (out += b));
-    child.stderr.on('data', (b) => (out += b));
-    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    const { child, output, exited } = spawnDaemon([BIN, 'start'], envFor(dataDir, { CALLBRIDGE_HTTP_PORT: String(port) }));
     try {
       await waitReady(`http://127.0.0.1:${port}`);
+      const out = output();
       const keyFile = join(dataDir, 'initial-api-key');
       const key = readFileSync(keyFile, 'utf8').trim();
       expect(statSync(keyFile).mode & 0o777).toBe(0o600);
@@ -143,13 +150,10 @@ describe('callbridge CLI', () => {
         CALLBRIDGE_RTP_MEDIA_THREAD_REALTIME: '4',
         CALLBRIDGE_RTP_MAIN_THREAD_REALTIME: '3',
       });
-      const child = spawn(process.execPath, [...(flag ? ['--single-threaded-gc'] : []), BIN, 'start'], { env });
-      let out = '';
-      child.stdout.on('data', (b) => (out += b));
-      child.stderr.on('data', (b) => (out += b));
-      const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+      const { child, output, exited } = spawnDaemon([...(flag ? ['--single-threaded-gc'] : []), BIN, 'start'], env);
       try {
         await waitReady(`http://127.0.0.1:${port}`);
+        const out = output();
         const pid = child.pid!;
         const main = sched(pid, pid);
         const realtimeThreads = readdirSync(`/proc/${pid}/task`).map((t) => sched(pid, Number(t)));
