@@ -193,9 +193,12 @@ interface BusyThread {
   runsPerSec: number;
 }
 
-/** Per thread of a process: name, CPU seconds and seconds spent runnable but waiting for a CPU (/proc/<pid>/task/<tid>/schedstat). */
-function threadTimes(pid: number | undefined): Map<number, { name: string; cpu: number; sys: number; wait: number; runs: number }> {
-  const out = new Map<number, { name: string; cpu: number; sys: number; wait: number; runs: number }>();
+/** One thread's counters: CPU seconds (of them in the kernel: sys), seconds runnable but waiting, times put on a CPU. */
+type ThreadTimes = { name: string; cpu: number; sys: number; wait: number; runs: number };
+
+/** Per thread of a process (/proc/<pid>/task/<tid>/schedstat and stat). */
+function threadTimes(pid: number | undefined): Map<number, ThreadTimes> {
+  const out = new Map<number, ThreadTimes>();
   try {
     for (const tid of readdirSync(`/proc/${pid}/task`)) {
       try {
