@@ -58,16 +58,19 @@ export function install(host: MediaWorkerExtensionHost): void {
       links.delete(id);
       emit(id, { ev: 'close', code, reason: reason.toString() });
     });
+    // response_audio, however it was read: into the call's playout queue.
+    const playAgentAudio = (pcm: Int16Array): void => {
+      const bridge = host.bridge(id);
+      if (bridge === undefined) return;
+      bridge.push(pcm);
+      link.audioOut++;
+    };
     ws.on('message', (raw, isBinary) => {
       if (isBinary) return;
       // The common case first, straight from the frame's bytes: no string, no parse.
       const fast = Buffer.isBuffer(raw) ? responseAudioPcm(raw, scratch) : undefined;
       if (fast !== undefined) {
-        const bridge = host.bridge(id);
-        if (fast.length > 0 && bridge !== undefined) {
-          bridge.push(fast);
-          link.audioOut++;
-        }
+        if (fast.length > 0) playAgentAudio(fast);
         return;
       }
       let msg: { type?: unknown; data?: { audio?: unknown } } & Record<string, unknown>;
@@ -79,11 +82,9 @@ export function install(host: MediaWorkerExtensionHost): void {
       }
       if (msg.type === 'response_audio') {
         const audio = msg.data?.audio;
-        const bridge = host.bridge(id);
-        if (typeof audio !== 'string' || audio === '' || bridge === undefined) return;
+        if (typeof audio !== 'string' || audio === '' || host.bridge(id) === undefined) return;
         try {
-          bridge.push(base64ToPcm16(audio, scratch));
-          link.audioOut++;
+          playAgentAudio(base64ToPcm16(audio, scratch));
         } catch {
           emit(id, { ev: 'warn', message: 'response_audio that is not PCM16 base64: dropped' });
         }

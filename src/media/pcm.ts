@@ -14,6 +14,13 @@ export function pcm16ToBase64(samples: Int16Array): string {
   return Buffer.from(samples.buffer, samples.byteOffset, samples.byteLength).toString('base64');
 }
 
+/** The caller's decode buffer, grown to hold `bytes`, aligned for an Int16Array view. */
+function scratchFor(out: { buffer: Buffer }, bytes: number): Buffer {
+  // An Int16Array view needs an even byte offset: pooled Buffers may not have one, unpooled do.
+  if (out.buffer.length < bytes || out.buffer.byteOffset % 2 !== 0) out.buffer = Buffer.allocUnsafeSlow(Math.max(bytes, out.buffer.length * 2, 4096));
+  return out.buffer;
+}
+
 /**
  * Decodes base64 PCM16 into `out` (grown when too small) and returns the samples as a view.
  * @throws BadPacketError (MEDIA_BAD_PACKET) when the text is not base64 or the byte count is odd: the
@@ -26,11 +33,7 @@ export function base64ToPcm16(text: string, out: { buffer: Buffer }): Int16Array
   // the one its length and padding promise.
   const padding = text.endsWith('==') ? 2 : text.endsWith('=') ? 1 : 0;
   const maxBytes = (text.length / 4) * 3;
-  // An Int16Array view needs an even byte offset: pooled Buffers may not have one, unpooled do.
-  if (out.buffer.length < maxBytes || out.buffer.byteOffset % 2 !== 0) {
-    out.buffer = Buffer.allocUnsafeSlow(Math.max(maxBytes, out.buffer.length * 2, 4096));
-  }
-  const n = out.buffer.write(text, 'base64');
+  const n = scratchFor(out, maxBytes).write(text, 'base64');
   if (n !== maxBytes - padding || (padding > 0 && text.slice(0, -padding).includes('='))) throw new BadPacketError('audio is not valid base64');
   if (n % 2 !== 0) throw new BadPacketError(`audio has an odd byte count (${n}); PCM16 needs whole samples`);
   return new Int16Array(out.buffer.buffer, out.buffer.byteOffset, n / 2);
@@ -89,8 +92,7 @@ export function base64BytesToPcm16(bytes: Uint8Array, start: number, end: number
   const padding = bytes[end - 1] === PAD ? (bytes[end - 2] === PAD ? 2 : 1) : 0;
   const n = (len / 4) * 3 - padding;
   if (n % 2 !== 0) return null;
-  if (out.buffer.length < n || out.buffer.byteOffset % 2 !== 0) out.buffer = Buffer.allocUnsafeSlow(Math.max(n, out.buffer.length * 2, 4096));
-  const dst = out.buffer;
+  const dst = scratchFor(out, n);
   let o = 0;
   const whole = end - (padding > 0 ? 4 : 0);
   let bad = 0;
