@@ -2,9 +2,10 @@
  * bench/media: CPU cost of one call's media path, both directions, per 20 ms frame.
  *
  *   phone socket --RTP PCMU--> RtpSession -> InboundPath (jitter buffer, decode, resample
- *   8k->24k) -> base64 -> `input_audio` JSON string                       (caller -> agent)
- *   `response_audio` JSON string -> JSON.parse -> base64 -> OutboundPath (queue, resample
+ *   8k->24k) -> base64 -> `input_audio` message bytes                     (caller -> agent)
+ *   `response_audio` message bytes -> base64 -> OutboundPath (queue, resample
  *   24k->8k, encode) -> RtpSession.send --RTP--> phone socket             (agent -> caller)
+ * (the message bytes are built and read by src/bridge/voice-frames.ts, as a bridged call does)
  *
  * The floor is the same closed loop with no processing: a socket receives the phone's packet and
  * sends a packet of the same size back. Both loops run in this process, so the phone side's own
@@ -12,8 +13,8 @@
  *   - media_path_us_per_frame: CPU per frame of the whole loop (process.cpuUsage / frames)
  *   - media_processing_us_per_frame: the same minus the floor: what the media path adds
  *   - calls_per_core: 20,000 us of frame time per core / processing cost per frame
- *   - media_latency_p99: time inside our handlers from a packet's arrival to its JSON frame, plus
- *     from a JSON message to its RTP send (excludes the jitter buffer's depth, which is buffering
+ *   - media_latency_p99: time inside our handlers from a packet's arrival to its input_audio message, plus
+ *     from a response_audio message to its RTP send (excludes the jitter buffer's depth, which is buffering
  *     by design, and the resampler's algorithmic delay, printed separately)
  * Rounds of floor and path alternate so a busy neighbour affects both alike; medians are kept.
  */
@@ -24,7 +25,8 @@ import { createCodec } from '../src/media/codecs.ts';
 import { createResampler, initResamplers } from '../src/media/resampler.ts';
 import { InboundPath } from '../src/media/inbound-path.ts';
 import { OutboundPath } from '../src/media/outbound-path.ts';
-import { base64ToPcm16, pcm16ToBase64 } from '../src/media/pcm.ts';
+import { inputAudioMessage, responseAudioPcm } from '../src/bridge/voice-frames.ts';
+import { pcm16ToBase64 } from '../src/media/pcm.ts';
 import type { Clock, ReceivedRtp } from '../src/media/types.ts';
 import { printFigures, type Figure } from './lib/result.ts';
 
@@ -67,10 +69,10 @@ function phonePackets(count: number): Buffer[] {
 }
 
 /** A `response_audio` message as the voice session sends it: 20 ms of 24 kHz PCM16. */
-function responseAudioMessage(): string {
+function responseAudioMessage(): Buffer {
   const pcm = new Int16Array(480);
   for (let n = 0; n < 480; n++) pcm[n] = Math.round(5000 * Math.sin((2 * Math.PI * 300 * n) / 24000));
-  return JSON.stringify({ type: 'response_audio', data: { turn_id: 't1', audio: pcm16ToBase64(pcm), is_final: false } });
+  return Buffer.from(JSON.stringify({ type: 'response_audio', data: { turn_id: 't1', audio: pcm16ToBase64(pcm), is_final: false } }));
 }
 
 let seq = 0;
@@ -137,17 +139,16 @@ async function pathRound(phone: dgram.Socket, packets: Buffer[], allocator: Port
   const pcmHolder = { buffer: Buffer.alloc(0) };
   const latencies = new Float64Array(FRAMES);
   let i = 0;
-  let lastJson = '';
+  let message: Buffer | undefined;
   session.on('rtp', (p: ReceivedRtp) => {
     const t0 = performance.now();
     virtualMs += 20;
     inbound.push(p);
     const frame = inbound.tick(virtualMs);
-    // The caller's direction ends in the `input_audio` text frame (built as a string: DESIGN.md).
-    if (frame) lastJson = '{"type":"input_audio","data":{"audio":"' + pcm16ToBase64(frame) + '"}}';
+    // The caller's direction ends in the `input_audio` message (one buffer per call, rewritten).
+    if (frame) message = inputAudioMessage(frame, message);
     // The agent's direction: one response_audio message in, one RTP packet out.
-    const msg = JSON.parse(response) as { data: { audio: string } };
-    outbound.push(base64ToPcm16(msg.data.audio, pcmHolder));
+    outbound.push(responseAudioPcm(response, pcmHolder)!);
     const out = outbound.pullFrame();
     if (out) outbound.encodeAndSend(out, false);
     latencies[i++ % FRAMES] = performance.now() - t0;
@@ -163,7 +164,7 @@ async function pathRound(phone: dgram.Socket, packets: Buffer[], allocator: Port
   session.close();
   inbound.close();
   outbound.close();
-  return { cpuUsPerFrame: (cpu.user + cpu.system) / FRAMES, latencies, jsonBytes: lastJson.length };
+  return { cpuUsPerFrame: (cpu.user + cpu.system) / FRAMES, latencies, jsonBytes: message?.length ?? 0 };
 }
 
 export async function run(): Promise<void> {

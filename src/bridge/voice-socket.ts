@@ -7,17 +7,17 @@
 import WebSocket from 'ws';
 import type { CallRtp } from '../media/media-host.ts';
 import { RemoteRtpSession } from '../media/media-worker-pool.ts';
+import { connectVoiceClient, inputAudioSender, serverFrameReader, type ServerMessage } from './voice-frames.ts';
 import { RemoteVoiceSocket } from './worker-voice-link.ts';
-
-/** Largest message accepted from the voice server (a long response_audio chunk). */
-const MAX_PAYLOAD = 8 * 1024 * 1024;
 
 export interface VoiceSocketHandlers {
   onUnexpectedResponse(status: number): void;
   onError(err: Error): void;
   onClose(code: number, reason: string): void;
-  /** A JSON message of the session (in a worker: all but response_audio, handled there). */
-  onMessage(msg: { type?: unknown; data?: Record<string, unknown> } & Record<string, unknown>): void;
+  /** A session message other than response_audio. */
+  onMessage(msg: ServerMessage): void;
+  /** The samples of a response_audio, read on this thread (a worker plays its own). */
+  onAudio(pcm: Int16Array): void;
   onWarn(message: string): void;
 }
 
@@ -29,6 +29,8 @@ export interface VoiceSocket {
   readonly framesIn: number;
   readonly audioOut: number;
   send(text: string): void;
+  /** Sends a caller frame as input_audio (on this thread; a worker sends its own). */
+  sendInputAudio(frame: Int16Array): void;
   /** Closes if open or connecting (idempotent). */
   close(code: number, reason: string): void;
 }
@@ -36,7 +38,7 @@ export interface VoiceSocket {
 /** Opens the socket beside the call's media: in its worker when rtp is a media worker's. */
 export function openVoiceSocket(rtp: CallRtp, url: string, recording: boolean, h: VoiceSocketHandlers): VoiceSocket {
   if (rtp instanceof RemoteRtpSession) {
-    const remote = new RemoteVoiceSocket(rtp, url, { maxPayload: MAX_PAYLOAD, recording });
+    const remote = new RemoteVoiceSocket(rtp, url, recording);
     remote.on('unexpected-response', h.onUnexpectedResponse);
     remote.on('error', h.onError);
     remote.on('close', h.onClose);
@@ -54,24 +56,15 @@ export function openVoiceSocket(rtp: CallRtp, url: string, recording: boolean, h
         return remote.audioOut;
       },
       send: (text) => remote.send(text),
+      sendInputAudio: () => {},
       close: (code, reason) => remote.close(code, reason),
     };
   }
-  const ws = new WebSocket(url, { maxPayload: MAX_PAYLOAD });
+  const ws = connectVoiceClient(url);
   ws.on('unexpected-response', (_req, res) => h.onUnexpectedResponse(res.statusCode ?? 0));
   ws.on('error', h.onError);
   ws.on('close', (code, reason) => h.onClose(code, reason.toString()));
-  ws.on('message', (raw, isBinary) => {
-    if (isBinary) return;
-    let msg: ReturnType<typeof JSON.parse>;
-    try {
-      msg = JSON.parse(raw.toString());
-    } catch {
-      h.onWarn('voice server sent a frame that is not JSON: ignored');
-      return;
-    }
-    if (msg !== null && typeof msg === 'object') h.onMessage(msg as Parameters<VoiceSocketHandlers['onMessage']>[0]);
-  });
+  ws.on('message', serverFrameReader({ audio: h.onAudio, message: h.onMessage, warn: h.onWarn }));
   return {
     get open() {
       return ws.readyState === WebSocket.OPEN;
@@ -80,6 +73,7 @@ export function openVoiceSocket(rtp: CallRtp, url: string, recording: boolean, h
     framesIn: 0,
     audioOut: 0,
     send: (text) => ws.send(text),
+    sendInputAudio: inputAudioSender(ws),
     close: (code, reason) => {
       if (ws.readyState === WebSocket.OPEN || ws.readyState === WebSocket.CONNECTING) ws.close(code, reason);
     },
