@@ -191,10 +191,12 @@ interface BusyThread {
   sysPct: number;
   waitPct: number;
   runsPerSec: number;
+  /** Minor page faults per second: memory the thread touched for the first time (or again after the kernel took it). */
+  faultsPerSec: number;
 }
 
 /** One thread's counters: CPU seconds (of them in the kernel: sys), seconds runnable but waiting, times put on a CPU. */
-type ThreadTimes = { name: string; cpu: number; sys: number; wait: number; runs: number };
+type ThreadTimes = { name: string; cpu: number; sys: number; wait: number; runs: number; faults: number };
 
 /** Per thread of a process (/proc/<pid>/task/<tid>/schedstat and stat). */
 function threadTimes(pid: number | undefined): Map<number, ThreadTimes> {
@@ -206,8 +208,9 @@ function threadTimes(pid: number | undefined): Map<number, ThreadTimes> {
         const [cpu, wait, runs] = readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').trim().split(/\s+/).map(Number);
         // The kernel's share: syscalls and, on loopback, the receivers' network stack and the
         // softirqs that ran in this thread's time.
-        const { sys } = statCpuSplit(`/proc/${pid}/task/${tid}/stat`);
-        out.set(Number(tid), { name: readFileSync(`/proc/${pid}/task/${tid}/comm`, 'utf8').trim(), cpu: (cpu ?? 0) / 1e9, sys, wait: (wait ?? 0) / 1e9, runs: runs ?? 0 });
+        const { sys, minorFaults } = statCpuSplit(`/proc/${pid}/task/${tid}/stat`);
+        const name = readFileSync(`/proc/${pid}/task/${tid}/comm`, 'utf8').trim();
+        out.set(Number(tid), { name, cpu: (cpu ?? 0) / 1e9, sys, wait: (wait ?? 0) / 1e9, runs: runs ?? 0, faults: minorFaults });
       } catch {
         // the thread ended
       }
@@ -523,7 +526,7 @@ interface Step {
   /**
    * A's (B's) threads busy >= 5 % of a core: CPU, of it in the kernel (sysPct), and run-queue wait
    * (runnable, no CPU), % of the window; runsPerSec: how often the thread was put on a CPU
-   * (wake-ups and preemptions), per second.
+   * (wake-ups and preemptions), per second; faultsPerSec: minor page faults per second.
    */
   aThreads: BusyThread[];
   bThreads: BusyThread[];
@@ -651,7 +654,17 @@ async function runStep(n: number, ctx: { a: Child; b: Child; sippBin: string; si
         if (t0 === undefined) return [];
         const cpu = (100 * (t1.cpu - t0.cpu)) / secs;
         return cpu >= 5
-          ? [{ tid, name: t1.name, cpuPct: cpu, sysPct: (100 * (t1.sys - t0.sys)) / secs, waitPct: (100 * (t1.wait - t0.wait)) / secs, runsPerSec: (t1.runs - t0.runs) / secs }]
+          ? [
+              {
+                tid,
+                name: t1.name,
+                cpuPct: cpu,
+                sysPct: (100 * (t1.sys - t0.sys)) / secs,
+                waitPct: (100 * (t1.wait - t0.wait)) / secs,
+                runsPerSec: (t1.runs - t0.runs) / secs,
+                faultsPerSec: (t1.faults - t0.faults) / secs,
+              },
+            ]
           : [];
       });
     const aThreads = busyThreads(threadsA0, a.proc.pid);
@@ -767,7 +780,7 @@ export async function run(): Promise<void> {
   const mainRealtime = process.env.BENCH_BRIDGE_MAIN_REALTIME || (preset ? '5' : '');
   const nodeArgs = (name: string) => [...(process.env[name] ?? '').split(' ').filter(Boolean), ...(preset ? ['--single-threaded-gc'] : [])];
   log(
-    `bridge media: ${threads ? `rtp.media_threads ${threads}` : 'rtp.media_threads as the daemon defaults'}${nice ? `, rtp.media_thread_nice ${nice}` : ''}${realtime ? `, rtp.media_thread_realtime ${realtime}` : ''}${mainRealtime ? `; A's and B's rtp.main_thread_realtime ${mainRealtime}` : ''}${preset ? '; both with --single-threaded-gc' : ''} (BENCH_BRIDGE_REALTIME=1, or BENCH_BRIDGE_MEDIA_THREADS / _NICE / _REALTIME, BENCH_BRIDGE_MAIN_REALTIME)`,
+    `bridge media: ${threads ? `rtp.media_threads ${threads}` : 'rtp.media_threads as the daemon defaults'}${nice ? `, rtp.media_thread_nice ${nice}` : ''}${realtime ? `, rtp.media_thread_realtime ${realtime}` : ''}${mainRealtime ? `; A's and B's rtp.main_thread_realtime ${mainRealtime}` : ''}${preset ? '; both with --single-threaded-gc' : ''}; rtp.media_io_batching ${process.env.BENCH_BRIDGE_IO_BATCHING ? process.env.BENCH_BRIDGE_IO_BATCHING === '1' : 'as the daemon defaults'} (BENCH_BRIDGE_REALTIME=1, or BENCH_BRIDGE_MEDIA_THREADS / _NICE / _REALTIME, BENCH_BRIDGE_MAIN_REALTIME, BENCH_BRIDGE_IO_BATCHING=0|1)`,
   );
 
   log('floor: bench/media in a child process ...');
@@ -867,7 +880,7 @@ export async function run(): Promise<void> {
     const p = (x: { p50: number; p99: number; max: number; n: number }) => `${x.p50}/${x.p99}/${x.max} (${x.n})`;
     log(`  ${s.n}: rtpIn ${p(s.stats.rtpIn)}  tickIn ${p(s.stats.tickIn)}  msgOut ${p(s.stats.msgOut)}  sendOut ${p(s.stats.sendOut)}  send late ${s.stats.send.p50}/${s.stats.send.p99}/${s.stats.send.max} (${s.stats.send.frames})  A loop delay p50/p99/max ${s.stats.loop.p50}/${s.stats.loop.p99}/${s.stats.loop.max} ms, GC ${s.stats.gc.count} pauses ${s.stats.gc.totalMs} ms (max ${s.stats.gc.maxMs}${s.stats.gc.maxKind ? ` ${s.stats.gc.maxKind}` : ''}); client loop p99 ${s.clientLoopP99.toFixed(2)} ms`);
     const threads = (list: Step['aThreads']) =>
-      list.map((t) => `${t.name}:${t.tid} ${t.cpuPct.toFixed(1)} (sys ${t.sysPct.toFixed(1)})/${t.waitPct.toFixed(1)} (${(t.runsPerSec / 1000).toFixed(1)}k runs/s)`).join(', ');
+      list.map((t) => `${t.name}:${t.tid} ${t.cpuPct.toFixed(1)} (sys ${t.sysPct.toFixed(1)})/${t.waitPct.toFixed(1)} (${(t.runsPerSec / 1000).toFixed(1)}k runs/s, ${Math.round(t.faultsPerSec)} faults/s)`).join(', ');
     log(`  ${s.n}: busy threads, CPU (of it in the kernel) / runnable but waiting for a CPU (% of the window): A ${threads(s.aThreads)}; B ${threads(s.bThreads)}`);
     if (s.stats.handoffIn?.n) log(`  ${s.n}: handoffIn ${p(s.stats.handoffIn)}`);
     for (const t of s.stats.mediaThreads ?? []) log(`  ${s.n}: media thread ${t.index}: loop delay p50/p99/max ${t.loop.p50}/${t.loop.p99}/${t.loop.max} ms, GC ${t.gc.count} pauses ${t.gc.totalMs} ms (max ${t.gc.maxMs}${t.gc.maxKind ? ` ${t.gc.maxKind}` : ''}); late frames ${t.gc.lateFrames ?? '?'}, ${t.gc.duringGc ?? '?'} of them during a GC pause of this thread, ${t.duringMainGc ?? '?'} during one of the main thread`);

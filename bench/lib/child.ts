@@ -3,12 +3,13 @@
  *
  * - startChild: `node <args>` in the project root, output kept (last 8 kB, API keys redacted)
  *   for the error message when the child fails; `waitForLine` finds a `LISTENING ...` line in
- *   what it printed so far or prints next.
+ *   what it printed so far or prints next. BENCH_CHILD_LOG_DIR=<dir>: all of each child's output
+ *   also goes to <dir>/<name>.log (e.g. with --trace-gc in BENCH_BRIDGE_NODE_ARGS).
  * - stopChild: SIGTERM by PID, SIGKILL 5 s later. Idempotent. Never by name.
  * - cpuSeconds / threadCpuSeconds: user + system CPU seconds from /proc (Linux; NaN elsewhere).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { createWriteStream, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -25,15 +26,20 @@ export interface Child {
 export function startChild(name: string, args: string[], env: Record<string, string>): Child {
   const proc = spawn(process.execPath, args, { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let tail = '';
+  const logDir = process.env.BENCH_CHILD_LOG_DIR;
+  const file = logDir ? createWriteStream(join(logDir, `${name.replace(/[^\w-]+/g, '_')}.log`)) : undefined;
   const keep = (chunk: Buffer) => {
     tail = (tail + chunk.toString('utf8')).slice(-8000);
+    file?.write(redact(chunk.toString('utf8')));
   };
   proc.stdout?.on('data', keep);
   proc.stderr?.on('data', keep);
   const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
   proc.once('error', (err) => keep(Buffer.from(`\nspawn failed: ${err.message}\n`)));
-  return { name, proc, exited, output: () => tail.replace(/cbk_[A-Za-z0-9_-]+/g, 'cbk_<redacted>') };
+  return { name, proc, exited, output: () => redact(tail) };
 }
+
+const redact = (text: string): string => text.replace(/cbk_[A-Za-z0-9_-]+/g, 'cbk_<redacted>');
 
 /** Whether the child is still running. */
 export function running(child: Child): boolean {
@@ -93,15 +99,15 @@ function statCpu(path: string): number {
 }
 
 /** User and kernel CPU seconds of a /proc/<pid>[/task/<tid>]/stat; NaN when unreadable. */
-export function statCpuSplit(path: string): { user: number; sys: number } {
+export function statCpuSplit(path: string): { user: number; sys: number; minorFaults: number } {
   try {
     const stat = readFileSync(path, 'utf8');
-    // Fields after the parenthesised command name, which may contain spaces: utime is field 14,
-    // stime field 15 (indices 11 and 12 after the name).
+    // Fields after the parenthesised command name, which may contain spaces: minflt is field 10,
+    // utime 14, stime 15 (indices 7, 11 and 12 after the name).
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return { user: Number(fields[11]) / USER_HZ, sys: Number(fields[12]) / USER_HZ };
+    return { user: Number(fields[11]) / USER_HZ, sys: Number(fields[12]) / USER_HZ, minorFaults: Number(fields[7]) };
   } catch {
-    return { user: Number.NaN, sys: Number.NaN };
+    return { user: Number.NaN, sys: Number.NaN, minorFaults: Number.NaN };
   }
 }
 
