@@ -780,7 +780,7 @@ export async function run(): Promise<void> {
   const mainRealtime = process.env.BENCH_BRIDGE_MAIN_REALTIME || (preset ? '5' : '');
   const nodeArgs = (name: string) => [...(process.env[name] ?? '').split(' ').filter(Boolean), ...(preset ? ['--single-threaded-gc'] : [])];
   log(
-    `bridge media: ${threads ? `rtp.media_threads ${threads}` : 'rtp.media_threads as the daemon defaults'}${nice ? `, rtp.media_thread_nice ${nice}` : ''}${realtime ? `, rtp.media_thread_realtime ${realtime}` : ''}${mainRealtime ? `; A's and B's rtp.main_thread_realtime ${mainRealtime}` : ''}${preset ? '; both with --single-threaded-gc' : ''}; rtp.media_io_batching ${process.env.BENCH_BRIDGE_IO_BATCHING ? process.env.BENCH_BRIDGE_IO_BATCHING === '1' : 'as the daemon defaults'} (BENCH_BRIDGE_REALTIME=1, or BENCH_BRIDGE_MEDIA_THREADS / _NICE / _REALTIME, BENCH_BRIDGE_MAIN_REALTIME, BENCH_BRIDGE_IO_BATCHING=0|1)`,
+    `bridge media: ${threads ? `rtp.media_threads ${threads}` : 'rtp.media_threads as the daemon defaults'}${nice ? `, rtp.media_thread_nice ${nice}` : ''}${realtime ? `, rtp.media_thread_realtime ${realtime}` : ''}${mainRealtime ? `; A's and B's rtp.main_thread_realtime ${mainRealtime}` : ''}${preset ? '; both with --single-threaded-gc' : ''} (BENCH_BRIDGE_REALTIME=1, or BENCH_BRIDGE_MEDIA_THREADS / _NICE / _REALTIME, BENCH_BRIDGE_MAIN_REALTIME)`,
   );
 
   log('floor: bench/media in a child process ...');

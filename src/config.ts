@@ -269,12 +269,6 @@ const schema = {
       default: 0,
       env: 'CALLBRIDGE_RTP_MEDIA_THREAD_REALTIME',
     },
-    media_io_batching: {
-      doc: 'Media threads read their sockets in one batch per 2 ms media tick, sleeping in between, instead of waking for every packet and message: about a fifth less CPU per call at 200 calls, for at most 2 ms more in the socket before a packet is read (docs/media-workers.md). Only with rtp.media_threads > 0.',
-      format: 'strict-boolean',
-      default: true,
-      env: 'CALLBRIDGE_RTP_MEDIA_IO_BATCHING',
-    },
     main_thread_realtime: {
       doc: 'Real-time priority (SCHED_RR 1-99) of the main thread: SIP, REST and the voice sessions served here (the bridged calls\' agents by default). Below rtp.media_thread_realtime, so media still comes first; with only the media threads real-time, the sessions wait behind them on a busy machine and the agent\'s audio runs dry. Needs root or CAP_SYS_NICE (refused: a warning). 0 = off.',
       format: 'int',
@@ -492,7 +486,7 @@ export type Config = {
     t1_ms: number;
     options_ping_secs: number;
   };
-  rtp: { port_min: number; port_max: number; address: string; media_timeout_secs: number; media_threads: number; media_thread_nice: number; media_thread_realtime: number; media_io_batching: boolean; main_thread_realtime: number };
+  rtp: { port_min: number; port_max: number; address: string; media_timeout_secs: number; media_threads: number; media_thread_nice: number; media_thread_realtime: number; main_thread_realtime: number };
   region: { self: Region; peer_us_central1: string; peer_northamerica_northeast1: string; proxy_timeout_ms: number };
   llm: { providers: LlmProviderConfig[]; first_token_timeout_ms: number };
   stt: { provider: 'local' | 'openai' | 'stream'; base_url: string; api_key: string; model: string };

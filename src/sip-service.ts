@@ -131,7 +131,6 @@ export async function startSip(config: Config, store: Store, logger: Logger, reg
           address: config.rtp.address,
           niceness: config.rtp.media_thread_nice === 0 ? null : config.rtp.media_thread_nice,
           realtime: config.rtp.media_thread_realtime,
-          ioBatching: config.rtp.media_io_batching,
           preload: (process.env.CALLBRIDGE_MEDIA_WORKER_PRELOAD ?? '').split(',').filter(Boolean),
           // The bridge's voice-session sockets run beside their calls' media (bridge/worker-voice-link.ts).
           extensions: [new URL(import.meta.url.endsWith('.ts') ? './bridge/worker-voice-link.ts' : './bridge/worker-voice-link.js', import.meta.url).href],

@@ -28,8 +28,6 @@ export interface MediaTickerOptions {
   timers?: Timers;
   /** A tick later than this is not caught up (Pacer's maxLateMs). Default 60 ms. */
   maxLateMs?: number;
-  /** Between phases, the thread waits here rather than in the event loop (Pacer's sleep). */
-  sleep?: (ms: number) => void;
 }
 
 /** A subscriber's place on the ticker. */
@@ -135,7 +133,6 @@ export class MediaTicker {
         // between phases and kept them late (bench/bridge: 97.3 % of frames on time at 100
         // calls against 98.7 % back to back).
         maxTicksPerRun: this.slots,
-        ...(this.#options.sleep ? { sleep: this.#options.sleep } : {}),
         onError: (err) => process.emitWarning(err instanceof Error ? err : String(err), 'MediaTickerWarning'),
       });
       this.#pacer.start();

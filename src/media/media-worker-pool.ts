@@ -32,8 +32,6 @@ export interface MediaWorkerPoolOptions {
   niceness?: number | null;
   /** SCHED_RR priority (1-99) for the media threads; 0 or absent: the normal policy. */
   realtime?: number;
-  /** Each media thread reads its I/O in batches between media ticks (rtp.media_io_batching; default true). */
-  ioBatching?: boolean;
   /** Modules each worker imports first (absolute file URLs; the benchmark's instrumentation). */
   preload?: string[];
   /** Extension modules for the workers (media-worker-protocol.ts MediaWorkerExtensionHost). */
@@ -529,7 +527,7 @@ export class MediaWorkerPool {
       const min = firstEven + i * perWorker * 2;
       const max = i === n - 1 ? options.portMax : min + perWorker * 2 - 1;
       this.#workers.push(
-        new MediaWorkerHandle(i, { index: i, portMin: min, portMax: max, address: options.address, niceness: options.niceness ?? null, realtime: options.realtime ?? 0, ioBatching: options.ioBatching ?? true, preload: options.preload ?? [], extensions: options.extensions ?? [] }, options.logger),
+        new MediaWorkerHandle(i, { index: i, portMin: min, portMax: max, address: options.address, niceness: options.niceness ?? null, realtime: options.realtime ?? 0, preload: options.preload ?? [], extensions: options.extensions ?? [] }, options.logger),
       );
     }
   }

@@ -100,8 +100,6 @@ export interface MediaWorkerData {
   niceness: number | null;
   /** SCHED_RR priority (1-99) for the worker's thread; 0: leave the normal policy. */
   realtime: number;
-  /** Sleep between media ticks and read I/O in one batch per tick (media-worker.ts). */
-  ioBatching: boolean;
   /** Modules imported before anything else (bench instrumentation). */
   preload: string[];
   /** Extension modules (file URLs) exporting install(host: MediaWorkerExtensionHost). */

@@ -50,15 +50,7 @@ if (data.realtime > 0) {
 }
 
 const allocator = new PortAllocator({ min: data.portMin, max: data.portMax, address: data.address });
-// I/O batching (rtp.media_io_batching): between media ticks (every 2 ms) the thread sleeps
-// rather than waiting in the event loop, which would wake it for every packet and message, about
-// 50 a second per call each way; then one non-blocking poll reads what came in. A media thread
-// at 100 calls went from ~4,500 wake-ups a second to ~400 and used a fifth less CPU, the
-// difference in context switches and epoll calls (docs/media-workers.md). What arrives waits
-// at most one tick (2 ms) in its socket; the jitter buffer and the playout queue hold far more.
-const sleepCell = new Int32Array(new SharedArrayBuffer(4));
-const sleep = (ms: number): void => void Atomics.wait(sleepCell, 0, 0, ms);
-const ticker = new MediaTicker(data.ioBatching ? { sleep } : {});
+const ticker = new MediaTicker();
 
 interface Entry {
   ports: RtpPortPair;

@@ -246,13 +246,6 @@ export interface PacerOptions {
    * messages those ticks are waiting for.
    */
   maxTicksPerRun?: number;
-  /**
-   * Waits out the time to the next tick on the thread (blocking it) instead of in the event loop:
-   * each tick runs on time, then the loop polls once without blocking and reads, in one batch,
-   * the I/O that arrived meanwhile. A media worker's MediaTicker (rtp.media_io_batching,
-   * media-worker.ts). Default: the event loop waits, and wakes for each packet.
-   */
-  sleep?: (ms: number) => void;
 }
 
 /** One tick, as the callback sees it (a reused object: copy what you keep). */
@@ -290,7 +283,6 @@ export class Pacer {
   readonly #maxLateMs: number;
   readonly #maxTicksPerRun: number;
   readonly #onError: (err: unknown) => void;
-  readonly #sleep: ((ms: number) => void) | undefined;
   readonly #tick: PacerTick = { index: 0, scheduledMs: 0, nowMs: 0, skipped: 0 };
   readonly #run = () => this.#fire();
 
@@ -313,7 +305,6 @@ export class Pacer {
     this.#maxLateMs = options.maxLateMs ?? 60;
     this.#maxTicksPerRun = options.maxTicksPerRun ?? Infinity;
     this.#onError = options.onError ?? ((err) => process.emitWarning(err instanceof Error ? err : String(err), 'PacerWarning'));
-    this.#sleep = options.sleep;
   }
 
   get closed(): boolean {
@@ -350,14 +341,6 @@ export class Pacer {
     this.#handle = undefined;
     const period = this.periodMs;
     let now = this.#clock.now();
-    if (this.#sleep !== undefined) {
-      // The event loop has just polled (see the end): wait out the rest on the thread.
-      const wait = this.#startMs + this.#next * period - now;
-      if (wait > EARLY_MS) {
-        this.#sleep(wait);
-        now = this.#clock.now();
-      }
-    }
     let ran = 0;
     while (!this.#closed) {
       let due = this.#startMs + this.#next * period;
@@ -390,9 +373,7 @@ export class Pacer {
     }
     if (this.#closed) return;
     const due = this.#startMs + this.#next * period;
-    // Sleeping: a delay of 0 (an immediate) lets the event loop poll once without blocking, to
-    // read what came in meanwhile; then #fire sleeps until the next tick is due.
-    this.#handle = this.#timers.setTimeout(this.#run, this.#sleep !== undefined ? 0 : Math.max(0, due - now));
+    this.#handle = this.#timers.setTimeout(this.#run, Math.max(0, due - now));
   }
 }
 

@@ -1,5 +1,3 @@
-import dgram from 'node:dgram';
-import type { AddressInfo } from 'node:net';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { createCodec } from '../../src/media/codecs.ts';
 import { MediaTicker } from '../../src/media/media-ticker.ts';
@@ -157,60 +155,6 @@ describe('MediaTicker', () => {
   it('refuses a ticker whose period is not the codec\'s frame', () => {
     const path = new OutboundPath({ codec: createCodec('PCMU'), ticker: new MediaTicker({ periodMs: 10 }), send: () => {} });
     expect(() => path.start()).toThrow(/10 ms/);
-  });
-});
-
-describe('MediaTicker that sleeps between ticks (rtp.media_io_batching)', () => {
-  it('sleeps until each tick is due, runs it on time, and lets the event loop poll between ticks', () => {
-    const vt = new VirtualTime();
-    const sleeps: number[] = [];
-    const ticker = new MediaTicker({ clock: vt, timers: vt, sleep: (ms) => void (sleeps.push(ms), (vt.nowMs += ms)) });
-    const order: string[] = [];
-    const lateness: number[] = [];
-    ticker.add((t) => {
-      lateness.push(t.nowMs - t.scheduledMs);
-      order.push('tick');
-      // What arrives during a tick is read before the next one (a 0 delay: the next loop turn).
-      vt.setTimeout(() => order.push('io'), 0);
-    });
-    vt.advanceTo(1200);
-    expect(lateness.length).toBeGreaterThanOrEqual(10);
-    expect(lateness.every((l) => l === 0)).toBe(true);
-    expect(order.slice(0, 2 * lateness.length - 1).join(' ')).toBe(Array(lateness.length).fill('tick').join(' io '));
-    // Ten phases of 2 ms: it slept from one phase to the next, never longer.
-    expect(sleeps.length).toBeGreaterThanOrEqual(90);
-    expect(Math.max(...sleeps)).toBeLessThanOrEqual(2);
-    ticker.close();
-    const n = lateness.length;
-    vt.advanceTo(1400);
-    expect(lateness.length).toBe(n);
-  });
-
-  it('still reads its socket between ticks on the real clock (the sleep blocks this thread)', async () => {
-    const cell = new Int32Array(new SharedArrayBuffer(4));
-    const ticker = new MediaTicker({ sleep: (ms) => void Atomics.wait(cell, 0, 0, ms) });
-    const rx = dgram.createSocket('udp4');
-    const tx = dgram.createSocket('udp4');
-    await new Promise<void>((r) => rx.bind(0, '127.0.0.1', r));
-    await new Promise<void>((r) => tx.bind(0, '127.0.0.1', r)); // so that each send leaves at once
-    const port = (rx.address() as AddressInfo).port;
-    const order: string[] = [];
-    rx.on('message', () => order.push('packet'));
-    const sub = ticker.add(() => {
-      order.push('tick');
-      tx.send(Buffer.from('rtp'), port, '127.0.0.1');
-    });
-    try {
-      await new Promise((r) => setTimeout(r, 300));
-    } finally {
-      sub.close();
-      rx.close();
-      tx.close();
-    }
-    const ticks = order.filter((o) => o === 'tick').length;
-    expect(ticks).toBeGreaterThanOrEqual(5);
-    // Every packet sent in a tick was read before the next tick ran.
-    expect(order.join(' ')).toMatch(/^(tick packet )+(tick( packet)?)?$/);
   });
 });
 
