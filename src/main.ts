@@ -16,7 +16,7 @@ import { UpstreamSessionOpener } from './bridge/upstream-session-opener.ts';
 import { createBridgeMetrics } from './bridge/bridge-metrics.ts';
 import { CallRecorder } from './bridge/call-recorder.ts';
 import { initResamplers } from './media/resampler.ts';
-import { scheduleMainThread } from './media/thread-scheduling.ts';
+import { scheduleProcessThreads } from './media/thread-scheduling.ts';
 import { createAgentRuntimeFactory, prepareAgentRuntime, runtimeDepsFromConfig } from './agent/runtime-factory.ts';
 import { buildApp } from './api/app.ts';
 import { createRegistry } from './api/metrics.ts';
@@ -71,7 +71,7 @@ export async function startDaemon(
   print: (line: string) => void = (l) => process.stdout.write(l + '\n'),
   options: DaemonOptions = {},
 ): Promise<Daemon> {
-  scheduleMainThread({ main: config.rtp.main_thread_realtime, media: config.rtp.media_thread_realtime }, logger);
+  scheduleProcessThreads({ main: config.rtp.main_thread_realtime, media: config.rtp.media_thread_realtime }, logger);
   // Providers are built (and misconfigured vendors refused) before anything listens.
   const runtimeFactory = options.runtimeFactory === undefined ? createAgentRuntimeFactory(runtimeDepsFromConfig(config, logger)) : (options.runtimeFactory ?? undefined);
   if (options.runtimeFactory === undefined) await prepareAgentRuntime(config, logger);

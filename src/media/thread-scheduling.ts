@@ -10,7 +10,7 @@
  * under SCHED_RR they waited 0.2-0.3 % and sent 99.56-99.99 % on time (docs/media-workers.md).
  */
 import { execFileSync } from 'node:child_process';
-import { readlinkSync } from 'node:fs';
+import { readdirSync, readlinkSync } from 'node:fs';
 
 /** The calling thread's kernel id (from /proc/thread-self), or null where there is no such file. */
 export function kernelThreadId(): number | null {
@@ -40,8 +40,11 @@ interface SchedulingLog {
 }
 
 /**
- * The daemon's main thread under SCHED_RR (rtp.main_thread_realtime), called on that thread; and,
- * with any real-time setting, the check for --single-threaded-gc.
+ * The daemon's threads under SCHED_RR as configured, called on the main thread before it starts
+ * any of its own: the main thread at rtp.main_thread_realtime, and, when any thread is
+ * real-time, the helper threads Node started before the daemon's code ran (V8's platform
+ * workers, libuv's pool) one step below the highest of them. With any real-time setting, the
+ * check for --single-threaded-gc.
  *
  * Why the main thread too: it runs the voice sessions the bridged calls talk to. With only the
  * media threads real-time, a single-threaded session loop gets what they leave of one CPU: at 200
@@ -50,20 +53,48 @@ interface SchedulingLog {
  * Why the GC flag: V8's parallel GC helper threads stay at normal priority, and a real-time
  * thread's scavenge waits for them: with the main threads real-time too, the media threads'
  * minor GC pauses stretched to 18-35 ms (300-340 skipped frames per 15 s at 200 calls); with
- * --single-threaded-gc each thread collects on its own (80-100). docs/media-workers.md.
+ * --single-threaded-gc each thread collects on its own (80-100).
+ * Why the helpers: even so, V8 hands some of a thread's jobs to its platform workers and the
+ * thread waits for them. perf sched at 200 calls caught media threads asleep on a condition
+ * variable for 5-33 ms until a helper at normal priority, kept off the CPUs by the busy machine,
+ * signalled it (priority inversion). One below the highest real-time thread, a helper runs as
+ * soon as that thread waits for it, and never takes a CPU from it while it has work.
+ * docs/media-workers.md.
  */
-export function scheduleMainThread(priorities: { main: number; media: number }, log: SchedulingLog): void {
+export function scheduleProcessThreads(priorities: { main: number; media: number }, log: SchedulingLog): void {
+  const main = kernelThreadId();
   if (priorities.main > 0) {
-    const tid = kernelThreadId();
     try {
-      if (tid === null) throw new Error('no /proc/thread-self');
-      setRoundRobin(tid, priorities.main);
+      if (main === null) throw new Error('no /proc/thread-self');
+      setRoundRobin(main, priorities.main);
       log.info({ priority: priorities.main }, 'main thread real-time (SCHED_RR)');
     } catch (err) {
       log.warn({ priority: priorities.main, reason: (err as Error).message.split('\n')[0] }, 'could not make the main thread real-time; running under the normal policy');
     }
   }
+  const highest = Math.max(priorities.main, priorities.media);
+  if (highest > 0 && main !== null) {
+    const priority = Math.max(1, highest - 1);
+    const helpers = helperThreadIds(main);
+    try {
+      for (const tid of helpers) setRoundRobin(tid, priority);
+      log.info({ priority, threads: helpers.length }, "Node's helper threads real-time (SCHED_RR), below the daemon's own");
+    } catch (err) {
+      log.warn({ priority, reason: (err as Error).message.split('\n')[0] }, "could not make Node's helper threads real-time; a media thread's GC may wait for them");
+    }
+  }
   if ((priorities.main > 0 || priorities.media > 0) && !process.execArgv.includes('--single-threaded-gc')) {
     log.warn({}, 'real-time threads without --single-threaded-gc: their garbage collection waits for V8 helper threads at normal priority; start node with --single-threaded-gc');
+  }
+}
+
+/** This process's threads other than `main` (Linux /proc; none elsewhere). */
+function helperThreadIds(main: number): number[] {
+  try {
+    return readdirSync('/proc/self/task')
+      .map(Number)
+      .filter((tid) => tid !== main);
+  } catch {
+    return [];
   }
 }
