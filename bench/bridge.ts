@@ -140,6 +140,7 @@ import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import { pathToFileURL } from 'node:url';
 import { openStore } from '../src/store/index.ts';
 import { createCodec } from '../src/media/codecs.ts';
+import { startHostStallProbe, type HostStalls } from './lib/host-stall-probe.ts';
 import { cpuSeconds, daemonLoopDelay, mainThreadCpuSeconds, ROOT, running, startChild, statCpuSplit, stopChild, waitForLine, type Child, type LoopDelay } from './lib/child.ts';
 import { printFigures, table, type Figure } from './lib/result.ts';
 import { exitMeaning, freeMediaPort, freeSipPort, freeUdpPort, sippAvailable } from '../test/interop/sipp.ts';
@@ -536,6 +537,8 @@ interface Step {
   /** Of the whole machine's time, % stolen by the hypervisor (inside machineBusyPct). */
   stealPct: number;
   irqPct: number;
+  /** Times in the window the whole VM did not run (bench/lib/host-stall-probe.ts). */
+  hostStalls: { count: number; maxMs: number; totalMs: number };
   /** B's event-loop delay beyond the monitor's 5 ms period, ms. */
   bLoop: LoopDelay;
   memPerCallMb: number;
@@ -570,7 +573,7 @@ interface Step {
   failed: number;
 }
 
-async function runStep(n: number, ctx: { a: Child; b: Child; sippBin: string; sipPort: number; payloads: Buffer[]; windowSecs: number; rate: number; nodeCallers: number }, log: (s: string) => void): Promise<Step> {
+async function runStep(n: number, ctx: { a: Child; b: Child; sippBin: string; sipPort: number; payloads: Buffer[]; windowSecs: number; rate: number; nodeCallers: number; hostStalls: HostStalls }, log: (s: string) => void): Promise<Step> {
   const { a, b } = ctx;
   const rssA0 = rssMb(a.proc.pid);
   const rssB0 = rssMb(b.proc.pid);
@@ -636,7 +639,9 @@ async function runStep(n: number, ctx: { a: Child; b: Child; sippBin: string; si
     const t0 = performance.now();
     callers.window = { from: t0, to: t0 + ctx.windowSecs * 1000 };
     await sleep(ctx.windowSecs * 1000);
-    const secs = (performance.now() - t0) / 1000;
+    const t1 = performance.now();
+    const secs = (t1 - t0) / 1000;
+    const hostStalls = ctx.hostStalls.between(t0, t1);
     const stats = await bridgeStats(a);
     const bLoopRaw = await daemonLoopDelay(b);
     // As A's: the delay beyond the monitor's own 5 ms period. B's stalls are what make the
@@ -708,6 +713,7 @@ async function runStep(n: number, ctx: { a: Child; b: Child; sippBin: string; si
       machineBusyPct,
       stealPct,
       irqPct,
+      hostStalls,
       bLoop,
       memPerCallMb: (rssA - rssA0) / n,
       bMemPerCallMb: (rssB - rssB0) / n,
@@ -787,6 +793,9 @@ export async function run(): Promise<void> {
   const floor = await mediaFloor();
   log(`floor: media_path_us_per_frame ${floor.pathUs} us, media_latency p50 ${floor.p50} ms p99 ${floor.p99} ms`);
 
+  const probe = await startHostStallProbe();
+  const hostProbeRealtime = probe.realtime;
+  log(`host stalls: a sleeper thread ${hostProbeRealtime ? 'under SCHED_RR 99' : 'at normal priority (no privilege for SCHED_RR: its gaps include CPU waits)'} records every wake-up > 10 ms late`);
   const dirA = mkdtempSync(join(tmpdir(), 'callbridge-bench-bridge-a-'));
   const dirB = mkdtempSync(join(tmpdir(), 'callbridge-bench-bridge-b-'));
   const children: Child[] = [];
@@ -838,7 +847,7 @@ export async function run(): Promise<void> {
     const trunk = await api(aUrl!, aKey, 'POST', '/v1/sip-trunks', { pbx: 'generic', name: 'bench acl', inbound_auth_type: 'acl', inbound_acl: ['127.0.0.1/32'] });
     await api(aUrl!, aKey, 'POST', `/v1/sip-trunks/${trunk.id}/assignments`, { agent_id: id, alternate_number: NUMBER });
     const payloads = cyclePayloads();
-    const ctx = { a, b, sippBin: sipp.bin, sipPort: Number(sipPortText), payloads, windowSecs, rate, nodeCallers };
+    const ctx = { a, b, sippBin: sipp.bin, sipPort: Number(sipPortText), payloads, windowSecs, rate, nodeCallers, hostStalls: probe };
 
     // Warm-up, not measured (JIT, pools, the fake TTS's tone cache): every media thread compiles
     // its own code, and with 10 calls for 3 s the first step still ran half-optimized code (tick
@@ -856,10 +865,11 @@ export async function run(): Promise<void> {
           `\n  in ${s.inP50.toFixed(3)}/${s.inP99.toFixed(3)} ms, out ${s.outP50.toFixed(3)}/${s.outP99.toFixed(3)} ms (p50/p99); A loop delay p99 ${s.stats.loop.p99.toFixed(2)} ms; B loop delay p99/max ${s.bLoop.p99.toFixed(2)}/${s.bLoop.max.toFixed(2)} ms` +
           `\n  A sent on time ${(100 * s.sentOnTimeShare).toFixed(3)} % of ${s.sentFrames} frames on ${s.sendCalls} calls, send late p50/p99/max ${s.sendLateP50.toFixed(3)}/${s.sendLateP99.toFixed(3)}/${s.sendLateMax.toFixed(2)} ms, skipped ${s.skipped}, A underruns ${s.aUnderruns}` +
           `\n  heard on time ${(100 * s.heardOnTimeShare).toFixed(3)} % of ${s.heardFrames} frames, heard late p99 ${s.heardLateP99.toFixed(2)} ms, missing ${s.missing}, heard underruns ${s.heardUnderruns}; client send p99 ${s.clientSendP99.toFixed(2)} ms, client loop p99 ${s.clientLoopP99.toFixed(2)} ms${s.clientLimited ? ' (client-limited: heard figures not trustworthy to 5 ms)' : ''}` +
-          `\n  ${s.held ? 'HELD' : 'not held'}`,
+          `\n  ${s.held ? 'HELD' : 'not held'}${s.hostStalls.count > 0 ? `; the VM stalled ${s.hostStalls.count} times in the window, longest ${s.hostStalls.maxMs.toFixed(1)} ms` : ''}`,
       );
     }
   } finally {
+    await probe.stop();
     for (const c of children.reverse()) await stopChild(c);
     rmSync(dirA, { recursive: true, force: true });
     rmSync(dirB, { recursive: true, force: true });
@@ -872,7 +882,7 @@ export async function run(): Promise<void> {
       s.inP50.toFixed(3), s.inP99.toFixed(3), s.outP50.toFixed(3), s.outP99.toFixed(3),
       (100 * s.sentOnTimeShare).toFixed(3), s.sendLateP99.toFixed(3), String(s.skipped), String(s.aUnderruns),
       (100 * s.heardOnTimeShare).toFixed(3), s.heardLateP99.toFixed(2), String(s.missing), String(s.heardUnderruns), s.clientSendP99.toFixed(2),
-      `${s.held ? 'held' : 'not held'}${s.clientLimited ? ' (heard: client-limited)' : ''}`,
+      `${s.held ? 'held' : 'not held'}${s.clientLimited ? ' (heard: client-limited)' : ''}${s.hostStalls.count > 0 ? ` (host stalled ${s.hostStalls.maxMs.toFixed(0)} ms)` : ''}`,
     ]);
   }
   log(`\nper step (latency = bridge processing per frame, ms; parts: rtpIn+tickIn, msgOut+sendOut; sent = timed inside A, the verdict's; heard = at the callers' arrival, secondary; send p99 = the load generator's own pacing)\n${table(rows)}`);
@@ -881,6 +891,7 @@ export async function run(): Promise<void> {
     log(`  ${s.n}: rtpIn ${p(s.stats.rtpIn)}  tickIn ${p(s.stats.tickIn)}  msgOut ${p(s.stats.msgOut)}  sendOut ${p(s.stats.sendOut)}  send late ${s.stats.send.p50}/${s.stats.send.p99}/${s.stats.send.max} (${s.stats.send.frames})  A loop delay p50/p99/max ${s.stats.loop.p50}/${s.stats.loop.p99}/${s.stats.loop.max} ms, GC ${s.stats.gc.count} pauses ${s.stats.gc.totalMs} ms (max ${s.stats.gc.maxMs}${s.stats.gc.maxKind ? ` ${s.stats.gc.maxKind}` : ''}); client loop p99 ${s.clientLoopP99.toFixed(2)} ms`);
     const threads = (list: Step['aThreads']) =>
       list.map((t) => `${t.name}:${t.tid} ${t.cpuPct.toFixed(1)} (sys ${t.sysPct.toFixed(1)})/${t.waitPct.toFixed(1)} (${(t.runsPerSec / 1000).toFixed(1)}k runs/s, ${Math.round(t.faultsPerSec)} faults/s)`).join(', ');
+    log(`  ${s.n}: host stalls (the VM not running: a sleeper${hostProbeRealtime ? ' at SCHED_RR 99' : ' at normal priority, so CPU waits count too,'} woke > 10 ms late): ${s.hostStalls.count}, longest ${s.hostStalls.maxMs.toFixed(1)} ms, ${s.hostStalls.totalMs.toFixed(1)} ms in all`);
     log(`  ${s.n}: busy threads, CPU (of it in the kernel) / runnable but waiting for a CPU (% of the window): A ${threads(s.aThreads)}; B ${threads(s.bThreads)}`);
     if (s.stats.handoffIn?.n) log(`  ${s.n}: handoffIn ${p(s.stats.handoffIn)}`);
     for (const t of s.stats.mediaThreads ?? []) log(`  ${s.n}: media thread ${t.index}: loop delay p50/p99/max ${t.loop.p50}/${t.loop.p99}/${t.loop.max} ms, GC ${t.gc.count} pauses ${t.gc.totalMs} ms (max ${t.gc.maxMs}${t.gc.maxKind ? ` ${t.gc.maxKind}` : ''}); late frames ${t.gc.lateFrames ?? '?'}, ${t.gc.duringGc ?? '?'} of them during a GC pause of this thread, ${t.duringMainGc ?? '?'} during one of the main thread`);
@@ -904,6 +915,7 @@ export async function run(): Promise<void> {
   printFigures(`bench/bridge (PCMU, SIPp + RTP through the bridge to local/echo on an upstream voice server)`, figures);
   const met = held >= TARGET_CALLS && results.every((s) => s.n > TARGET_CALLS || (s.inP99 < 5 && s.outP99 < 5));
   log(`targets: ${TARGET_CALLS} calls held: ${held >= TARGET_CALLS ? 'met' : 'NOT MET'} (${held}); added latency p99 < 5 ms per direction up to ${TARGET_CALLS}: ${met || results.every((s) => s.inP99 < 5 && s.outP99 < 5) ? 'met' : 'NOT MET'}`);
+  if (results.some((s) => s.hostStalls.count > 0)) log('note: host stalls: in the steps marked so, the whole VM stopped running for a while (no thread inside it can be that late); a miss there is not evidence against the bridge, but the verdict still counts it');
   if (results.some((s) => s.clientLimited)) log('note: client-limited steps: the load generator (SIPp + the RTP callers in this process) could not keep its own 5 ms pacing; their heard misses are not evidence against the bridge (the verdict uses A\'s sent-on-time figures only)');
 }
 
