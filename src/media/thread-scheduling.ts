@@ -11,6 +11,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import { readdirSync, readlinkSync } from 'node:fs';
+import { isMainThread } from 'node:worker_threads';
 
 /** The calling thread's kernel id (from /proc/thread-self), or null where there is no such file. */
 export function kernelThreadId(): number | null {
@@ -73,18 +74,20 @@ export function scheduleProcessThreads(priorities: { main: number; media: number
     }
   }
   const highest = Math.max(priorities.main, priorities.media);
-  if (highest > 0 && main !== null) {
+  // Only from the process's main thread: elsewhere (a daemon in a test worker) the other threads
+  // are not Node's helpers.
+  if (highest > 0 && main !== null && isMainThread) {
     const priority = Math.max(1, highest - 1);
     const helpers = helperThreadIds(main);
     try {
       for (const tid of helpers) setRoundRobin(tid, priority);
       log.info({ priority, threads: helpers.length }, "Node's helper threads real-time (SCHED_RR), below the daemon's own");
     } catch (err) {
-      log.warn({ priority, reason: (err as Error).message.split('\n')[0] }, "could not make Node's helper threads real-time; a media thread's GC may wait for them");
+      log.warn({ priority, reason: (err as Error).message.split('\n')[0] }, "could not make Node's helper threads real-time; a real-time thread's GC may wait for them");
     }
   }
   if ((priorities.main > 0 || priorities.media > 0) && !process.execArgv.includes('--single-threaded-gc')) {
-    log.warn({}, 'real-time threads without --single-threaded-gc: their garbage collection waits for V8 helper threads at normal priority; start node with --single-threaded-gc');
+    log.warn({}, 'real-time threads without --single-threaded-gc: their garbage collection is shared out to V8\'s helper threads and waits for them; start node with --single-threaded-gc');
   }
 }
 
