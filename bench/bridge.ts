@@ -47,7 +47,9 @@
  *     main thread (its event loop) as % of a core, B's CPU and the whole machine's busy share
  *     (/proc/stat), this process's CPU, both SIPp processes' CPU. Below the table, per busy thread
  *     of A and B (>= 5 % of a core): its CPU and the time it was runnable but waiting for a CPU
- *     (/proc/<pid>/task/<tid>/schedstat), % of the window: whether a late frame waited for a CPU.
+ *     (/proc/<pid>/task/<tid>/schedstat), % of the window: whether a late frame waited for a CPU;
+ *     its minor page faults per second. Host stalls: times the whole VM did not run (a SCHED_RR 99
+ *     sleeper in this process woke > 10 ms late, bench/lib/host-stall-probe.ts).
  *   - memory per call: (A's VmRSS with N calls up - A's VmRSS idle before the step) / N.
  *   - bridge-added latency: the bridge's own processing per frame, timed inside A (see
  *     bench/bridge-server.ts): in = RTP receive (parse, jitter-buffer insert) + the 20 ms tick
@@ -794,8 +796,7 @@ export async function run(): Promise<void> {
   log(`floor: media_path_us_per_frame ${floor.pathUs} us, media_latency p50 ${floor.p50} ms p99 ${floor.p99} ms`);
 
   const probe = await startHostStallProbe();
-  const hostProbeRealtime = probe.realtime;
-  log(`host stalls: a sleeper thread ${hostProbeRealtime ? 'under SCHED_RR 99' : 'at normal priority (no privilege for SCHED_RR: its gaps include CPU waits)'} records every wake-up > 10 ms late`);
+  log(`host stalls: a sleeper thread ${probe.realtime ? 'under SCHED_RR 99' : 'at normal priority (no privilege for SCHED_RR: its gaps include CPU waits)'} records every wake-up > 10 ms late`);
   const dirA = mkdtempSync(join(tmpdir(), 'callbridge-bench-bridge-a-'));
   const dirB = mkdtempSync(join(tmpdir(), 'callbridge-bench-bridge-b-'));
   const children: Child[] = [];
@@ -891,7 +892,7 @@ export async function run(): Promise<void> {
     log(`  ${s.n}: rtpIn ${p(s.stats.rtpIn)}  tickIn ${p(s.stats.tickIn)}  msgOut ${p(s.stats.msgOut)}  sendOut ${p(s.stats.sendOut)}  send late ${s.stats.send.p50}/${s.stats.send.p99}/${s.stats.send.max} (${s.stats.send.frames})  A loop delay p50/p99/max ${s.stats.loop.p50}/${s.stats.loop.p99}/${s.stats.loop.max} ms, GC ${s.stats.gc.count} pauses ${s.stats.gc.totalMs} ms (max ${s.stats.gc.maxMs}${s.stats.gc.maxKind ? ` ${s.stats.gc.maxKind}` : ''}); client loop p99 ${s.clientLoopP99.toFixed(2)} ms`);
     const threads = (list: Step['aThreads']) =>
       list.map((t) => `${t.name}:${t.tid} ${t.cpuPct.toFixed(1)} (sys ${t.sysPct.toFixed(1)})/${t.waitPct.toFixed(1)} (${(t.runsPerSec / 1000).toFixed(1)}k runs/s, ${Math.round(t.faultsPerSec)} faults/s)`).join(', ');
-    log(`  ${s.n}: host stalls (the VM not running: a sleeper${hostProbeRealtime ? ' at SCHED_RR 99' : ' at normal priority, so CPU waits count too,'} woke > 10 ms late): ${s.hostStalls.count}, longest ${s.hostStalls.maxMs.toFixed(1)} ms, ${s.hostStalls.totalMs.toFixed(1)} ms in all`);
+    log(`  ${s.n}: host stalls (the VM not running: a sleeper${probe.realtime ? ' at SCHED_RR 99' : ' at normal priority, so CPU waits count too,'} woke > 10 ms late): ${s.hostStalls.count}, longest ${s.hostStalls.maxMs.toFixed(1)} ms, ${s.hostStalls.totalMs.toFixed(1)} ms in all`);
     log(`  ${s.n}: busy threads, CPU (of it in the kernel) / runnable but waiting for a CPU (% of the window): A ${threads(s.aThreads)}; B ${threads(s.bThreads)}`);
     if (s.stats.handoffIn?.n) log(`  ${s.n}: handoffIn ${p(s.stats.handoffIn)}`);
     for (const t of s.stats.mediaThreads ?? []) log(`  ${s.n}: media thread ${t.index}: loop delay p50/p99/max ${t.loop.p50}/${t.loop.p99}/${t.loop.max} ms, GC ${t.gc.count} pauses ${t.gc.totalMs} ms (max ${t.gc.maxMs}${t.gc.maxKind ? ` ${t.gc.maxKind}` : ''}); late frames ${t.gc.lateFrames ?? '?'}, ${t.gc.duringGc ?? '?'} of them during a GC pause of this thread, ${t.duringMainGc ?? '?'} during one of the main thread`);
