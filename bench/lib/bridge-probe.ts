@@ -156,10 +156,9 @@ export function installBridgeProbe(rtpMin: number, workerOrigins?: Map<number, n
     return inboundTick.call(this, nowMs);
   };
   const wsSend = WebSocket.prototype.send;
-  // The bridge sends input_audio as bytes (worker-voice-link.ts), once as a string.
+  // The bridge sends input_audio as bytes on either thread (src/bridge/voice-frames.ts inputAudioMessage).
   const inputHead = Buffer.from('{"type":"input_audio"');
-  const isInputAudio = (data: unknown) =>
-    typeof data === 'string' ? data.startsWith('{"type":"input_audio"') : Buffer.isBuffer(data) && data.compare(inputHead, 0, inputHead.length, 0, inputHead.length) === 0;
+  const isInputAudio = (data: unknown) => Buffer.isBuffer(data) && data.compare(inputHead, 0, inputHead.length, 0, inputHead.length) === 0;
   WebSocket.prototype.send = function (this: WebSocket, data: unknown, ...rest: unknown[]) {
     const r = (wsSend as (...a: unknown[]) => void).call(this, data, ...rest);
     if (tickStart >= 0 && isInputAudio(data)) {
