@@ -14,7 +14,8 @@
  *     thread's SCHED_RR priority, the runtime's pacing lead and chunk (diagnostics)
  * HTTP on 127.0.0.1 with an OS-chosen port, SIP off, log level warn. Prints `LISTENING <url>`
  * once it listens; SIGUSR2: prints `LOOPDELAY {...}`, the event loop's delay since the last
- * SIGUSR2 (the one addition to the daemon: a 5 ms histogram timer); SIGTERM or
+ * SIGUSR2 (the one addition to the daemon: a 5 ms histogram timer) and `ttsFirst`, the TTS
+ * requests' wait for their first audio since then (p50/p99/max ms, n); SIGTERM or
  * SIGINT: drain (1 s) and exit.
  */
 import { monitorEventLoopDelay } from 'node:perf_hooks';
@@ -23,6 +24,7 @@ import { createLogger } from '../src/log.ts';
 import { startDaemon } from '../src/main.ts';
 import { createAgentRuntimeFactory, runtimeDepsFromConfig } from '../src/agent/runtime-factory.ts';
 import { OpenAiSpeechProvider } from '../src/agent/providers/tts/openai.ts';
+import type { TtsProvider } from '../src/agent/providers/types.ts';
 
 const dataDir = process.env.BENCH_SESSION_DATA_DIR;
 const ttsUrl = process.env.BENCH_SESSION_TTS_URL;
@@ -41,7 +43,25 @@ const config = loadConfig(
   {},
 );
 const logger = createLogger('warn');
-const tts = new OpenAiSpeechProvider({ baseUrl: ttsUrl, name: 'provider_1' });
+const speech = new OpenAiSpeechProvider({ baseUrl: ttsUrl, name: 'provider_1' });
+// Each synthesis's wait for its first audio (ms), for SIGUSR2's report: the fake TTS answers at
+// once, so a long wait here is the machine keeping the fake or this process off a CPU, and the
+// agent's audio can run dry behind it.
+let ttsFirstMs: number[] = [];
+const tts: TtsProvider = {
+  name: speech.name,
+  async *synthesize(request) {
+    const t0 = performance.now();
+    let first = true;
+    for await (const pcm of speech.synthesize(request)) {
+      if (first) {
+        first = false;
+        if (ttsFirstMs.length < 100_000) ttsFirstMs.push(performance.now() - t0);
+      }
+      yield pcm;
+    }
+  },
+};
 const leadMs = process.env.BENCH_SESSION_LEAD_MS ? Number(process.env.BENCH_SESSION_LEAD_MS) : undefined;
 const chunkMs = process.env.BENCH_SESSION_CHUNK_MS ? Number(process.env.BENCH_SESSION_CHUNK_MS) : undefined;
 const runtimeFactory = createAgentRuntimeFactory(
@@ -51,13 +71,17 @@ const daemon = await startDaemon(config, logger, () => {}, { runtimeFactory });
 process.stdout.write(`LISTENING ${daemon.url}\n`);
 
 // The event loop's delay (how late a 5 ms timer fires), for the bench's step table: SIGUSR2 prints
-// `LOOPDELAY {"p50","p99","max"}` (ms) for the time since the previous SIGUSR2 and starts over.
+// `LOOPDELAY {"p50","p99","max","ttsFirst"}` (ms) for the time since the previous SIGUSR2 and starts over.
 const loop = monitorEventLoopDelay({ resolution: 5 });
 loop.enable();
 process.on('SIGUSR2', () => {
   const ms = (ns: number) => Number((ns / 1e6).toFixed(2));
-  process.stdout.write(`LOOPDELAY ${JSON.stringify({ p50: ms(loop.percentile(50)), p99: ms(loop.percentile(99)), max: ms(loop.max) })}\n`);
+  const first = ttsFirstMs.sort((a, b) => a - b);
+  const at = (q: number) => Number((first[Math.min(first.length - 1, Math.floor(q * first.length))] ?? 0).toFixed(2));
+  const ttsFirst = { n: first.length, p50: at(0.5), p99: at(0.99), max: at(1) };
+  process.stdout.write(`LOOPDELAY ${JSON.stringify({ p50: ms(loop.percentile(50)), p99: ms(loop.percentile(99)), max: ms(loop.max), ttsFirst })}\n`);
   loop.reset();
+  ttsFirstMs = [];
 });
 
 let stopping = false;

@@ -8,7 +8,7 @@
  * - stopChild: SIGTERM by PID, SIGKILL 5 s later. Idempotent. Never by name.
  * - cpuSeconds / threadCpuSeconds: user + system CPU seconds from /proc (Linux; NaN elsewhere).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -37,6 +37,15 @@ export function startChild(name: string, args: string[], env: Record<string, str
   const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
   proc.once('error', (err) => keep(Buffer.from(`\nspawn failed: ${err.message}\n`)));
   return { name, proc, exited, output: () => redact(tail) };
+}
+
+/**
+ * Every thread of process `pid` under SCHED_RR at `priority` (util-linux chrt --all-tasks); the
+ * threads it starts later inherit it.
+ * @throws Error when chrt is missing or the kernel refuses (no privilege).
+ */
+export function roundRobinProcess(pid: number, priority: number): void {
+  execFileSync('chrt', ['--all-tasks', '--rr', '--pid', String(priority), String(pid)], { stdio: ['ignore', 'ignore', 'pipe'], timeout: 5000 });
 }
 
 const redact = (text: string): string => text.replace(/cbk_[A-Za-z0-9_-]+/g, 'cbk_<redacted>');
@@ -126,6 +135,8 @@ export interface LoopDelay {
   p50: number;
   p99: number;
   max: number;
+  /** bench/session-server.ts only: each TTS request's wait for its first audio, ms. */
+  ttsFirst?: { n: number; p50: number; p99: number; max: number };
 }
 
 /** A voice daemon's event-loop delay since the last call (bench/session-server.ts, SIGUSR2). */
