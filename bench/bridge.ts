@@ -145,7 +145,7 @@ import { join } from 'node:path';
 import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import { pathToFileURL } from 'node:url';
 import { openStore } from '../src/store/index.ts';
-import { kernelThreadId, setRoundRobin } from '../src/media/thread-scheduling.ts';
+import { kernelRtThrottling, kernelThreadId, setRoundRobin } from '../src/media/thread-scheduling.ts';
 import { createCodec } from '../src/media/codecs.ts';
 import { startHostStallProbe, type HostStalls } from './lib/host-stall-probe.ts';
 import { cpuSeconds, daemonLoopDelay, mainThreadCpuSeconds, ROOT, roundRobinProcess, running, startChild, statCpuSplit, stopChild, waitForLine, type Child, type LoopDelay } from './lib/child.ts';
@@ -887,7 +887,7 @@ export async function run(): Promise<void> {
           `\n  in ${s.inP50.toFixed(3)}/${s.inP99.toFixed(3)} ms, out ${s.outP50.toFixed(3)}/${s.outP99.toFixed(3)} ms (p50/p99); A loop delay p99 ${s.stats.loop.p99.toFixed(2)} ms; B loop delay p99/max ${s.bLoop.p99.toFixed(2)}/${s.bLoop.max.toFixed(2)} ms${s.bLoop.ttsFirst ? `; B's TTS first audio p50/p99/max ${s.bLoop.ttsFirst.p50}/${s.bLoop.ttsFirst.p99}/${s.bLoop.ttsFirst.max} ms (${s.bLoop.ttsFirst.n} requests)` : ''}` +
           `\n  A sent on time ${(100 * s.sentOnTimeShare).toFixed(3)} % of ${s.sentFrames} frames on ${s.sendCalls} calls, send late p50/p99/max ${s.sendLateP50.toFixed(3)}/${s.sendLateP99.toFixed(3)}/${s.sendLateMax.toFixed(2)} ms, skipped ${s.skipped}, A underruns ${s.aUnderruns}` +
           `\n  heard on time ${(100 * s.heardOnTimeShare).toFixed(3)} % of ${s.heardFrames} frames, heard late p99 ${s.heardLateP99.toFixed(2)} ms, missing ${s.missing}, heard underruns ${s.heardUnderruns}; client send p99 ${s.clientSendP99.toFixed(2)} ms, client loop p99 ${s.clientLoopP99.toFixed(2)} ms${s.clientLimited ? ' (client-limited: heard figures not trustworthy to 5 ms)' : ''}` +
-          `\n  ${s.held ? 'HELD' : 'not held'}${s.hostStalls.count > 0 ? `; the VM stalled ${s.hostStalls.count} times in the window, longest ${s.hostStalls.maxMs.toFixed(1)} ms` : ''}`,
+          `\n  ${s.held ? 'HELD' : 'not held'}${s.hostStalls.count > 0 ? `; the VM stalled (or real-time throttling: see the header) ${s.hostStalls.count} times in the window, longest ${s.hostStalls.maxMs.toFixed(1)} ms` : ''}`,
       );
     }
   } finally {
@@ -937,7 +937,7 @@ export async function run(): Promise<void> {
   printFigures(`bench/bridge (PCMU, SIPp + RTP through the bridge to local/echo on an upstream voice server)`, figures);
   const met = held >= TARGET_CALLS && results.every((s) => s.n > TARGET_CALLS || (s.inP99 < 5 && s.outP99 < 5));
   log(`targets: ${TARGET_CALLS} calls held: ${held >= TARGET_CALLS ? 'met' : 'NOT MET'} (${held}); added latency p99 < 5 ms per direction up to ${TARGET_CALLS}: ${met || results.every((s) => s.inP99 < 5 && s.outP99 < 5) ? 'met' : 'NOT MET'}`);
-  if (results.some((s) => s.hostStalls.count > 0)) log('note: host stalls: in the steps marked so, the whole VM stopped running for a while (no thread inside it can be that late); a miss there is not evidence against the bridge, but the verdict still counts it');
+  if (results.some((s) => s.hostStalls.count > 0)) log('note: host stalls: in the steps marked so, the whole VM stopped running for a while (no thread inside it can be that late), or, while the kernel throttles real-time threads (header), they were throttled; a miss there is not evidence against the bridge\'s code, but the verdict still counts it');
   if (results.some((s) => s.clientLimited)) log('note: client-limited steps: the load generator (SIPp + the RTP callers in this process) could not keep its own 5 ms pacing; their heard misses are not evidence against the bridge (the verdict uses A\'s sent-on-time figures only)');
 }
 
@@ -1032,15 +1032,11 @@ function bridgeScenario(media: 'bench' | 'sipp'): string {
 
 /** The kernel's real-time throttling (sched_rt_runtime_us of sched_rt_period_us), for the header. */
 function rtThrottling(): string {
-  try {
-    const runtime = Number(readFileSync('/proc/sys/kernel/sched_rt_runtime_us', 'utf8'));
-    const period = Number(readFileSync('/proc/sys/kernel/sched_rt_period_us', 'utf8'));
-    return runtime < 0
-      ? 'real-time throttling off (sched_rt_runtime_us -1)'
-      : `real-time threads throttled beyond ${((100 * runtime) / period).toFixed(0)} % of a CPU per ${period / 1000} ms (sched_rt_runtime_us ${runtime})`;
-  } catch {
-    return 'real-time throttling unknown (no /proc/sys/kernel/sched_rt_*)';
-  }
+  const t = kernelRtThrottling();
+  if (t === null) return 'real-time throttling unknown (no /proc/sys/kernel/sched_rt_*)';
+  return t.runtimeUs < 0
+    ? 'real-time throttling off (sched_rt_runtime_us -1)'
+    : `real-time threads throttled beyond ${((100 * t.runtimeUs) / t.periodUs).toFixed(0)} % of a CPU per ${t.periodUs / 1000} ms (sched_rt_runtime_us ${t.runtimeUs}): the stall probe cannot tell that from the VM not running (set -1 to rule it out)`;
 }
 
 interface CallerSippOptions {

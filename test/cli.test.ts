@@ -173,6 +173,10 @@ describe('callbridge CLI', () => {
           expect(out).toContain("could not make Node's helper threads real-time");
         }
         expect(out.includes('without --single-threaded-gc')).toBe(!flag);
+        // The kernel's real-time throttling, warned about while it can stop the media threads.
+        const rtRuntime = Number(readFileSync('/proc/sys/kernel/sched_rt_runtime_us', 'utf8'));
+        const rtPeriod = Number(readFileSync('/proc/sys/kernel/sched_rt_period_us', 'utf8'));
+        expect(out.includes('the kernel throttles real-time threads')).toBe(rtRuntime >= 0 && rtRuntime < rtPeriod);
       } finally {
         child.kill('SIGTERM');
       }

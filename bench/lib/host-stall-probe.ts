@@ -5,7 +5,10 @@
  * (this VM reports no steal time). perf found one: 80 ms with no context switch on either vCPU
  * during a 100-call window, no events lost, and both media threads 103 ms late at once
  * (docs/benchmarks.md). A step that misses during one is reported as such; the verdict is not
- * changed by it.
+ * changed by it. One thing inside the VM can hold it off: the kernel's real-time throttling
+ * (sched_rt_runtime_us >= 0), which stops every real-time thread on a CPU, this one included, once
+ * they have used their share of that CPU (perf: this thread and a media thread runnable 42 ms
+ * while their CPU ran idle and a normal task); bench/bridge prints the setting.
  *
  * Without the privilege the thread runs at normal priority and its gaps include waiting for a
  * CPU; `realtime` says which.

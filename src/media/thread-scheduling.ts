@@ -10,7 +10,7 @@
  * under SCHED_RR they waited 0.2-0.3 % and sent 99.56-99.99 % on time (docs/media-workers.md).
  */
 import { execFileSync } from 'node:child_process';
-import { readdirSync, readlinkSync } from 'node:fs';
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { isMainThread } from 'node:worker_threads';
 
 /** The calling thread's kernel id (from /proc/thread-self), or null where there is no such file. */
@@ -86,8 +86,36 @@ export function scheduleProcessThreads(priorities: { main: number; media: number
       log.warn({ priority, reason: (err as Error).message.split('\n')[0] }, "could not make Node's helper threads real-time; a real-time thread's GC may wait for them");
     }
   }
+  const throttling = priorities.main > 0 || priorities.media > 0 ? kernelRtThrottling() : null;
+  if (throttling !== null && throttling.runtimeUs >= 0 && throttling.runtimeUs < throttling.periodUs) {
+    const stopMs = (throttling.periodUs - throttling.runtimeUs) / 1000;
+    log.warn(
+      { sched_rt_runtime_us: throttling.runtimeUs, sched_rt_period_us: throttling.periodUs },
+      `the kernel throttles real-time threads: once they have used ${throttling.runtimeUs / 1000} ms of a CPU in ${throttling.periodUs / 1000} ms they stop for the rest of it (up to ${stopMs} ms); for media that must not stop, set sysctl kernel.sched_rt_runtime_us=-1 (docs/media-workers.md)`,
+    );
+  }
   if ((priorities.main > 0 || priorities.media > 0) && !process.execArgv.includes('--single-threaded-gc')) {
     log.warn({}, 'real-time threads without --single-threaded-gc: their garbage collection is shared out to V8\'s helper threads and waits for them; start node with --single-threaded-gc');
+  }
+}
+
+/**
+ * The kernel's real-time bandwidth limit (sched_rt_runtime_us of every sched_rt_period_us; runtime
+ * -1: none), or null where /proc has no such files.
+ *
+ * Why the daemon looks: with the default 950 ms per 1 s, real-time threads that have used 95 % of a
+ * CPU within a second stop on that CPU for the rest of it. perf caught it at 200 calls on 2 vCPUs:
+ * a SCHED_RR 99 thread and a media thread runnable for 42 ms while that CPU ran idle and a
+ * normal-priority task. Kernels since 6.12 keep 5 % for normal tasks with the deadline fair server
+ * whatever this setting, which makes -1 safe there (docs/media-workers.md).
+ */
+export function kernelRtThrottling(read: (path: string) => string = (path) => readFileSync(path, 'utf8')): { runtimeUs: number; periodUs: number } | null {
+  try {
+    const runtimeUs = Number(read('/proc/sys/kernel/sched_rt_runtime_us').trim());
+    const periodUs = Number(read('/proc/sys/kernel/sched_rt_period_us').trim());
+    return Number.isInteger(runtimeUs) && Number.isInteger(periodUs) && periodUs > 0 ? { runtimeUs, periodUs } : null;
+  } catch {
+    return null;
   }
 }
 
