@@ -1,36 +1,50 @@
 /**
- * Host stalls: times the whole VM did not run. A thread sleeps 1 ms at a time, under SCHED_RR 99
- * when the bench may (root), and records every wake-up more than STALL_MS late. Nothing inside
- * the VM can hold off such a thread that long, so a gap is the hypervisor not running the vCPUs
- * (this VM reports no steal time). perf found one: 80 ms with no context switch on either vCPU
- * during a 100-call window, no events lost, and both media threads 103 ms late at once
- * (docs/benchmarks.md). A step that misses during one is reported as such; the verdict is not
- * changed by it. One thing inside the VM can hold it off: the kernel's real-time throttling
- * (sched_rt_runtime_us >= 0), which stops every real-time thread on a CPU, this one included, once
- * they have used their share of that CPU (perf: this thread and a media thread runnable 42 ms
- * while their CPU ran idle and a normal task); bench/bridge prints the setting.
+ * CPU stalls: times a CPU did not run a real-time thread that wanted it. One sleeper thread per
+ * CPU, pinned to it (util-linux taskset), under SCHED_RR 99 when the bench may (root), wakes every
+ * 1 ms and records each wake-up more than STALL_MS late. No thread of the bench or the daemon can
+ * hold off such a thread; what can:
+ *   - the hypervisor not running that vCPU (this VM reports no steal time): perf found the whole
+ *     VM without a context switch for 80 ms, both media threads 103 ms late at once, and later one
+ *     vCPU alone silent for 7 ms while the other ran idle with a media thread queued on the
+ *     silent one (which a single unpinned sleeper does not see: it runs on the other CPU);
+ *   - kernel work that cannot be preempted (this kernel runs preempt=none): perf found kdamond
+ *     (the VM's memory monitor) running 2-6 ms on a CPU at a time, a virtio-vsock kworker 6.7 ms;
+ *   - the kernel's real-time throttling while sched_rt_runtime_us >= 0 (bench/bridge prints it):
+ *     perf found this thread and a media thread runnable 42 ms while their CPU ran idle.
+ * A step that misses during one is reported as such; the verdict is not changed by it
+ * (docs/benchmarks.md).
  *
- * Without the privilege the thread runs at normal priority and its gaps include waiting for a
+ * Without the privilege the threads run at normal priority and their gaps include waiting for a
  * CPU; `realtime` says which.
  */
+import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
 
-/** A wake-up later than this counts. The sleeper is on time to ~0.1 ms otherwise (cyclictest: 6 ms worst idle). */
-const STALL_MS = 10;
+/**
+ * A wake-up later than this counts: less than the 5 ms a frame may be late, more than the
+ * sleeper's own lateness on a busy machine (~0.1 ms; cyclictest: 6 ms worst on an idle one, the
+ * vCPU waking from halt).
+ */
+export const STALL_MS = 4;
 const SLOTS = 4096;
 
 const WORKER = `
 const { workerData, parentPort } = require('node:worker_threads');
 const { execFileSync } = require('node:child_process');
 const { readlinkSync } = require('node:fs');
-const { stop, count, log } = workerData;
+const { stop, count, log, cpu } = workerData;
+const tid = readlinkSync('/proc/thread-self').split('/').pop();
+let pinned = false;
+try {
+  execFileSync('taskset', ['--pid', '--cpu-list', String(cpu), tid], { stdio: 'ignore', timeout: 5000 });
+  pinned = true;
+} catch {}
 let realtime = false;
 try {
-  const tid = readlinkSync('/proc/thread-self').split('/').pop();
   execFileSync('chrt', ['--rr', '--pid', '99', tid], { stdio: 'ignore', timeout: 5000 });
   realtime = true;
 } catch {}
-parentPort.postMessage({ realtime });
+parentPort.postMessage({ realtime, pinned });
 const nap = new Int32Array(new SharedArrayBuffer(4));
 let prev = performance.now();
 while (Atomics.load(stop, 0) === 0) {
@@ -48,25 +62,48 @@ while (Atomics.load(stop, 0) === 0) {
 `;
 
 export interface HostStalls {
-  /** Whether the probe runs under SCHED_RR 99 (else its gaps include CPU waits). */
+  /** Whether the sleepers run under SCHED_RR 99 (else their gaps include CPU waits). */
   readonly realtime: boolean;
-  /** Stalls that began in [fromMs, toMs) (this thread's performance.now()). */
+  /** Whether each sleeper is pinned to its CPU (else a stall of one vCPU may go unseen). */
+  readonly pinned: boolean;
+  /** Sleepers, one per CPU. */
+  readonly cpus: number;
+  /** Stalls that began in [fromMs, toMs) (this thread's performance.now()), all CPUs. */
   between(fromMs: number, toMs: number): { count: number; maxMs: number; totalMs: number };
   stop(): Promise<void>;
 }
 
 export async function startHostStallProbe(): Promise<HostStalls> {
+  const probes = await Promise.all(Array.from({ length: availableParallelism() }, (_, cpu) => startSleeper(cpu)));
+  return {
+    realtime: probes.every((p) => p.realtime),
+    pinned: probes.every((p) => p.pinned),
+    cpus: probes.length,
+    between(fromMs, toMs) {
+      const all = probes.map((p) => p.between(fromMs, toMs));
+      return { count: all.reduce((n, x) => n + x.count, 0), maxMs: Math.max(0, ...all.map((x) => x.maxMs)), totalMs: all.reduce((t, x) => t + x.totalMs, 0) };
+    },
+    async stop() {
+      await Promise.all(probes.map((p) => p.stop()));
+    },
+  };
+}
+
+/** One sleeper pinned to `cpu`. */
+async function startSleeper(cpu: number): Promise<HostStalls> {
   const stop = new Int32Array(new SharedArrayBuffer(4));
   const count = new Int32Array(new SharedArrayBuffer(4));
   const log = new Float64Array(new SharedArrayBuffer(8 * 2 * SLOTS));
-  const worker = new Worker(WORKER, { eval: true, workerData: { stop, count, log } });
+  const worker = new Worker(WORKER, { eval: true, workerData: { stop, count, log, cpu } });
   worker.unref();
-  const { realtime } = await new Promise<{ realtime: boolean }>((resolve, reject) => {
+  const { realtime, pinned } = await new Promise<{ realtime: boolean; pinned: boolean }>((resolve, reject) => {
     worker.once('message', resolve);
     worker.once('error', reject);
   });
   return {
     realtime,
+    pinned,
+    cpus: 1,
     between(fromMs, toMs) {
       let n = 0;
       let maxMs = 0;
