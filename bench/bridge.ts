@@ -1056,7 +1056,7 @@ function rtThrottling(): string {
   if (t === null) return 'real-time throttling unknown (no /proc/sys/kernel/sched_rt_*)';
   return t.runtimeUs < 0
     ? 'real-time throttling off (sched_rt_runtime_us -1)'
-    : `real-time threads throttled beyond ${((100 * t.runtimeUs) / t.periodUs).toFixed(0)} % of a CPU per ${t.periodUs / 1000} ms (sched_rt_runtime_us ${t.runtimeUs}): the stall probe cannot tell that from the VM not running (set -1 to rule it out)`;
+    : `real-time threads throttled beyond ${((100 * t.runtimeUs) / t.periodUs).toFixed(0)} % of a CPU per ${t.periodUs / 1000} ms (sched_rt_runtime_us ${t.runtimeUs}); the stall probe counts those stops too (-1 rules them out)`;
 }
 
 interface CallerSippOptions {
