@@ -50,7 +50,7 @@
  *     (/proc/<pid>/task/<tid>/schedstat), % of the window: whether a late frame waited for a CPU;
  *     its minor page faults per second. CPU stalls: times a CPU did not run a real-time thread
  *     that wanted it for > 4 ms (a SCHED_RR 99 sleeper pinned to each CPU woke that late: the
- *     vCPU not running, non-preemptible kernel work, RT throttling; bench/lib/host-stall-probe.ts).
+ *     vCPU not running, non-preemptible kernel work, RT throttling; bench/lib/cpu-stall-probe.ts).
  *   - memory per call: (A's VmRSS with N calls up - A's VmRSS idle before the step) / N.
  *   - bridge-added latency: the bridge's own processing per frame, timed inside A (see
  *     bench/bridge-server.ts): in = RTP receive (parse, jitter-buffer insert) + the 20 ms tick
@@ -149,7 +149,7 @@ import { pathToFileURL } from 'node:url';
 import { openStore } from '../src/store/index.ts';
 import { kernelRtThrottling, setRoundRobin } from '../src/media/thread-scheduling.ts';
 import { createCodec } from '../src/media/codecs.ts';
-import { startHostStallProbe, STALL_MS, type HostStalls } from './lib/host-stall-probe.ts';
+import { startCpuStallProbe, STALL_MS, type CpuStalls } from './lib/cpu-stall-probe.ts';
 import { cpuSeconds, daemonLoopDelay, mainThreadCpuSeconds, ROOT, roundRobinProcess, running, startChild, statCpuSplit, stopChild, waitForLine, type Child, type LoopDelay } from './lib/child.ts';
 import { printFigures, table, type Figure } from './lib/result.ts';
 import { exitMeaning, freeMediaPort, freeSipPort, freeUdpPort, sippAvailable } from '../test/interop/sipp.ts';
@@ -546,8 +546,8 @@ interface Step {
   /** Of the whole machine's time, % stolen by the hypervisor (inside machineBusyPct). */
   stealPct: number;
   irqPct: number;
-  /** Times in the window a CPU did not run a real-time thread for > STALL_MS (bench/lib/host-stall-probe.ts). */
-  hostStalls: { count: number; maxMs: number; totalMs: number };
+  /** Times in the window a CPU did not run a real-time thread for > STALL_MS (bench/lib/cpu-stall-probe.ts). */
+  cpuStalls: { count: number; maxMs: number; totalMs: number };
   /** B's event-loop delay beyond the monitor's 5 ms period, ms. */
   bLoop: LoopDelay;
   memPerCallMb: number;
@@ -582,7 +582,7 @@ interface Step {
   failed: number;
 }
 
-async function runStep(n: number, ctx: { a: Child; b: Child; sippBin: string; sipPort: number; payloads: Buffer[]; windowSecs: number; rate: number; nodeCallers: number; hostStalls: HostStalls; loadgenRealtime: number }, log: (s: string) => void): Promise<Step> {
+async function runStep(n: number, ctx: { a: Child; b: Child; sippBin: string; sipPort: number; payloads: Buffer[]; windowSecs: number; rate: number; nodeCallers: number; cpuStalls: CpuStalls; loadgenRealtime: number }, log: (s: string) => void): Promise<Step> {
   const { a, b } = ctx;
   const rssA0 = rssMb(a.proc.pid);
   const rssB0 = rssMb(b.proc.pid);
@@ -650,7 +650,7 @@ async function runStep(n: number, ctx: { a: Child; b: Child; sippBin: string; si
     await sleep(ctx.windowSecs * 1000);
     const t1 = performance.now();
     const secs = (t1 - t0) / 1000;
-    const hostStalls = ctx.hostStalls.between(t0, t1);
+    const cpuStalls = ctx.cpuStalls.between(t0, t1);
     const stats = await bridgeStats(a);
     const bLoopRaw = await daemonLoopDelay(b);
     // As A's: the delay beyond the monitor's own 5 ms period. B's stalls are what make the
@@ -722,7 +722,7 @@ async function runStep(n: number, ctx: { a: Child; b: Child; sippBin: string; si
       machineBusyPct,
       stealPct,
       irqPct,
-      hostStalls,
+      cpuStalls,
       bLoop,
       memPerCallMb: (rssA - rssA0) / n,
       bMemPerCallMb: (rssB - rssB0) / n,
@@ -813,7 +813,7 @@ export async function run(): Promise<void> {
   const floor = await mediaFloor();
   log(`floor: media_path_us_per_frame ${floor.pathUs} us, media_latency p50 ${floor.p50} ms p99 ${floor.p99} ms`);
 
-  const probe = await startHostStallProbe();
+  const probe = await startCpuStallProbe();
   log(`CPU stalls: a sleeper thread per CPU${probe.pinned ? ', pinned to it,' : ' (not pinned: no taskset)'} ${probe.realtime ? 'under SCHED_RR 99' : 'at normal priority (no privilege for SCHED_RR: its gaps include CPU waits)'} records every wake-up > ${STALL_MS} ms late: the vCPU not running, non-preemptible kernel work, or RT throttling`);
   log(`kernel: ${rtThrottling()}`);
   const dirA = mkdtempSync(join(tmpdir(), 'callbridge-bench-bridge-a-'));
@@ -871,11 +871,8 @@ export async function run(): Promise<void> {
     const trunk = await api(aUrl!, aKey, 'POST', '/v1/sip-trunks', { pbx: 'generic', name: 'bench acl', inbound_auth_type: 'acl', inbound_acl: ['127.0.0.1/32'] });
     await api(aUrl!, aKey, 'POST', `/v1/sip-trunks/${trunk.id}/assignments`, { agent_id: id, alternate_number: NUMBER });
     const payloads = cyclePayloads();
-    const ctx = { a, b, sippBin: sipp.bin, sipPort: Number(sipPortText), payloads, windowSecs, rate, nodeCallers, hostStalls: probe, loadgenRealtime };
+    const ctx = { a, b, sippBin: sipp.bin, sipPort: Number(sipPortText), payloads, windowSecs, rate, nodeCallers, cpuStalls: probe, loadgenRealtime };
 
-    // Warm-up, not measured (JIT, pools, the fake TTS's tone cache): every media thread compiles
-    // its own code, and with 10 calls for 3 s the first step still ran half-optimized code (tick
-    // sections up to 14 ms). A daemon's steady state is what the steps measure.
     if (loadgenRealtime > 0) {
       // This process's main thread plays the K callers; its helper threads (V8's GC helpers) go
       // along, or the main thread's GC waits for them and they run from the fair server (perf:
@@ -884,6 +881,10 @@ export async function run(): Promise<void> {
       for (const tid of normalPolicyThreads()) setRoundRobin(tid, loadgenRealtime);
       log(`load generator: SIPp and this process under SCHED_RR ${loadgenRealtime} (BENCH_BRIDGE_LOADGEN_REALTIME)`);
     }
+
+    // Warm-up, not measured (JIT, pools, the fake TTS's tone cache): every media thread compiles
+    // its own code, and with 10 calls for 3 s the first step still ran half-optimized code (tick
+    // sections up to 14 ms). A daemon's steady state is what the steps measure.
     const warmCalls = envNumber('BENCH_BRIDGE_WARMUP_CALLS', 40);
     log(`warm-up: ${warmCalls} calls for 8 s ...`);
     await runStep(warmCalls, { ...ctx, windowSecs: 8 }, () => {});
@@ -897,7 +898,7 @@ export async function run(): Promise<void> {
           `\n  in ${s.inP50.toFixed(3)}/${s.inP99.toFixed(3)} ms, out ${s.outP50.toFixed(3)}/${s.outP99.toFixed(3)} ms (p50/p99); A loop delay p99 ${s.stats.loop.p99.toFixed(2)} ms; B loop delay p99/max ${s.bLoop.p99.toFixed(2)}/${s.bLoop.max.toFixed(2)} ms${s.bLoop.ttsFirst ? `; B's TTS first audio p50/p99/max ${s.bLoop.ttsFirst.p50}/${s.bLoop.ttsFirst.p99}/${s.bLoop.ttsFirst.max} ms (${s.bLoop.ttsFirst.n} requests)` : ''}` +
           `\n  A sent on time ${(100 * s.sentOnTimeShare).toFixed(3)} % of ${s.sentFrames} frames on ${s.sendCalls} calls, send late p50/p99/max ${s.sendLateP50.toFixed(3)}/${s.sendLateP99.toFixed(3)}/${s.sendLateMax.toFixed(2)} ms, skipped ${s.skipped}, A underruns ${s.aUnderruns}` +
           `\n  heard on time ${(100 * s.heardOnTimeShare).toFixed(3)} % of ${s.heardFrames} frames, heard late p99 ${s.heardLateP99.toFixed(2)} ms, missing ${s.missing}, heard underruns ${s.heardUnderruns}; client send p99 ${s.clientSendP99.toFixed(2)} ms, client loop p99 ${s.clientLoopP99.toFixed(2)} ms${s.clientLimited ? ' (client-limited: heard figures not trustworthy to 5 ms)' : ''}` +
-          `\n  ${s.held ? 'HELD' : 'not held'}${s.hostStalls.count > 0 ? `; a CPU stalled (no real-time thread could run: see the header) ${s.hostStalls.count} times in the window, longest ${s.hostStalls.maxMs.toFixed(1)} ms` : ''}`,
+          `\n  ${s.held ? 'HELD' : 'not held'}${s.cpuStalls.count > 0 ? `; a CPU stalled (no real-time thread could run: see the header) ${s.cpuStalls.count} times in the window, longest ${s.cpuStalls.maxMs.toFixed(1)} ms` : ''}`,
       );
     }
   } finally {
@@ -914,7 +915,7 @@ export async function run(): Promise<void> {
       s.inP50.toFixed(3), s.inP99.toFixed(3), s.outP50.toFixed(3), s.outP99.toFixed(3),
       (100 * s.sentOnTimeShare).toFixed(3), s.sendLateP99.toFixed(3), String(s.skipped), String(s.aUnderruns),
       (100 * s.heardOnTimeShare).toFixed(3), s.heardLateP99.toFixed(2), String(s.missing), String(s.heardUnderruns), s.clientSendP99.toFixed(2),
-      `${s.held ? 'held' : 'not held'}${s.clientLimited ? ' (heard: client-limited)' : ''}${s.hostStalls.count > 0 ? ` (CPU stalled ${s.hostStalls.maxMs.toFixed(0)} ms)` : ''}`,
+      `${s.held ? 'held' : 'not held'}${s.clientLimited ? ' (heard: client-limited)' : ''}${s.cpuStalls.count > 0 ? ` (CPU stalled ${s.cpuStalls.maxMs.toFixed(0)} ms)` : ''}`,
     ]);
   }
   log(`\nper step (latency = bridge processing per frame, ms; parts: rtpIn+tickIn, msgOut+sendOut; sent = timed inside A, the verdict's; heard = at the callers' arrival, secondary; send p99 = the load generator's own pacing)\n${table(rows)}`);
@@ -923,7 +924,7 @@ export async function run(): Promise<void> {
     log(`  ${s.n}: rtpIn ${p(s.stats.rtpIn)}  tickIn ${p(s.stats.tickIn)}  msgOut ${p(s.stats.msgOut)}  sendOut ${p(s.stats.sendOut)}  send late ${s.stats.send.p50}/${s.stats.send.p99}/${s.stats.send.max} (${s.stats.send.frames})  A loop delay p50/p99/max ${s.stats.loop.p50}/${s.stats.loop.p99}/${s.stats.loop.max} ms, GC ${s.stats.gc.count} pauses ${s.stats.gc.totalMs} ms (max ${s.stats.gc.maxMs}${s.stats.gc.maxKind ? ` ${s.stats.gc.maxKind}` : ''}); client loop p99 ${s.clientLoopP99.toFixed(2)} ms`);
     const threads = (list: Step['aThreads']) =>
       list.map((t) => `${t.name}:${t.tid} ${t.cpuPct.toFixed(1)} (sys ${t.sysPct.toFixed(1)})/${t.waitPct.toFixed(1)} (${(t.runsPerSec / 1000).toFixed(1)}k runs/s, ${Math.round(t.faultsPerSec)} faults/s)`).join(', ');
-    log(`  ${s.n}: CPU stalls (a sleeper per CPU${probe.realtime ? ' at SCHED_RR 99' : ' at normal priority, so CPU waits count too,'} woke > ${STALL_MS} ms late): ${s.hostStalls.count}, longest ${s.hostStalls.maxMs.toFixed(1)} ms, ${s.hostStalls.totalMs.toFixed(1)} ms in all`);
+    log(`  ${s.n}: CPU stalls (a sleeper per CPU${probe.realtime ? ' at SCHED_RR 99' : ' at normal priority, so CPU waits count too,'} woke > ${STALL_MS} ms late): ${s.cpuStalls.count}, longest ${s.cpuStalls.maxMs.toFixed(1)} ms, ${s.cpuStalls.totalMs.toFixed(1)} ms in all`);
     log(`  ${s.n}: busy threads, CPU (of it in the kernel) / runnable but waiting for a CPU (% of the window): A ${threads(s.aThreads)}; B ${threads(s.bThreads)}`);
     if (s.stats.handoffIn?.n) log(`  ${s.n}: handoffIn ${p(s.stats.handoffIn)}`);
     for (const t of s.stats.mediaThreads ?? []) log(`  ${s.n}: media thread ${t.index}: loop delay p50/p99/max ${t.loop.p50}/${t.loop.p99}/${t.loop.max} ms, GC ${t.gc.count} pauses ${t.gc.totalMs} ms (max ${t.gc.maxMs}${t.gc.maxKind ? ` ${t.gc.maxKind}` : ''}); late frames ${t.gc.lateFrames ?? '?'}, ${t.gc.duringGc ?? '?'} of them during a GC pause of this thread, ${t.duringMainGc ?? '?'} during one of the main thread`);
@@ -947,7 +948,7 @@ export async function run(): Promise<void> {
   printFigures(`bench/bridge (PCMU, SIPp + RTP through the bridge to local/echo on an upstream voice server)`, figures);
   const met = held >= TARGET_CALLS && results.every((s) => s.n > TARGET_CALLS || (s.inP99 < 5 && s.outP99 < 5));
   log(`targets: ${TARGET_CALLS} calls held: ${held >= TARGET_CALLS ? 'met' : 'NOT MET'} (${held}); added latency p99 < 5 ms per direction up to ${TARGET_CALLS}: ${met || results.every((s) => s.inP99 < 5 && s.outP99 < 5) ? 'met' : 'NOT MET'}`);
-  if (results.some((s) => s.hostStalls.count > 0)) log(`note: CPU stalls: in the steps marked so, a CPU ran no real-time thread for > ${STALL_MS} ms (no thread of the bridge can make a SCHED_RR 99 sleeper that late: the vCPU not running, kernel work that this kernel does not preempt, or RT throttling while it is on); a miss there is not evidence against the bridge's code, but the verdict still counts it`);
+  if (results.some((s) => s.cpuStalls.count > 0)) log(`note: CPU stalls: in the steps marked so, a CPU ran no real-time thread for > ${STALL_MS} ms (no thread of the bridge can make a SCHED_RR 99 sleeper that late: the vCPU not running, kernel work that this kernel does not preempt, or RT throttling while it is on); a miss there is not evidence against the bridge's code, but the verdict still counts it`);
   if (results.some((s) => s.clientLimited)) log('note: client-limited steps: the load generator (SIPp + the RTP callers in this process) could not keep its own 5 ms pacing; their heard misses are not evidence against the bridge (the verdict uses A\'s sent-on-time figures only)');
 }
 

@@ -61,24 +61,21 @@ while (Atomics.load(stop, 0) === 0) {
 }
 `;
 
-export interface HostStalls {
+export interface CpuStalls {
   /** Whether the sleepers run under SCHED_RR 99 (else their gaps include CPU waits). */
   readonly realtime: boolean;
   /** Whether each sleeper is pinned to its CPU (else a stall of one vCPU may go unseen). */
   readonly pinned: boolean;
-  /** Sleepers, one per CPU. */
-  readonly cpus: number;
   /** Stalls that began in [fromMs, toMs) (this thread's performance.now()), all CPUs. */
   between(fromMs: number, toMs: number): { count: number; maxMs: number; totalMs: number };
   stop(): Promise<void>;
 }
 
-export async function startHostStallProbe(): Promise<HostStalls> {
+export async function startCpuStallProbe(): Promise<CpuStalls> {
   const probes = await Promise.all(Array.from({ length: availableParallelism() }, (_, cpu) => startSleeper(cpu)));
   return {
     realtime: probes.every((p) => p.realtime),
     pinned: probes.every((p) => p.pinned),
-    cpus: probes.length,
     between(fromMs, toMs) {
       const all = probes.map((p) => p.between(fromMs, toMs));
       return { count: all.reduce((n, x) => n + x.count, 0), maxMs: Math.max(0, ...all.map((x) => x.maxMs)), totalMs: all.reduce((t, x) => t + x.totalMs, 0) };
@@ -90,7 +87,7 @@ export async function startHostStallProbe(): Promise<HostStalls> {
 }
 
 /** One sleeper pinned to `cpu`. */
-async function startSleeper(cpu: number): Promise<HostStalls> {
+async function startSleeper(cpu: number): Promise<CpuStalls> {
   const stop = new Int32Array(new SharedArrayBuffer(4));
   const count = new Int32Array(new SharedArrayBuffer(4));
   const log = new Float64Array(new SharedArrayBuffer(8 * 2 * SLOTS));
@@ -103,7 +100,6 @@ async function startSleeper(cpu: number): Promise<HostStalls> {
   return {
     realtime,
     pinned,
-    cpus: 1,
     between(fromMs, toMs) {
       let n = 0;
       let maxMs = 0;
