@@ -86,7 +86,7 @@ export function scheduleProcessThreads(priorities: { main: number; media: number
       log.warn({ priority, reason: (err as Error).message.split('\n')[0] }, "could not make Node's helper threads real-time; a real-time thread's GC may wait for them");
     }
   }
-  const throttling = priorities.main > 0 || priorities.media > 0 ? kernelRtThrottling() : null;
+  const throttling = highest > 0 ? kernelRtThrottling() : null;
   if (throttling !== null && throttling.runtimeUs >= 0 && throttling.runtimeUs < throttling.periodUs) {
     const stopMs = (throttling.periodUs - throttling.runtimeUs) / 1000;
     log.warn(
@@ -94,7 +94,7 @@ export function scheduleProcessThreads(priorities: { main: number; media: number
       `the kernel throttles real-time threads: once they have used ${throttling.runtimeUs / 1000} ms of a CPU in ${throttling.periodUs / 1000} ms they stop for the rest of it (up to ${stopMs} ms); for media that must not stop, set sysctl kernel.sched_rt_runtime_us=-1 (docs/media-workers.md)`,
     );
   }
-  if ((priorities.main > 0 || priorities.media > 0) && !process.execArgv.includes('--single-threaded-gc')) {
+  if (highest > 0 && !process.execArgv.includes('--single-threaded-gc')) {
     log.warn({}, 'real-time threads without --single-threaded-gc: their garbage collection is shared out to V8\'s helper threads and waits for them; start node with --single-threaded-gc');
   }
 }
