@@ -145,6 +145,11 @@ describe('URI comparison (RFC 3261 19.1.4)', () => {
     ['sip:carol@chicago.com', 'sip:carol@chicago.com;security=on'],
     ['sip:biloxi.com;transport=tcp;method=REGISTER?to=sip:bob%40biloxi.com', 'sip:biloxi.com;method=REGISTER;transport=tcp?to=sip:bob%40biloxi.com'],
     ['sip:alice@atlanta.com?subject=project%20x&priority=urgent', 'sip:alice@atlanta.com?priority=urgent&subject=project%20x'],
+    // A name given twice counts by its first value (what params.get and every reader of the URI
+    // see); headers by all their values in order. Found by the round-trip property below.
+    ['sip:%00@0.0.0.0;call;call=%00', 'sip:%00@0.0.0.0;call;call=%00'],
+    ['sip:a@b.example;x=1;x=2', 'sip:a@b.example;x=1'],
+    ['sip:a@b.example?h=1&h=2', 'sip:a@b.example?h=1&h=2'],
   ])('%s equals %s', (a, b) => {
     expect(eq(a, b)).toBe(true);
     expect(eq(b, a)).toBe(true);
@@ -159,24 +164,10 @@ describe('URI comparison (RFC 3261 19.1.4)', () => {
     ['sip:carol@chicago.com;security=on', 'sip:carol@chicago.com;security=off'],
     ['sip:bob@biloxi.com', 'sips:bob@biloxi.com'],
     ['sip:bob@biloxi.com', 'tel:+15551234'],
-  ])('%s differs from %s', (a, b) => {
-    expect(eq(a, b)).toBe(false);
-  });
-  // A name given twice counts by its first value (what params.get and every reader of the URI
-  // see); headers by all their values in order. Found by the round-trip property below.
-  it.each([
-    ['sip:%00@0.0.0.0;call;call=%00', 'sip:%00@0.0.0.0;call;call=%00'],
-    ['sip:a@b.example;x=1;x=2', 'sip:a@b.example;x=1'],
-    ['sip:a@b.example?h=1&h=2', 'sip:a@b.example?h=1&h=2'],
-  ])('%s equals %s (repeated names)', (a, b) => {
-    expect(eq(a, b)).toBe(true);
-    expect(eq(b, a)).toBe(true);
-  });
-  it.each([
     ['sip:a@b.example;x=1;x=2', 'sip:a@b.example;x=2'],
     ['sip:a@b.example?h=1&h=2', 'sip:a@b.example?h=2&h=1'],
     ['sip:a@b.example?h=1&h=2', 'sip:a@b.example?h=1&g=2'],
-  ])('%s differs from %s (repeated names)', (a, b) => {
+  ])('%s differs from %s', (a, b) => {
     expect(eq(a, b)).toBe(false);
   });
 });
