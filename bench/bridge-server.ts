@@ -67,13 +67,15 @@
  * starts over. Prints `LISTENING <http url> <sip port>` once up; SIGTERM/SIGINT: drain (1 s) and
  * exit.
  */
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import pino from 'pino';
 import { BroadcastChannel } from 'node:worker_threads';
 import { loadConfig } from '../src/config.ts';
 import { createLogger } from '../src/log.ts';
 import { startDaemon } from '../src/main.ts';
 import { initResamplers } from '../src/media/resampler.ts';
-import { installBridgeProbe, lateDuringGc, mergeHistograms, PROBE_CHANNEL, quantiles, type ProbeSnapshot } from './lib/bridge-probe.ts';
+import { installBridgeProbe, lateOverlapping, mergeHistograms, PROBE_CHANNEL, quantiles, type ProbeSnapshot } from './lib/bridge-probe.ts';
 
 const dataDir = process.env.BENCH_BRIDGE_DATA_DIR;
 const upstream = process.env.BENCH_BRIDGE_UPSTREAM;
@@ -149,6 +151,12 @@ async function takeWorkers(): Promise<{ snaps: ProbeSnapshot[]; threads: ThreadF
 }
 
 let statsSeq = 0;
+
+function writeLateFrames(seq: number, lateAbs: number[]): string {
+  const file = join(dataDir!, `late-frames-${seq}.json`);
+  writeFileSync(file, JSON.stringify(lateAbs));
+  return file;
+}
 process.on('SIGUSR2', () => {
   const seq = ++statsSeq;
   const own = probe.take();
@@ -170,7 +178,11 @@ process.on('SIGUSR2', () => {
       loop: own.loop,
       gc: own.gc,
       // Per media thread: its late frames that overlap a GC pause of the main thread (a stall shared across threads?).
-      mediaThreads: threads.sort((a, b) => a.index - b.index).map(({ lateAbs, ...t }) => ({ ...t, duringMainGc: lateDuringGc(lateAbs, own.gcAbs) })),
+      mediaThreads: threads.sort((a, b) => a.index - b.index).map(({ lateAbs, ...t }) => ({ ...t, duringMainGc: lateOverlapping(lateAbs, own.gcAbs).frames })),
+      // Every thread's late frames on the shared clock, [due, sent] pairs, for the bench to match
+      // against the CPU stalls it saw: in a file beside the daemon's data (too long for a line of
+      // the output, which the bench keeps as a bounded tail).
+      lateFile: writeLateFrames(seq, all.flatMap((x) => x.lateAbs)),
       mediaThreadsAnswered: snaps.length,
       active: daemon.bridge.active,
       heapUsedMb: Number((mem.heapUsed / 2 ** 20).toFixed(1)),

@@ -75,18 +75,24 @@ export function quantiles(h: RawHistogram): { n: number; p50: number; p99: numbe
   return { n: h.n, p50: q(0.5), p99: q(0.99), p999: q(0.999), max: Number(h.max.toFixed(4)) };
 }
 
-/** How many [due, sent] spans (flat pairs, in send order) overlap one of the GC pauses (flat pairs). */
-export function lateDuringGc(late: number[], gcs: number[]): number {
-  let n = 0;
+/**
+ * Of the late frames' [due, sent] spans (flat pairs, in send order), those that overlap one of
+ * the pauses (flat [start, end] pairs: GC pauses, CPU stalls): how many, and how many frames they
+ * made the caller miss (the send-side verdict's skip: one per 20 ms of lateness beyond 15 ms).
+ */
+export function lateOverlapping(late: number[], pauses: number[]): { frames: number; skipped: number } {
+  let frames = 0;
+  let skipped = 0;
   for (let i = 0; i < late.length; i += 2) {
-    for (let j = 0; j < gcs.length; j += 2) {
-      if (gcs[j]! < late[i + 1]! && gcs[j + 1]! > late[i]!) {
-        n++;
+    for (let j = 0; j < pauses.length; j += 2) {
+      if (pauses[j]! < late[i + 1]! && pauses[j + 1]! > late[i]!) {
+        frames++;
+        skipped += Math.floor((late[i + 1]! - late[i]! + ON_TIME_MS) / FRAME_MS);
         break;
       }
     }
   }
-  return n;
+  return { frames, skipped };
 }
 
 /** One thread's figures for one window. */
@@ -295,7 +301,7 @@ export function installBridgeProbe(rtpMin: number, workerOrigins?: Map<number, n
         send: { frames: send.frames, onTime: send.onTime, skipped: send.skipped, calls: send.calls },
         underruns,
         loop: { p50: delay(loop.percentile(50)), p99: delay(loop.percentile(99)), max: delay(loop.max) },
-        gc: { count: gc.count, totalMs: Number(gc.totalMs.toFixed(1)), maxMs: Number(gc.maxMs.toFixed(2)), maxKind: gc.maxKind, lateFrames: lateSpans.length / 2, duringGc: lateDuringGc(lateSpans, gcSpans) },
+        gc: { count: gc.count, totalMs: Number(gc.totalMs.toFixed(1)), maxMs: Number(gc.maxMs.toFixed(2)), maxKind: gc.maxKind, lateFrames: lateSpans.length / 2, duringGc: lateOverlapping(lateSpans, gcSpans).frames },
         lateAbs: [],
         gcAbs: [],
       };

@@ -68,7 +68,18 @@ export interface CpuStalls {
   readonly pinned: boolean;
   /** Stalls that began in [fromMs, toMs) (this thread's performance.now()), all CPUs. */
   between(fromMs: number, toMs: number): { count: number; maxMs: number; totalMs: number };
+  /**
+   * The same stalls as spans: from the sleeper's last wake-up to its late one, epoch ms (the
+   * clock the bridge's late frames are stamped on), with the CPU each was seen on.
+   */
+  spans(fromMs: number, toMs: number): StallSpan[];
   stop(): Promise<void>;
+}
+
+export interface StallSpan {
+  cpu: number;
+  startMs: number;
+  endMs: number;
 }
 
 export async function startCpuStallProbe(): Promise<CpuStalls> {
@@ -79,6 +90,9 @@ export async function startCpuStallProbe(): Promise<CpuStalls> {
     between(fromMs, toMs) {
       const all = probes.map((p) => p.between(fromMs, toMs));
       return { count: all.reduce((n, x) => n + x.count, 0), maxMs: Math.max(0, ...all.map((x) => x.maxMs)), totalMs: all.reduce((t, x) => t + x.totalMs, 0) };
+    },
+    spans(fromMs, toMs) {
+      return probes.flatMap((p) => p.spans(fromMs, toMs)).sort((x, y) => x.startMs - y.startMs);
     },
     async stop() {
       await Promise.all(probes.map((p) => p.stop()));
@@ -92,6 +106,21 @@ async function startSleeper(cpu: number): Promise<CpuStalls> {
   const count = new Int32Array(new SharedArrayBuffer(4));
   const log = new Float64Array(new SharedArrayBuffer(8 * 2 * SLOTS));
   const worker = new Worker(WORKER, { eval: true, workerData: { stop, count, log, cpu } });
+  /** Stalls that began in [fromMs, toMs) (performance.now() of this thread). */
+  const spans = (fromMs: number, toMs: number): StallSpan[] => {
+    const found: StallSpan[] = [];
+    const total = Atomics.load(count, 0);
+    for (let k = Math.max(0, total - SLOTS); k < total; k++) {
+      const i = k % SLOTS;
+      // The worker logs wall-clock milliseconds (its own performance.now() has another origin):
+      // its last wake-up, and how much later than 1 ms after it the next one came.
+      const startMs = log[2 * i]!;
+      const at = startMs - performance.timeOrigin;
+      if (at < fromMs || at >= toMs) continue;
+      found.push({ cpu, startMs, endMs: startMs + 1 + log[2 * i + 1]! });
+    }
+    return found;
+  };
   worker.unref();
   const { realtime, pinned } = await new Promise<{ realtime: boolean; pinned: boolean }>((resolve, reject) => {
     worker.once('message', resolve);
@@ -101,21 +130,11 @@ async function startSleeper(cpu: number): Promise<CpuStalls> {
     realtime,
     pinned,
     between(fromMs, toMs) {
-      let n = 0;
-      let maxMs = 0;
-      let totalMs = 0;
-      const total = Atomics.load(count, 0);
-      for (let k = Math.max(0, total - SLOTS); k < total; k++) {
-        const i = k % SLOTS;
-        // The worker logs wall-clock milliseconds (its own performance.now() has another origin).
-        const at = log[2 * i]! - performance.timeOrigin;
-        if (at < fromMs || at >= toMs) continue;
-        n++;
-        totalMs += log[2 * i + 1]!;
-        maxMs = Math.max(maxMs, log[2 * i + 1]!);
-      }
-      return { count: n, maxMs, totalMs };
+      const found = spans(fromMs, toMs);
+      const lengths = found.map((x) => x.endMs - x.startMs - 1);
+      return { count: found.length, maxMs: Math.max(0, ...lengths), totalMs: lengths.reduce((t, x) => t + x, 0) };
     },
+    spans,
     async stop() {
       Atomics.store(stop, 0, 1);
       await worker.terminate();
