@@ -27,4 +27,6 @@ VOLUME ["/data"]
 EXPOSE 8080 5060/udp 5060/tcp 20000-30000/udp
 HEALTHCHECK --interval=15s --timeout=3s CMD node -e "fetch('http://127.0.0.1:'+(process.env.CALLBRIDGE_HTTP_PORT||8080)+'/readyz').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"
 STOPSIGNAL SIGTERM
-CMD ["node", "bin/callbridge.js", "start"]
+# --single-threaded-gc: each media thread collects its own garbage instead of waiting for V8's
+# helper threads, which compete with it for the CPUs (docs/media-workers.md).
+CMD ["node", "--single-threaded-gc", "bin/callbridge.js", "start"]

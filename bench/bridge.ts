@@ -122,13 +122,14 @@
  * the main thread) would be added as a third part.
  * BENCH_BRIDGE_REALTIME=1 runs the real-time deployment (docs/media-workers.md): media threads
  * SCHED_RR 10, A's and B's main threads SCHED_RR 5 (BENCH_BRIDGE_MAIN_REALTIME; B's main thread
- * is where the voice sessions run, as A's would be in the one-daemon set-up), both processes with
- * --single-threaded-gc; and the fake TTS SCHED_RR 4, below B's main thread
+ * is where the voice sessions run, as A's would be in the one-daemon set-up); and the fake TTS SCHED_RR 4, below B's main thread
  * (BENCH_BRIDGE_TTS_REALTIME; why: at the declaration). BENCH_BRIDGE_LOADGEN_REALTIME=<priority>
  * (diagnostic, default 0) puts the load generator (SIPp, this process) under SCHED_RR too. The
  * header prints the kernel's real-time throttling setting; per step, B's TTS requests' wait for
  * their first audio (the fake answers at once: a long wait is CPU starvation, and the agent's
  * next sentence comes late).
+ * A and B run under node --single-threaded-gc, as npm start and the Docker image run the daemon
+ * (BENCH_BRIDGE_CONCURRENT_GC=1: without it, V8's GC helper threads beside the media threads).
  * Diagnostics: BENCH_BRIDGE_NODE_ARGS (node flags for A, e.g. --cpu-prof; BENCH_BRIDGE_B_NODE_ARGS
  * for B), BENCH_BRIDGE_A_NICE
  * (A's scheduling priority, e.g. -10 as root; default unchanged), BENCH_BRIDGE_LOG=<file> (A's
@@ -773,14 +774,14 @@ async function runStep(n: number, ctx: { a: Child; b: Child; sippBin: string; si
       failed: res.failed,
     };
     // The verdict is A's own: the callers' arrivals (heard) are reported beside it, not used.
-    step.held = stats.active >= n && stats.send.calls >= n && sentOnTimeShare >= 0.999 && stats.send.skipped === 0 && stats.underruns === 0 && aMainPct < 95;
+    const holds = (onTime: number, skipped: number) => stats.active >= n && stats.send.calls >= n && onTime / stats.send.frames >= 0.999 && skipped === 0 && stats.underruns === 0 && aMainPct < 95;
+    step.held = holds(stats.send.onTime, stats.send.skipped);
     // The same test with the frames that were late while a CPU stalled counted as on time, and
     // their skips forgiven: what the bridge itself kept, apart from what no thread of it could
     // (information beside the verdict, which stays the strict one). Skips the spans cannot place
     // (a tick jump, a refused send) stay counted.
     step.lateInStalls = lateOverlapping(stats.lateFile ? (JSON.parse(readFileSync(stats.lateFile, 'utf8')) as number[]) : [], stallSpans);
-    step.heldOutsideStalls =
-      stats.active >= n && stats.send.calls >= n && (stats.send.onTime + step.lateInStalls.frames) / stats.send.frames >= 0.999 && stats.send.skipped - step.lateInStalls.skipped <= 0 && stats.underruns === 0 && aMainPct < 95;
+    step.heldOutsideStalls = holds(stats.send.onTime + step.lateInStalls.frames, stats.send.skipped - step.lateInStalls.skipped);
     if (res.code !== 0 || res.failed > 0) throw new Error(`step ${n}: SIPp exit ${res.code}, ${res.failed} failed calls:\n${describe()}`);
     return step;
   } finally {
@@ -813,7 +814,7 @@ export async function run(): Promise<void> {
   const threads = process.env.BENCH_BRIDGE_MEDIA_THREADS;
   const nice = process.env.BENCH_BRIDGE_MEDIA_NICE;
   // BENCH_BRIDGE_REALTIME=1: the real-time deployment of docs/media-workers.md (media threads
-  // SCHED_RR 10, main threads 5 (B's is where the sessions run), --single-threaded-gc for both).
+  // SCHED_RR 10, main threads 5 (B's is where the sessions run)).
   const preset = process.env.BENCH_BRIDGE_REALTIME === '1';
   const realtime = process.env.BENCH_BRIDGE_MEDIA_REALTIME || (preset ? '10' : '');
   const mainRealtime = process.env.BENCH_BRIDGE_MAIN_REALTIME || (preset ? '5' : '');
@@ -828,9 +829,13 @@ export async function run(): Promise<void> {
   // per-CPU stall probe saw 17-27 stalls over 4 ms per window at 200 calls instead of 2
   // (docs/benchmarks.md).
   const loadgenRealtime = Number(process.env.BENCH_BRIDGE_LOADGEN_REALTIME || '0');
-  const nodeArgs = (name: string) => [...(process.env[name] ?? '').split(' ').filter(Boolean), ...(preset ? ['--single-threaded-gc'] : [])];
+  // A and B start as npm start and the Docker image start the daemon: node --single-threaded-gc.
+  // BENCH_BRIDGE_CONCURRENT_GC=1 (diagnostic) leaves the flag out: V8's GC helper threads then
+  // compete with the media threads (docs/benchmarks.md).
+  const concurrentGc = process.env.BENCH_BRIDGE_CONCURRENT_GC === '1';
+  const nodeArgs = (name: string) => [...(process.env[name] ?? '').split(' ').filter(Boolean), ...(concurrentGc ? [] : ['--single-threaded-gc'])];
   log(
-    `bridge media: ${threads ? `rtp.media_threads ${threads}` : 'rtp.media_threads as the daemon defaults'}${nice ? `, rtp.media_thread_nice ${nice}` : ''}${realtime ? `, rtp.media_thread_realtime ${realtime}` : ''}${mainRealtime ? `; A's and B's rtp.main_thread_realtime ${mainRealtime}` : ''}${preset ? '; both with --single-threaded-gc' : ''} (BENCH_BRIDGE_REALTIME=1, or BENCH_BRIDGE_MEDIA_THREADS / _NICE / _REALTIME, BENCH_BRIDGE_MAIN_REALTIME)`,
+    `bridge media: ${threads ? `rtp.media_threads ${threads}` : 'rtp.media_threads as the daemon defaults'}${nice ? `, rtp.media_thread_nice ${nice}` : ''}${realtime ? `, rtp.media_thread_realtime ${realtime}` : ''}${mainRealtime ? `; A's and B's rtp.main_thread_realtime ${mainRealtime}` : ''}; both ${concurrentGc ? 'with V8\'s concurrent GC (BENCH_BRIDGE_CONCURRENT_GC=1)' : 'with --single-threaded-gc, as npm start runs the daemon'} (BENCH_BRIDGE_REALTIME=1, or BENCH_BRIDGE_MEDIA_THREADS / _NICE / _REALTIME, BENCH_BRIDGE_MAIN_REALTIME)`,
   );
 
   log('floor: bench/media in a child process ...');
@@ -933,7 +938,7 @@ export async function run(): Promise<void> {
           `\n  in ${s.inP50.toFixed(3)}/${s.inP99.toFixed(3)} ms, out ${s.outP50.toFixed(3)}/${s.outP99.toFixed(3)} ms (p50/p99); A loop delay p99 ${s.stats.loop.p99.toFixed(2)} ms; B loop delay p99/max ${s.bLoop.p99.toFixed(2)}/${s.bLoop.max.toFixed(2)} ms${s.bLoop.ttsFirst ? `; B's TTS first audio p50/p99/max ${s.bLoop.ttsFirst.p50}/${s.bLoop.ttsFirst.p99}/${s.bLoop.ttsFirst.max} ms (${s.bLoop.ttsFirst.n} requests)` : ''}` +
           `\n  A sent on time ${(100 * s.sentOnTimeShare).toFixed(3)} % of ${s.sentFrames} frames on ${s.sendCalls} calls, send late p50/p99/max ${s.sendLateP50.toFixed(3)}/${s.sendLateP99.toFixed(3)}/${s.sendLateMax.toFixed(2)} ms, skipped ${s.skipped}, A underruns ${s.aUnderruns}` +
           `\n  heard on time ${(100 * s.heardOnTimeShare).toFixed(3)} % of ${s.heardFrames} frames, heard late p99 ${s.heardLateP99.toFixed(2)} ms, missing ${s.missing}, heard underruns ${s.heardUnderruns}; client send p99 ${s.clientSendP99.toFixed(2)} ms, client loop p99 ${s.clientLoopP99.toFixed(2)} ms${s.clientLimited ? ' (client-limited: heard figures not trustworthy to 5 ms)' : ''}` +
-          `\n  ${s.held ? 'HELD' : 'not held'}${s.cpuStalls.count > 0 ? `; a CPU stalled (no real-time thread could run: see the header) ${s.cpuStalls.count} times in the window, longest ${s.cpuStalls.maxMs.toFixed(1)} ms; ${s.lateInStalls.frames} of A's ${s.sentFrames - Math.round(s.sentOnTimeShare * s.sentFrames)} late frames and ${s.lateInStalls.skipped} of its ${s.skipped} skipped were during one${s.held ? '' : s.heldOutsideStalls ? ' (held outside them)' : ' (not held outside them either)'}` : ''}`,
+          `\n  ${s.held ? 'HELD' : 'not held'}${s.cpuStalls.count > 0 ? `; a CPU stalled (no real-time thread could run: see the header) ${s.cpuStalls.count} times in the window, longest ${s.cpuStalls.maxMs.toFixed(1)} ms; ${s.lateInStalls.frames} of A's ${s.stats.send.frames - s.stats.send.onTime} late frames and ${s.lateInStalls.skipped} of its ${s.skipped} skipped were during one${s.held ? '' : s.heldOutsideStalls ? ' (held outside them)' : ' (not held outside them either)'}` : ''}`,
       );
     }
   } finally {

@@ -1,4 +1,4 @@
-#!/usr/bin/env node
+#!/usr/bin/env -S node --single-threaded-gc
 // Runs the compiled build when there is one (Docker image), else the TypeScript sources via tsx.
 import { existsSync } from 'node:fs';
 

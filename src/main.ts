@@ -71,7 +71,7 @@ export async function startDaemon(
   print: (line: string) => void = (l) => process.stdout.write(l + '\n'),
   options: DaemonOptions = {},
 ): Promise<Daemon> {
-  scheduleProcessThreads({ main: config.rtp.main_thread_realtime, media: config.rtp.media_thread_realtime }, logger);
+  scheduleProcessThreads({ main: config.rtp.main_thread_realtime, media: config.rtp.media_thread_realtime, mediaThreads: config.rtp.media_threads }, logger);
   // Providers are built (and misconfigured vendors refused) before anything listens.
   const runtimeFactory = options.runtimeFactory === undefined ? createAgentRuntimeFactory(runtimeDepsFromConfig(config, logger)) : (options.runtimeFactory ?? undefined);
   if (options.runtimeFactory === undefined) await prepareAgentRuntime(config, logger);

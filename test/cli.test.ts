@@ -28,9 +28,9 @@ function envFor(dataDir: string, extra: Record<string, string> = {}) {
   return { ...process.env, CALLBRIDGE_DATA_DIR: dataDir, CALLBRIDGE_HTTP_HOST: '127.0.0.1', CALLBRIDGE_LOG_LEVEL: 'info', ...extra };
 }
 
-/** `node <args>` as a child process: its stdout and stderr so far, and its exit code. */
-function spawnDaemon(args: string[], env: NodeJS.ProcessEnv) {
-  const child = spawn(process.execPath, args, { env });
+/** `node <args>` (or another command) as a child process: its stdout and stderr so far, and its exit code. */
+function spawnDaemon(args: string[], env: NodeJS.ProcessEnv, command = process.execPath) {
+  const child = spawn(command, args, { env });
   let out = '';
   child.stdout.on('data', (b) => (out += b));
   child.stderr.on('data', (b) => (out += b));
@@ -67,10 +67,39 @@ describe('callbridge CLI', () => {
       expect(r.status).toBe(200);
       // The log line that says where the key is.
       expect(out).toContain('first start: created organization and API key');
+      // Plain `node bin/callbridge.js` runs the media threads with V8's concurrent GC: it says so.
+      expect(out).toContain('media threads without --single-threaded-gc');
     } finally {
       child.kill('SIGTERM');
     }
     expect(await exited).toBe(0);
+  });
+
+  // npm start, the bin run as a program (its shebang) and the Docker image start node with
+  // --single-threaded-gc: the media threads collect their own garbage (docs/media-workers.md).
+  it('npm start and the bin run directly start node with --single-threaded-gc, and then do not warn', async () => {
+    const pkg = JSON.parse(readFileSync(join(import.meta.dirname, '..', 'package.json'), 'utf8')) as { scripts: { start: string } };
+    const [node, ...npmStart] = pkg.scripts.start.split(' ');
+    expect(node).toBe('node');
+    const dockerfile = readFileSync(join(import.meta.dirname, '..', 'Dockerfile'), 'utf8');
+    expect(dockerfile).toMatch(/^CMD \["node", "--single-threaded-gc", "bin\/callbridge.js", "start"\]$/m);
+    const ways: Array<[string, string[]]> = [
+      [process.execPath, npmStart.map((a) => (a === 'bin/callbridge.js' ? BIN : a))],
+      [BIN, ['start']],
+    ];
+    for (const [command, args] of ways) {
+      const dataDir = tempDir();
+      const port = await freePort();
+      const { child, output, exited } = spawnDaemon(args, envFor(dataDir, { CALLBRIDGE_HTTP_PORT: String(port) }), command);
+      try {
+        await waitReady(`http://127.0.0.1:${port}`);
+        expect(readFileSync(`/proc/${child.pid}/cmdline`, 'utf8').split('\0'), command).toContain('--single-threaded-gc');
+        expect(output()).not.toContain('without --single-threaded-gc');
+      } finally {
+        child.kill('SIGTERM');
+      }
+      expect(await exited).toBe(0);
+    }
   });
 
   it('a second start on the same data directory creates no new key', async () => {

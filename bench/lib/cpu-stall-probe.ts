@@ -84,16 +84,15 @@ export interface StallSpan {
 
 export async function startCpuStallProbe(): Promise<CpuStalls> {
   const probes = await Promise.all(Array.from({ length: availableParallelism() }, (_, cpu) => startSleeper(cpu)));
+  const spans = (fromMs: number, toMs: number): StallSpan[] => probes.flatMap((p) => p.spans(fromMs, toMs)).sort((x, y) => x.startMs - y.startMs);
   return {
     realtime: probes.every((p) => p.realtime),
     pinned: probes.every((p) => p.pinned),
     between(fromMs, toMs) {
-      const all = probes.map((p) => p.between(fromMs, toMs));
-      return { count: all.reduce((n, x) => n + x.count, 0), maxMs: Math.max(0, ...all.map((x) => x.maxMs)), totalMs: all.reduce((t, x) => t + x.totalMs, 0) };
+      const lengths = spans(fromMs, toMs).map((x) => x.endMs - x.startMs - 1);
+      return { count: lengths.length, maxMs: Math.max(0, ...lengths), totalMs: lengths.reduce((t, x) => t + x, 0) };
     },
-    spans(fromMs, toMs) {
-      return probes.flatMap((p) => p.spans(fromMs, toMs)).sort((x, y) => x.startMs - y.startMs);
-    },
+    spans,
     async stop() {
       await Promise.all(probes.map((p) => p.stop()));
     },
@@ -101,7 +100,7 @@ export async function startCpuStallProbe(): Promise<CpuStalls> {
 }
 
 /** One sleeper pinned to `cpu`. */
-async function startSleeper(cpu: number): Promise<CpuStalls> {
+async function startSleeper(cpu: number): Promise<Pick<CpuStalls, 'realtime' | 'pinned' | 'spans' | 'stop'>> {
   const stop = new Int32Array(new SharedArrayBuffer(4));
   const count = new Int32Array(new SharedArrayBuffer(4));
   const log = new Float64Array(new SharedArrayBuffer(8 * 2 * SLOTS));
@@ -129,11 +128,6 @@ async function startSleeper(cpu: number): Promise<CpuStalls> {
   return {
     realtime,
     pinned,
-    between(fromMs, toMs) {
-      const found = spans(fromMs, toMs);
-      const lengths = found.map((x) => x.endMs - x.startMs - 1);
-      return { count: found.length, maxMs: Math.max(0, ...lengths), totalMs: lengths.reduce((t, x) => t + x, 0) };
-    },
     spans,
     async stop() {
       Atomics.store(stop, 0, 1);

@@ -44,8 +44,9 @@ interface SchedulingLog {
  * The daemon's threads under SCHED_RR as configured, called on the main thread before it starts
  * any of its own: the main thread at rtp.main_thread_realtime, and, when any thread is
  * real-time, the helper threads Node started before the daemon's code ran (V8's platform
- * workers, libuv's pool) one step below the highest of them. With any real-time setting, the
- * check for --single-threaded-gc.
+ * workers, libuv's pool) one step below the highest of them. With any real-time setting or
+ * media worker threads, the check for --single-threaded-gc (npm start, bin/callbridge.js and
+ * the Docker image pass it).
  *
  * Why the main thread too: it runs the voice sessions the bridged calls talk to. With only the
  * media threads real-time, a single-threaded session loop gets what they leave of one CPU: at 200
@@ -54,7 +55,9 @@ interface SchedulingLog {
  * Why the GC flag: V8's parallel GC helper threads stay at normal priority, and a real-time
  * thread's scavenge waits for them: with the main threads real-time too, the media threads'
  * minor GC pauses stretched to 18-35 ms (300-340 skipped frames per 15 s at 200 calls); with
- * --single-threaded-gc each thread collects on its own (80-100).
+ * --single-threaded-gc each thread collects on its own (80-100). At normal priority too: the
+ * helpers compete with the media threads for the CPUs, and a third of the late frames at 200
+ * calls overlapped the media threads' own GC pauses (up to 12 ms; 5-8 with the flag).
  * Why the helpers: even so, V8 hands some of a thread's jobs to its platform workers and the
  * thread waits for them. perf sched at 200 calls caught media threads asleep on a condition
  * variable for 5-33 ms until a helper at normal priority, kept off the CPUs by the busy machine,
@@ -62,7 +65,7 @@ interface SchedulingLog {
  * soon as that thread waits for it, and never takes a CPU from it while it has work.
  * docs/media-workers.md.
  */
-export function scheduleProcessThreads(priorities: { main: number; media: number }, log: SchedulingLog): void {
+export function scheduleProcessThreads(priorities: { main: number; media: number; mediaThreads: number }, log: SchedulingLog): void {
   const main = kernelThreadId();
   if (priorities.main > 0) {
     try {
@@ -94,8 +97,14 @@ export function scheduleProcessThreads(priorities: { main: number; media: number
       `the kernel throttles real-time threads: once they have used ${throttling.runtimeUs / 1000} ms of a CPU in ${throttling.periodUs / 1000} ms they stop for the rest of it (up to ${stopMs} ms); for media that must not stop, set sysctl kernel.sched_rt_runtime_us=-1 (docs/media-workers.md)`,
     );
   }
-  if (highest > 0 && !process.execArgv.includes('--single-threaded-gc')) {
-    log.warn({}, 'real-time threads without --single-threaded-gc: their garbage collection is shared out to V8\'s helper threads and waits for them; start node with --single-threaded-gc');
+  if (!process.execArgv.includes('--single-threaded-gc')) {
+    if (highest > 0) {
+      log.warn({}, 'real-time threads without --single-threaded-gc: their garbage collection is shared out to V8\'s helper threads and waits for them; start node with --single-threaded-gc');
+    } else if (priorities.mediaThreads > 0) {
+      // Measured (bench/bridge, 150-200 calls on 2 vCPUs, normal priority): 99.42-99.79 % of
+      // frames on time without the flag, 99.88-99.97 % at 150 and 99.08-99.32 % at 200 with it.
+      log.warn({}, 'media threads without --single-threaded-gc: V8\'s GC helper threads compete with them for the CPUs and a media thread\'s collection waits for them; start node with --single-threaded-gc as npm start and the Docker image do (docs/media-workers.md)');
+    }
   }
 }
 
