@@ -1,7 +1,13 @@
 /**
- * One spoken agent turn: text pieces go to TTS one after another (in order, never two at once,
- * so audio stays in sentence order), their audio to the pacer, and the turn remembers which text
- * maps to which stretch of audio so that, when the caller barges in, it can say what was heard.
+ * One spoken agent turn: text pieces go to TTS, their audio to the pacer in sentence order, and
+ * the turn remembers which text maps to which stretch of audio so that, when the caller barges
+ * in, it can say what was heard.
+ *
+ * The next piece's synthesis starts while the current one is still streaming (one piece ahead,
+ * its audio held until its turn): a vendor's time to first byte (a few hundred ms) then overlaps
+ * audio already queued instead of following it, which left a silence after every short sentence
+ * ("Sure." is 400 ms of audio). Never more than two requests at once: a long answer must not
+ * fire one request per sentence, all of them wasted by a barge-in.
  *
  *   pieces:  "Hello there."       "How can I help?"
  *   audio:   |---- 0..900 ms ----|----- 900..2100 ms -----|
@@ -36,6 +42,15 @@ interface Piece {
   complete: boolean;
 }
 
+/** A piece's synthesis, started ahead of its turn: the audio so far and how it ended. */
+interface Synthesis {
+  chunks: Int16Array[];
+  ended: boolean;
+  error?: { err: unknown };
+  /** Wakes the piece's player when a chunk arrives or the synthesis ends. */
+  wake: (() => void) | undefined;
+}
+
 /**
  * Speaking rate assumed for a piece still being synthesized when the caller cut in (its length
  * is not known yet): about 15 characters per second, typical of TTS voices at normal speed.
@@ -48,6 +63,8 @@ export class SpeechTurn {
   readonly #abort = new AbortController();
   readonly #pacer: AudioPacer;
   readonly #pieces: Piece[] = [];
+  /** Pieces spoken and not yet playing, in order, each with its synthesis once started. */
+  readonly #queued: Array<{ text: string; synthesis: Synthesis | undefined }> = [];
   #chain: Promise<void> = Promise.resolve();
   #audioMs = 0;
   #closed = false;
@@ -79,8 +96,15 @@ export class SpeechTurn {
   /** Queues a piece of text to be spoken after those before it. */
   speak(text: string): void {
     if (this.#closed || text.trim() === '') return;
-    this.#chain = this.#chain.then(() => this.#synthesize(text));
+    const next = { text, synthesis: undefined as Synthesis | undefined };
+    this.#queued.push(next);
+    // Only the piece right after the one playing starts early; the others wait their turn.
+    if (this.#playing && this.#queued.length === 1) next.synthesis = this.#startSynthesis(text);
+    this.#chain = this.#chain.then(() => this.#play());
   }
+
+  /** Whether a piece is playing (its audio going to the pacer) now. */
+  #playing = false;
 
   /** No more text: once everything queued is spoken and played, onDone fires. */
   finish(): void {
@@ -100,22 +124,60 @@ export class SpeechTurn {
     return heardText(this.#pieces, this.#pacer.clear());
   }
 
-  async #synthesize(text: string): Promise<void> {
-    if (this.#closed) return;
-    const piece: Piece = { text, startMs: this.#audioMs, durMs: 0, complete: false };
+  /** Plays the first queued piece: its audio to the pacer as it comes, in turn. */
+  async #play(): Promise<void> {
+    const next = this.#queued.shift();
+    if (next === undefined || this.#closed) return;
+    const synthesis = next.synthesis ?? this.#startSynthesis(next.text);
+    this.#playing = true;
+    const ahead = this.#queued[0];
+    if (ahead !== undefined) ahead.synthesis ??= this.#startSynthesis(ahead.text);
+    const piece: Piece = { text: next.text, startMs: this.#audioMs, durMs: 0, complete: false };
     this.#pieces.push(piece);
     try {
-      for await (const pcm of this.#o.tts.synthesize({ ...this.#o.voice, text, signal: this.#abort.signal })) {
+      for (;;) {
+        const pcm = synthesis.chunks.shift();
+        if (pcm === undefined) {
+          if (synthesis.ended) break;
+          await new Promise<void>((resolve) => (synthesis.wake = resolve));
+          continue;
+        }
         if (this.#closed) return;
         const ms = (pcm.length * 1000) / RUNTIME_SAMPLE_RATE;
         piece.durMs += ms;
         this.#audioMs += ms;
         this.#pacer.push(pcm);
       }
-      piece.complete = true;
-    } catch (err) {
-      if (!this.#closed) this.#o.onTtsError(err, text);
+      if (synthesis.error !== undefined) {
+        if (!this.#closed) this.#o.onTtsError(synthesis.error.err, next.text);
+      } else piece.complete = true;
+    } finally {
+      this.#playing = false;
     }
+  }
+
+  /** Starts a piece's TTS request; its audio collects in the returned Synthesis. */
+  #startSynthesis(text: string): Synthesis {
+    const s: Synthesis = { chunks: [], ended: false, wake: undefined };
+    const wake = () => {
+      const w = s.wake;
+      s.wake = undefined;
+      w?.();
+    };
+    void (async () => {
+      try {
+        for await (const pcm of this.#o.tts.synthesize({ ...this.#o.voice, text, signal: this.#abort.signal })) {
+          if (this.#closed) break;
+          s.chunks.push(pcm);
+          wake();
+        }
+      } catch (err) {
+        s.error = { err };
+      }
+      s.ended = true;
+      wake();
+    })();
+    return s;
   }
 }
 

@@ -7,7 +7,9 @@ import { describe, expect, it } from 'vitest';
 import { AudioPacer } from '../../../src/agent/audio-pacer.ts';
 import { FrameAssembler } from '../../../src/agent/frame-assembler.ts';
 import { SentenceSplitter } from '../../../src/agent/sentence-splitter.ts';
-import { heardText } from '../../../src/agent/speech-turn.ts';
+import type { TtsProvider, TtsRequest } from '../../../src/agent/providers/types.ts';
+import { heardText, SpeechTurn } from '../../../src/agent/speech-turn.ts';
+import { base64ToPcm16 } from '../../../src/media/pcm.ts';
 import { substituteVariables } from '../../../src/agent/template.ts';
 import { builtinToolSpecs, clientToolsFromNodes, toolCallArguments } from '../../../src/agent/tools.ts';
 import { VirtualClock } from '../../sip/transaction-fakes.ts';
@@ -28,6 +30,137 @@ function pacer(leadMs = 200) {
   });
   return { clock, sent, p, drained: () => drainedAt };
 }
+
+/**
+ * A TTS whose every piece the test releases by hand: `chunk(text)` lets one 40 ms chunk of the
+ * piece out (every sample = the piece's number), `end(text)` / `fail(text)` ends it.
+ */
+function manualTts() {
+  const started: string[] = [];
+  const signals = new Map<string, AbortSignal>();
+  const steps = new Map<string, Array<'chunk' | 'end' | 'fail'>>();
+  const waiters = new Map<string, () => void>();
+  const step = (text: string, s: 'chunk' | 'end' | 'fail') => {
+    steps.set(text, [...(steps.get(text) ?? []), s]);
+    waiters.get(text)?.();
+  };
+  const tts: TtsProvider = {
+    name: 'manual',
+    async *synthesize(req: TtsRequest) {
+      started.push(req.text);
+      signals.set(req.text, req.signal);
+      const value = Number(req.text.match(/\d+/)?.[0] ?? 0);
+      for (;;) {
+        const next = steps.get(req.text)?.shift();
+        if (next === undefined) {
+          await new Promise<void>((resolve, reject) => {
+            waiters.set(req.text, resolve);
+            req.signal.addEventListener('abort', () => reject(new Error('aborted')), { once: true });
+          });
+          continue;
+        }
+        if (next === 'end') return;
+        if (next === 'fail') throw new Error(`tts failed on ${req.text}`);
+        yield new Int16Array(CHUNK).fill(value);
+      }
+    },
+  };
+  return { tts, started, signals, chunk: (t: string) => step(t, 'chunk'), end: (t: string) => step(t, 'end'), fail: (t: string) => step(t, 'fail') };
+}
+
+const settle = async () => {
+  for (let i = 0; i < 10; i++) await new Promise((r) => setImmediate(r));
+};
+
+function speechTurn(tts: TtsProvider) {
+  const clock = new VirtualClock();
+  const heard: number[] = [];
+  const errors: string[] = [];
+  const turn = new SpeechTurn({
+    turnId: 't1',
+    tts,
+    voice: { voiceId: 'v', language: 'en' },
+    clock: { now: () => clock.now },
+    timers: clock,
+    chunkSamples: CHUNK,
+    leadMs: 200,
+    sendAudio: (_turn, audio) => {
+      const pcm = base64ToPcm16(audio, { buffer: Buffer.alloc(0) });
+      if (pcm.length > 0) heard.push(pcm[0]!);
+    },
+    onDone: () => {},
+    onTtsError: (_err, text) => errors.push(text),
+  });
+  return { clock, turn, heard, errors };
+}
+
+describe('SpeechTurn', () => {
+  it('starts the next piece while the current one streams, one ahead at most, and plays them in order', async () => {
+    const m = manualTts();
+    const { turn, heard } = speechTurn(m.tts);
+    turn.speak('Piece 1.');
+    turn.speak('Piece 2.');
+    turn.speak('Piece 3.');
+    await settle();
+    // The vendor's time to first byte of piece 2 overlaps piece 1; piece 3 waits.
+    expect(m.started).toEqual(['Piece 1.', 'Piece 2.']);
+    // Piece 2 done first: its audio is held until piece 1 has gone out.
+    m.chunk('Piece 2.');
+    m.end('Piece 2.');
+    await settle();
+    expect(heard).toEqual([]);
+    m.chunk('Piece 1.');
+    await settle();
+    expect(heard).toEqual([1]);
+    m.chunk('Piece 1.');
+    m.end('Piece 1.');
+    await settle();
+    expect(heard).toEqual([1, 1, 2]);
+    expect(m.started).toEqual(['Piece 1.', 'Piece 2.', 'Piece 3.']);
+    m.chunk('Piece 3.');
+    m.end('Piece 3.');
+    await settle();
+    expect(heard).toEqual([1, 1, 2, 3]);
+  });
+
+  it('a barge-in aborts the piece playing and the one fetched ahead, and nothing more goes out', async () => {
+    const m = manualTts();
+    const { turn, heard, errors } = speechTurn(m.tts);
+    turn.speak('Piece 1.');
+    turn.speak('Piece 2.');
+    turn.speak('Piece 3.');
+    await settle();
+    m.chunk('Piece 1.');
+    await settle();
+    turn.cut();
+    m.chunk('Piece 2.');
+    await settle();
+    expect([...m.signals.values()].map((s) => s.aborted)).toEqual([true, true]);
+    expect(m.started).toEqual(['Piece 1.', 'Piece 2.']);
+    expect(heard).toEqual([1]);
+    expect(errors).toEqual([]);
+  });
+
+  it('a piece fetched ahead that fails is reported in its turn, and the turn goes on', async () => {
+    const m = manualTts();
+    const { turn, heard, errors } = speechTurn(m.tts);
+    turn.speak('Piece 1.');
+    turn.speak('Piece 2.');
+    turn.speak('Piece 3.');
+    await settle();
+    m.fail('Piece 2.');
+    await settle();
+    expect(errors).toEqual([]);
+    m.chunk('Piece 1.');
+    m.end('Piece 1.');
+    await settle();
+    expect(errors).toEqual(['Piece 2.']);
+    m.chunk('Piece 3.');
+    m.end('Piece 3.');
+    await settle();
+    expect(heard).toEqual([1, 3]);
+  });
+});
 
 describe('AudioPacer', () => {
   it('sends at most leadMs ahead of the playhead, then one chunk per chunk duration', () => {
