@@ -65,6 +65,8 @@ export class SpeechTurn {
   readonly #pieces: Piece[] = [];
   /** Pieces spoken and not yet playing, in order, each with its synthesis once started. */
   readonly #queued: Array<{ text: string; synthesis: Synthesis | undefined }> = [];
+  /** Whether a piece is playing (its audio going to the pacer) now. */
+  #playing = false;
   #chain: Promise<void> = Promise.resolve();
   #audioMs = 0;
   #closed = false;
@@ -103,8 +105,6 @@ export class SpeechTurn {
     this.#chain = this.#chain.then(() => this.#play());
   }
 
-  /** Whether a piece is playing (its audio going to the pacer) now. */
-  #playing = false;
 
   /** No more text: once everything queued is spoken and played, onDone fires. */
   finish(): void {

@@ -94,14 +94,18 @@ function speechTurn(tts: TtsProvider) {
   return { clock, turn, heard, errors };
 }
 
+/** A turn with three pieces spoken to a manual TTS, once its requests have started. */
+async function threePiecesSpoken() {
+  const m = manualTts();
+  const t = speechTurn(m.tts);
+  for (const text of ['Piece 1.', 'Piece 2.', 'Piece 3.']) t.turn.speak(text);
+  await settle();
+  return { m, ...t };
+}
+
 describe('SpeechTurn', () => {
   it('starts the next piece while the current one streams, one ahead at most, and plays them in order', async () => {
-    const m = manualTts();
-    const { turn, heard } = speechTurn(m.tts);
-    turn.speak('Piece 1.');
-    turn.speak('Piece 2.');
-    turn.speak('Piece 3.');
-    await settle();
+    const { m, heard } = await threePiecesSpoken();
     // The vendor's time to first byte of piece 2 overlaps piece 1; piece 3 waits.
     expect(m.started).toEqual(['Piece 1.', 'Piece 2.']);
     // Piece 2 done first: its audio is held until piece 1 has gone out.
@@ -124,12 +128,7 @@ describe('SpeechTurn', () => {
   });
 
   it('a barge-in aborts the piece playing and the one fetched ahead, and nothing more goes out', async () => {
-    const m = manualTts();
-    const { turn, heard, errors } = speechTurn(m.tts);
-    turn.speak('Piece 1.');
-    turn.speak('Piece 2.');
-    turn.speak('Piece 3.');
-    await settle();
+    const { m, turn, heard, errors } = await threePiecesSpoken();
     m.chunk('Piece 1.');
     await settle();
     turn.cut();
@@ -142,12 +141,7 @@ describe('SpeechTurn', () => {
   });
 
   it('a piece fetched ahead that fails is reported in its turn, and the turn goes on', async () => {
-    const m = manualTts();
-    const { turn, heard, errors } = speechTurn(m.tts);
-    turn.speak('Piece 1.');
-    turn.speak('Piece 2.');
-    turn.speak('Piece 3.');
-    await settle();
+    const { m, heard, errors } = await threePiecesSpoken();
     m.fail('Piece 2.');
     await settle();
     expect(errors).toEqual([]);
