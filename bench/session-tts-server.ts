@@ -1,8 +1,9 @@
 /**
  * The zero-latency TTS of `bench/session`: an OpenAI-compatible `POST /v1/audio/speech` that
  * answers every request at once, in one write, with raw PCM16 24 kHz (a 440 Hz tone at about
- * -12 dBFS). The voice id says how long: `tone-<ms>` (default 500 ms). Its own process, so
- * neither the daemon's nor the load generator's CPU pays for it.
+ * -12 dBFS). The voice id says how long: `tone-<ms>` (default 500 ms); `tone-<ms>-wait-<ms>`
+ * also holds the answer back that long, a vendor's time to first byte (bench/session's sentence
+ * gaps). Its own process, so neither the daemon's nor the load generator's CPU pays for it.
  *
  * It records when each request's body was complete, on the machine-wide monotonic clock
  * (`process.hrtime`, CLOCK_MONOTONIC on Linux, the clock the bench's client uses too), so the
@@ -54,10 +55,13 @@ const server = createServer((req, res) => {
       res.writeHead(400, { 'content-type': 'application/json' }).end('{"error":{"code":"bad_json"}}');
       return;
     }
-    const m = /^tone-(\d+)$/.exec(typeof body.voice === 'string' ? body.voice : '');
+    const m = /^tone-(\d+)(?:-wait-(\d+))?$/.exec(typeof body.voice === 'string' ? body.voice : '');
     const audio = tone(m ? Math.min(60_000, Number(m[1])) : 500);
+    const waitMs = m?.[2] !== undefined ? Math.min(10_000, Number(m[2])) : 0;
     if (log.length < 100_000) log.push({ at, input: typeof body.input === 'string' ? body.input : '' });
-    res.writeHead(200, { 'content-type': 'audio/pcm', 'content-length': String(audio.length) }).end(audio);
+    const answer = () => res.writeHead(200, { 'content-type': 'audio/pcm', 'content-length': String(audio.length) }).end(audio);
+    if (waitMs > 0) setTimeout(answer, waitMs);
+    else answer();
   });
 });
 server.keepAliveTimeout = 60_000;

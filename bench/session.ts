@@ -9,6 +9,14 @@
  *      turns, p50 and p99. Baseline: the same socket round trip with no runtime (a bare `ws`
  *      server that answers a marked input frame with one response_audio-sized message), as many
  *      samples.
+ *   1b. Sentence gaps behind a slow TTS. The same turns, BENCH_SESSION_GAP_TURNS (30), with a TTS
+ *      that waits GAP_TTS_WAIT_MS (300) before it answers (a vendor's time to first byte) and
+ *      says GAP_TONE_MS (200) per piece: local/echo's two pieces are two short sentences. Measured
+ *      at the client: the silence inside each reply for a client that starts playing at the
+ *      reply's first chunk and plays every chunk as soon as it has it (no buffer of its own), p50
+ *      and p99. Baseline: the silence between the two sentences if the second one's TTS request
+ *      waited for the first one's synthesis (a runtime without look-ahead): the TTS's time to first
+ *      audio at the daemon (p50, this run) minus the first sentence's audio.
  *   2. Concurrent sessions. BENCH_SESSION_STEPS (50,100,150,200,250,300) sessions at once, each
  *      streaming audio in real time and speaking every 3 s so that replies stream too. Per step,
  *      over BENCH_SESSION_STEP_SECS (9) after a settle time: the daemon's CPU (whole process and
@@ -54,7 +62,7 @@
  * session, or with the daemon's main thread at 98 % of a core or more.
  *
  * Figures: session_reply_latency_p50/p99 (baseline: socket RTT p50/p99), session_added_latency_p99
- * (reply p99 - RTT p99; baseline: the issue's target, 30 ms), session_cpu_per_session (ms of daemon
+ * (reply p99 - RTT p99; baseline: the issue's target, 30 ms), session_sentence_gap_p50/p99 (1b), session_cpu_per_session (ms of daemon
  * CPU per second of session; baseline: bare server), sessions_per_core (1000 / that; baseline: bare
  * server), sessions_held (highest held step; baseline: the issue's target, 200),
  * session_loaded_reply_latency_p99 and session_loaded_on_time_share at the highest valid step
@@ -84,6 +92,8 @@ const STOP_FRAMES = Math.round((STOP_SECS * 1000) / FRAME_MS);
 const VAD = { start_secs: 0.1, stop_secs: STOP_SECS, silence_timeout_secs: 0 };
 const LATENCY_TONE_MS = 100;
 const LOAD_TONE_MS = 500;
+const GAP_TONE_MS = 200;
+const GAP_TTS_WAIT_MS = 300;
 /** local/echo's answer is two TTS pieces ("You said:" and the rest), each one tone. */
 const LOAD_REPLY_CHUNKS = (2 * LOAD_TONE_MS) / CHUNK_MS;
 const LOAD_CYCLE_FRAMES = 150;
@@ -174,6 +184,8 @@ interface Reply {
   t1: number;
   /** Arrival of the last speech_stopped before t1. */
   speechStoppedAt: number | undefined;
+  /** Silence inside the reply at its client (TurnTrack.silenceMs), once the turn is committed. */
+  silenceMs: number;
 }
 
 interface TurnTrack {
@@ -182,7 +194,17 @@ interface TurnTrack {
   last: number;
   k: number;
   reply: Reply | undefined;
+  /**
+   * A client that starts playing at the turn's first chunk and plays every chunk as soon as it has
+   * it: when the audio received so far ends, and how long it waited for audio in between (the
+   * silences the caller hears inside the reply, e.g. between two sentences).
+   */
+  playEndMs: number;
+  silenceMs: number;
 }
+
+/** Duration of a response_audio chunk from its base64 length (PCM16 at 24 kHz). */
+const chunkMs = (base64Length: number) => (Math.floor((base64Length * 3) / 4) / 2 / 24_000) * 1000;
 
 const AUDIO_PREFIX = Buffer.from('{"type":"response_audio"');
 const TURN_KEY = Buffer.from('"turn_id":"');
@@ -335,6 +357,7 @@ class BenchSession {
         this.#turnDoneWaiter = () => {
           clearTimeout(timer);
           this.#turnDoneWaiter = undefined;
+          r.silenceMs = this.#turn?.id === r.turnId ? this.#turn.silenceMs : Number.NaN;
           resolve(r);
         };
       };
@@ -361,7 +384,7 @@ class BenchSession {
       if (ti > 0 && ai > 0) {
         const turnId = buf.toString('latin1', ti + TURN_KEY.length, ti + TURN_KEY.length + 36);
         const audioEnd = buf.indexOf(0x22, ai + AUDIO_KEY.length);
-        this.#onAudio(turnId, audioEnd > ai + AUDIO_KEY.length, at);
+        this.#onAudio(turnId, chunkMs(Math.max(0, audioEnd - ai - AUDIO_KEY.length)), at);
         return;
       }
     }
@@ -375,7 +398,7 @@ class BenchSession {
     if (DEBUG) this.#debug(`${msg.type} ${msg.type === 'response_text' ? JSON.stringify(msg.data) : ''}`);
     switch (msg.type) {
       case 'response_audio':
-        this.#onAudio(String(msg.data?.turn_id), typeof msg.data?.audio === 'string' && msg.data.audio !== '', at);
+        this.#onAudio(String(msg.data?.turn_id), typeof msg.data?.audio === 'string' ? chunkMs(msg.data.audio.length) : 0, at);
         return;
       case 'response_text':
         if (msg.data?.is_final === true) {
@@ -400,24 +423,28 @@ class BenchSession {
     }
   }
 
-  #onAudio(turnId: string, nonEmpty: boolean, at: number): void {
+  #onAudio(turnId: string, audioMs: number, at: number): void {
     const t = this.#turn;
     if (t === undefined || t.id !== turnId) {
       let reply: Reply | undefined;
       if (this.#t0 !== undefined && at >= this.#t0) {
-        reply = { turnId, t0: this.#t0, t1: at, speechStoppedAt: this.#speechStoppedAt };
+        reply = { turnId, t0: this.#t0, t1: at, speechStoppedAt: this.#speechStoppedAt, silenceMs: Number.NaN };
         this.#t0 = undefined;
         this.#rec.stats?.latencies.push(reply.t1 - reply.t0);
         if (DEBUG && reply.t1 - reply.t0 > 30) process.stdout.write(`DEBUG slow reply ${f1(reply.t1 - reply.t0)} ms:\n  ${this.trace.join('\n  ')}\n`);
       }
       this.#debug(`first audio of turn ${turnId}`);
-      this.#turn = { id: turnId, first: at, last: at, k: 1, reply };
+      this.#turn = { id: turnId, first: at, last: at, k: 1, reply, playEndMs: at + audioMs, silenceMs: 0 };
       if (reply) this.#replyWaiter?.(reply);
       return;
     }
     t.k++;
+    if (audioMs > 0) {
+      if (at > t.playEndMs) t.silenceMs += at - t.playEndMs;
+      t.playEndMs = Math.max(at, t.playEndMs) + audioMs;
+    }
     const stats = this.#rec.stats;
-    if (stats && nonEmpty && t.k > LEAD_CHUNKS) {
+    if (stats && audioMs > 0 && t.k > LEAD_CHUNKS) {
       stats.chunks++;
       if (at - t.last > LATE_GAP_MS) stats.lateGaps++;
       if (at > t.first + (t.k - 1) * CHUNK_MS) stats.underruns++;
@@ -470,12 +497,14 @@ class Api {
     return JSON.parse(text);
   }
 
-  async agent(voiceMs: number): Promise<string> {
+  /** An agent whose every TTS piece is `voiceMs` of tone, answered after `ttsWaitMs`. */
+  async agent(voiceMs: number, ttsWaitMs = 0): Promise<string> {
+    const voice = ttsWaitMs > 0 ? `tone-${voiceMs}-wait-${ttsWaitMs}` : `tone-${voiceMs}`;
     const a = await this.post('/v1/agents', {
-      name: `bench session tone-${voiceMs}`,
+      name: `bench session ${voice}`,
       vad_settings: VAD,
       first_message: 'Hi.',
-      voice_settings: { id: `tone-${voiceMs}`, provider: 'provider_1' },
+      voice_settings: { id: voice, provider: 'provider_1' },
     });
     return a.id as string;
   }
@@ -496,6 +525,8 @@ interface LatencyResult {
   /** t0 -> TTS request received; TTS request received -> first audio at the client. */
   beforeTts: number[];
   afterTts: number[];
+  /** Per reply, the silence inside it at the client (Reply.silenceMs). */
+  silences: number[];
 }
 
 async function measureLatency(api: Api, agentId: string, turns: number, frames: Frames, ttsUrl: string, progress: (s: string) => void): Promise<LatencyResult> {
@@ -516,10 +547,11 @@ async function measureLatency(api: Api, agentId: string, turns: number, frames: 
       if ((i + 1) % 25 === 0) progress(`${i + 1}/${WARMUP_TURNS + turns} turns`);
     }
     const tts = (await (await fetch(`${ttsUrl}/stats`)).json()) as { at: number; input: string }[];
-    const result: LatencyResult = { samples: [], stoppedLags: [], beforeTts: [], afterTts: [] };
+    const result: LatencyResult = { samples: [], stoppedLags: [], beforeTts: [], afterTts: [], silences: [] };
     const early: string[] = [];
     for (const r of replies) {
       result.samples.push(r.t1 - r.t0);
+      result.silences.push(r.silenceMs);
       if (r.speechStoppedAt === undefined || r.speechStoppedAt < r.t0) {
         early.push(r.speechStoppedAt === undefined ? 'none' : `${f2(r.speechStoppedAt - r.t0)} ms`);
       } else {
@@ -717,6 +749,7 @@ const STEP_HEADER = ['target', 'sessions', 'cpu %', 'main %', 'loop p99/max', 'm
 
 export async function run(): Promise<void> {
   const turns = Math.round(envNumber('BENCH_SESSION_TURNS', 100));
+  const gapTurns = Math.round(envNumber('BENCH_SESSION_GAP_TURNS', 30));
   const steps = envIntegerList('BENCH_SESSION_STEPS', '50,100,150,200,250,300');
   const stepSecs = envNumber('BENCH_SESSION_STEP_SECS', 9);
   const settleSecs = envNumber('BENCH_SESSION_SETTLE_SECS', 3);
@@ -749,6 +782,7 @@ export async function run(): Promise<void> {
     const api = new Api(daemonUrl, key);
     const latencyAgent = await api.agent(LATENCY_TONE_MS);
     const loadAgent = await api.agent(LOAD_TONE_MS);
+    const gapAgent = await api.agent(GAP_TONE_MS, GAP_TTS_WAIT_MS);
     const daemonPid = daemon.proc.pid ?? -1;
     const baselinePid = baseline.proc.pid ?? -1;
     process.stdout.write(`daemon pid ${daemonPid} on ${daemonUrl}, baseline pid ${baselinePid}, fake TTS pid ${tts.proc.pid ?? '?'}\n`);
@@ -759,6 +793,14 @@ export async function run(): Promise<void> {
     const lat = await measureLatency(api, latencyAgent, turns, makeFrames(0.3), ttsUrl, progress);
     progress(`socket round trip without runtime: ${turns} samples`);
     const rtt = await measureRtt(baselineUrl, turns, makeFrames(0.3));
+
+    // 1b. Sentence gaps behind a slow TTS; the daemon's TTS first-audio figures cover just them.
+    progress(`sentence gaps: ${gapTurns} turns, each TTS piece ${GAP_TONE_MS} ms of audio answered after ${GAP_TTS_WAIT_MS} ms`);
+    await daemonLoopDelay(daemon);
+    const gaps = await measureLatency(api, gapAgent, gapTurns, makeFrames(0.3), ttsUrl, progress);
+    const gapTtsFirst = (await daemonLoopDelay(daemon)).ttsFirst;
+    if (gapTtsFirst === undefined || gapTtsFirst.n === 0) throw new Error("sentence gaps: the daemon reported no TTS request's first audio");
+    const gapBaseline = Math.max(0, gapTtsFirst.p50 - GAP_TONE_MS);
 
     // 2. Concurrency.
     const loadFrames = makeFrames(0.5);
@@ -808,6 +850,17 @@ export async function run(): Promise<void> {
           ['  TTS request -> first audio at client', ...[0.5, 0.9, 0.99, 1].map((q) => f2(percentile(lat.afterTts, q)))],
           ['t0 -> speech_stopped at client', ...[0.5, 0.9, 0.99, 1].map((q) => f2(percentile(lat.stoppedLags, q)))],
           ['baseline: socket round trip', ...[0.5, 0.9, 0.99, 1].map((q) => f2(percentile(rtt, q)))],
+          ['silence inside a reply', ...[0.5, 0.9, 0.99, 1].map((q) => f2(percentile(lat.silences, q)))],
+        ]) +
+        '\n',
+    );
+    process.stdout.write(
+      `\nsentence gaps (${gaps.samples.length} turns, two sentences of ${GAP_TONE_MS} ms each, TTS answering after ${GAP_TTS_WAIT_MS} ms), ms:\n` +
+        table([
+          ['', 'p50', 'p90', 'p99', 'max'],
+          ['silence inside a reply', ...[0.5, 0.9, 0.99, 1].map((q) => f2(percentile(gaps.silences, q)))],
+          ['t0 -> first response_audio', ...[0.5, 0.9, 0.99, 1].map((q) => f2(percentile(gaps.samples, q)))],
+          [`TTS request -> first audio at the daemon (${gapTtsFirst.n})`, f2(gapTtsFirst.p50), '', f2(gapTtsFirst.p99), f2(gapTtsFirst.max)],
         ]) +
         '\n',
     );
@@ -820,6 +873,7 @@ export async function run(): Promise<void> {
     process.stdout.write(`load average after: ${load()}\n`);
 
     if (lat.samples.length < turns) throw new Error(`only ${lat.samples.length} of ${turns} replies measured`);
+    if (gaps.silences.length < gapTurns || gaps.silences.some((x) => Number.isNaN(x))) throw new Error(`sentence gaps: ${gaps.silences.filter((x) => !Number.isNaN(x)).length} of ${gapTurns} replies measured to their end`);
     if (results.length === 0 || !top) throw new Error('no valid concurrency step: the client could not drive even the first step, or sessions failed');
     if (failedSessions.length > 0) throw new Error(`${failedSessions.length} session(s) failed during the load: ${failedSessions.slice(0, 3).join('; ')}`);
     if (!base) throw new Error('baseline concurrency step missing');
@@ -828,6 +882,8 @@ export async function run(): Promise<void> {
       { name: 'session_reply_latency_p50', value: latP50, unit: 'ms', baseline: rttP50, note: `end of speech (t0) -> first response_audio, ${lat.samples.length} turns; baseline: socket RTT, no runtime` },
       { name: 'session_reply_latency_p99', value: latP99, unit: 'ms', baseline: rttP99, note: 'the same, p99' },
       { name: 'session_added_latency_p99', value: latP99 - rttP99, unit: 'ms', baseline: TARGET_ADDED_MS, note: `reply p99 - RTT p99; baseline: the issue's target (< ${TARGET_ADDED_MS} ms)` },
+      { name: 'session_sentence_gap_p50', value: percentile(gaps.silences, 0.5), unit: 'ms', baseline: gapBaseline, note: `silence inside a reply of two ${GAP_TONE_MS} ms sentences, TTS answering after ${GAP_TTS_WAIT_MS} ms; baseline: TTS first audio p50 - first sentence (no look-ahead)` },
+      { name: 'session_sentence_gap_p99', value: percentile(gaps.silences, 0.99), unit: 'ms', baseline: gapBaseline, note: 'the same, p99' },
       { name: 'session_cpu_per_session', value: top.cpuMsPerSessionSec, unit: 'ms/s', baseline: base.cpuMsPerSessionSec, note: `server CPU ms per session-second at ${top.sessions} sessions; baseline: bare ws server, same load` },
       { name: 'sessions_per_core', value: 1000 / top.cpuMsPerSessionSec, unit: 'sessions', baseline: 1000 / base.cpuMsPerSessionSec, note: '1000 / cpu_per_session; baseline: bare ws server' },
       { name: 'sessions_held', value: held?.sessions ?? 0, unit: 'sessions', baseline: TARGET_SESSIONS, note: `highest step held (main thread < 100 %, on-time >= 99 %, all replied); baseline: the issue's target (${TARGET_SESSIONS}); steps ${steps.join(',')}` },
