@@ -62,9 +62,10 @@
  * session, or with the daemon's main thread at 98 % of a core or more.
  *
  * Figures: session_reply_latency_p50/p99 (baseline: socket RTT p50/p99), session_added_latency_p99
- * (reply p99 - RTT p99; baseline: the issue's target, 30 ms), session_sentence_gap_p50/p99 (1b), session_cpu_per_session (ms of daemon
- * CPU per second of session; baseline: bare server), sessions_per_core (1000 / that; baseline: bare
- * server), sessions_held (highest held step; baseline: the issue's target, 200),
+ * (reply p99 - RTT p99; baseline: the issue's target, 30 ms), session_sentence_gap_p50/p99 (1b),
+ * session_cpu_per_session (ms of daemon CPU per second of session; baseline: bare server),
+ * sessions_per_core (1000 / that; baseline: bare server), sessions_held (highest held step;
+ * baseline: the issue's target, 200),
  * session_loaded_reply_latency_p99 and session_loaded_on_time_share at the highest valid step
  * (baseline: bare server at the same step). Targets are reported, never asserted; run() throws
  * when the measurement is invalid (a server did not start, a session failed to connect or closed,
