@@ -10,7 +10,11 @@ export interface BridgeMetrics {
   callEnded(direction: 'inbound' | 'outbound'): void;
   /** A call that could not be bridged: limit, session refused, dial failure... */
   failure(reason: string): void;
-  quality(q: { jitterBufferDepthMs: number; lossRatio: number; inboundTickMs: number }): void;
+  /**
+   * A call's quality figures at its end. `frames`: the RTP frames sent to the caller (audio and
+   * silence), those sent more than 5 ms after their slot, and the slots skipped after stalls.
+   */
+  quality(q: { jitterBufferDepthMs: number; lossRatio: number; inboundTickMs: number; frames?: { sent: number; late: number; skipped: number } }): void;
 }
 
 export function createBridgeMetrics(registry: Registry): BridgeMetrics {
@@ -35,6 +39,15 @@ export function createBridgeMetrics(registry: Registry): BridgeMetrics {
     buckets: [0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5],
     registers: [registry],
   });
+  // Counters, not per-call histograms: a late frame is rare and matters wherever it falls, so the
+  // share is what to watch: rate(..._late_total) / rate(..._sent_total).
+  const framesSent = new Counter({ name: 'callbridge_bridge_frames_sent_total', help: 'RTP frames sent to callers (agent audio and silence), counted when each call ends.', registers: [registry] });
+  const framesLate = new Counter({
+    name: 'callbridge_bridge_frames_late_total',
+    help: 'RTP frames sent to callers more than 5 ms after their 20 ms slot (a gap for a shallow jitter buffer), counted when each call ends.',
+    registers: [registry],
+  });
+  const framesSkipped = new Counter({ name: 'callbridge_bridge_frames_skipped_total', help: '20 ms slots skipped after a stall instead of sent in a burst, counted when each call ends.', registers: [registry] });
   return {
     callStarted(direction) {
       active.inc({ direction });
@@ -50,6 +63,11 @@ export function createBridgeMetrics(registry: Registry): BridgeMetrics {
       depth.observe(q.jitterBufferDepthMs);
       loss.observe(q.lossRatio);
       tick.observe(q.inboundTickMs);
+      if (q.frames) {
+        framesSent.inc(q.frames.sent);
+        framesLate.inc(q.frames.late);
+        framesSkipped.inc(q.frames.skipped);
+      }
     },
   };
 }

@@ -471,7 +471,9 @@ class BridgedCall {
     }
     // The media's own tick (wherever it ran) plus this thread's input_audio send (none in a worker).
     const inboundTickMs = (media?.inboundTickMs ?? 0) + (this.#counts.framesIn > 0 ? this.#tickMsTotal / this.#counts.framesIn : 0);
-    this.#o.metrics?.quality({ jitterBufferDepthMs: inbound?.depthMs ?? 0, lossRatio, inboundTickMs });
+    const out = media?.outbound;
+    const frames = out ? { sent: out.framesSent + out.silenceSent, late: out.framesLate, skipped: out.lateTicksSkipped } : undefined;
+    this.#o.metrics?.quality({ jitterBufferDepthMs: inbound?.depthMs ?? 0, lossRatio, inboundTickMs, ...(frames ? { frames } : {}) });
     this.#log.info(
       {
         sessionId: this.#sessionId,

@@ -17,7 +17,7 @@
  * unbounded catch-up loop holding the event loop for 150 ms under load).
  */
 import { Pacer, type PacerTick } from './playout-queue.ts';
-import type { Clock, Timers } from './types.ts';
+import { systemClock, type Clock, type Timers } from './types.ts';
 
 export interface MediaTickerOptions {
   /** The frame period every subscriber runs at, ms. Default 20. */
@@ -86,6 +86,8 @@ export interface AddOptions {
 export class MediaTicker {
   readonly periodMs: number;
   readonly slots: number;
+  /** The clock the ticks are scheduled on (their scheduledMs and nowMs). */
+  readonly clock: Clock;
   readonly #options: MediaTickerOptions;
   readonly #phases: Phase[];
   #live = 0;
@@ -97,6 +99,7 @@ export class MediaTicker {
     if (!(this.periodMs > 0)) throw new RangeError(`periodMs must be positive, got ${this.periodMs}`);
     if (!Number.isInteger(this.slots) || this.slots < 1) throw new RangeError(`slots must be a positive integer, got ${this.slots}`);
     this.#options = options;
+    this.clock = options.clock ?? systemClock;
     this.#phases = Array.from({ length: this.slots }, () => ({ first: [], rest: [], dirty: false }));
   }
 

@@ -499,7 +499,7 @@ export class RemoteBridgeMedia implements BridgeMedia {
     const empty = (): BridgeMediaStats => ({
       rtp: this.session.stats(),
       inbound: { decoded: 0, concealedFrames: 0, comfortNoiseFrames: 0 } as BridgeMediaStats['inbound'],
-      outbound: { framesSent: 0, queuedMs: 0, droppedMs: 0, lateTicksSkipped: 0 },
+      outbound: { framesSent: 0, silenceSent: 0, framesLate: 0, maxLateMs: 0, queuedMs: 0, droppedMs: 0, lateTicksSkipped: 0 },
       inboundTickMs: 0,
     });
     this.#stopped = (closing ?? this.worker.request<BridgeMediaStats>((req) => ({ t: 'stopBridge', req, id: this.id })).then((b) => ({ bridge: b })))

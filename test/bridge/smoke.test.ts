@@ -111,6 +111,11 @@ describe.skipIf(!sippAvailable()).each([0, 2])('call bridge smoke (SIPp, ACL tru
       expect(metrics).toContain('callbridge_bridge_call_setups_total{direction="inbound"} 1');
       expect(metrics).toContain('callbridge_bridge_call_failures_total{reason="limit_trunk"} 1');
       expect(metrics.some((l) => l.startsWith('callbridge_bridge_packet_loss_ratio_count 1'))).toBe(true);
+      // The caller's RTP of the 3 s call (agent audio or silence every 20 ms), and how many went out late.
+      const counter = (name: string) => Number(metrics.find((l) => l.startsWith(`${name} `))?.split(' ')[1]);
+      expect(counter('callbridge_bridge_frames_sent_total')).toBeGreaterThan(100);
+      expect(counter('callbridge_bridge_frames_late_total')).toBeGreaterThanOrEqual(0);
+      expect(counter('callbridge_bridge_frames_skipped_total')).toBeGreaterThanOrEqual(0);
     } finally {
       await d2.close();
     }

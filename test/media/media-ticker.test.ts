@@ -152,6 +152,52 @@ describe('MediaTicker', () => {
     expect(vt.pending).toBe(0);
   });
 
+  it('counts the frames each path sent more than 5 ms after their slot, audio and silence alike', () => {
+    const vt = new VirtualTime();
+    const ticker = new MediaTicker({ clock: vt, timers: vt, slots: 1 });
+    let slot = 0;
+    ticker.add((t) => (slot = t.scheduledMs));
+    let slowSends = 0;
+    const paths = [0, 1].map(
+      (i) =>
+        new OutboundPath({
+          codec: createCodec('PCMU'),
+          ticker,
+          sendSilence: true,
+          // While slowSends lasts, path 0's send takes 6 ms: path 1, after it in the phase, goes out late.
+          send: () => {
+            if (i === 0 && slowSends > 0) {
+              slowSends--;
+              vt.nowMs += 6;
+            }
+          },
+        }),
+    );
+    const [first, second] = paths as [OutboundPath, OutboundPath];
+    second.push(new Int16Array(480 * 2).fill(1000)); // two frames of agent audio, then silence
+    for (const p of paths) p.start();
+    vt.advanceTo(1000 + 20 * 5);
+    expect(first.stats()).toMatchObject({ framesLate: 0, maxLateMs: 0, framesSent: 0 });
+    expect(second.stats()).toMatchObject({ framesLate: 0, maxLateMs: 0, framesSent: 2 });
+    expect(second.stats().silenceSent).toBeGreaterThan(0);
+
+    slowSends = 1;
+    vt.advanceTo(vt.nowMs + 20);
+    expect(first.stats().framesLate).toBe(0);
+    expect(second.stats()).toMatchObject({ framesLate: 1, maxLateMs: 6 });
+
+    // The event loop stalls 8 ms past the next slot: both paths send that frame late, skip nothing.
+    vt.nowMs = slot + 20 + 8;
+    vt.advanceTo(vt.nowMs + 1);
+    expect(first.stats()).toMatchObject({ framesLate: 1, maxLateMs: 8, lateTicksSkipped: 0 });
+    expect(second.stats()).toMatchObject({ framesLate: 2, maxLateMs: 8, lateTicksSkipped: 0 });
+    // Back on time afterwards: the schedule did not move.
+    vt.advanceTo(vt.nowMs + 100);
+    expect(first.stats().framesLate).toBe(1);
+    expect(second.stats().framesLate).toBe(2);
+    ticker.close();
+  });
+
   it('refuses a ticker whose period is not the codec\'s frame', () => {
     const path = new OutboundPath({ codec: createCodec('PCMU'), ticker: new MediaTicker({ periodMs: 10 }), send: () => {} });
     expect(() => path.start()).toThrow(/10 ms/);
