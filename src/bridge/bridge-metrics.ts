@@ -4,6 +4,7 @@
  * the call ends, from the media paths' own statistics.
  */
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import { SEND_LATE_MS } from '../media/outbound-path.ts';
 
 export interface BridgeMetrics {
   callStarted(direction: 'inbound' | 'outbound'): void;
@@ -12,7 +13,7 @@ export interface BridgeMetrics {
   failure(reason: string): void;
   /**
    * A call's quality figures at its end. `frames`: the RTP frames sent to the caller (audio and
-   * silence), those sent more than 5 ms after their slot, and the slots skipped after stalls.
+   * silence), those sent more than SEND_LATE_MS after their slot, and the slots skipped after stalls.
    */
   quality(q: { jitterBufferDepthMs: number; lossRatio: number; inboundTickMs: number; frames?: { sent: number; late: number; skipped: number } }): void;
 }
@@ -44,7 +45,7 @@ export function createBridgeMetrics(registry: Registry): BridgeMetrics {
   const framesSent = new Counter({ name: 'callbridge_bridge_frames_sent_total', help: 'RTP frames sent to callers (agent audio and silence), counted when each call ends.', registers: [registry] });
   const framesLate = new Counter({
     name: 'callbridge_bridge_frames_late_total',
-    help: 'RTP frames sent to callers more than 5 ms after their 20 ms slot (a gap for a shallow jitter buffer), counted when each call ends.',
+    help: `RTP frames sent to callers more than ${SEND_LATE_MS} ms after their 20 ms slot (a gap for a shallow jitter buffer), counted when each call ends.`,
     registers: [registry],
   });
   const framesSkipped = new Counter({ name: 'callbridge_bridge_frames_skipped_total', help: '20 ms slots skipped after a stall instead of sent in a burst, counted when each call ends.', registers: [registry] });

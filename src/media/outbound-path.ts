@@ -146,7 +146,7 @@ export class OutboundPath {
     this.#framesSent++;
   }
 
-  /** How long after its slot a frame went out (the pacer's schedule is drift-free: no catch-up skew). */
+  /** Counts a frame sent lateMs after its slot (slots are exact multiples of 20 ms from the start). */
   #noteLateness(lateMs: number): void {
     if (lateMs > SEND_LATE_MS) this.#framesLate++;
     if (lateMs > this.#maxLateMs) this.#maxLateMs = lateMs;
