@@ -18,6 +18,7 @@ import type { Logger } from '../log.ts';
 import type { BridgeMedia, BridgeMediaConfig, BridgeMediaStats } from '../media/bridge-media.ts';
 import { startBridgeMedia } from '../media/media-host.ts';
 import { MediaTicker } from '../media/media-ticker.ts';
+import { callerHeardGaps } from '../media/outbound-path.ts';
 import type { SipCall } from '../sip/call.ts';
 import type { DialFailureReason } from '../sip/outbound-call.ts';
 import { outboundTrunkFromStore } from '../sip/store-directory.ts';
@@ -474,7 +475,8 @@ class BridgedCall {
     const out = media?.outbound;
     const frames = out ? { sent: out.framesSent + out.silenceSent, late: out.framesLate, skipped: out.lateTicksSkipped } : undefined;
     this.#o.metrics?.quality({ jitterBufferDepthMs: inbound?.depthMs ?? 0, lossRatio, inboundTickMs, ...(frames ? { frames } : {}) });
-    this.#log.info(
+    // A warning when the caller heard gaps of the bridge's making: what an operator should see first.
+    this.#log[out && callerHeardGaps(out) ? 'warn' : 'info'](
       {
         sessionId: this.#sessionId,
         why,

@@ -62,6 +62,16 @@ export interface OutboundPathStats {
   lateTicksSkipped: number;
 }
 
+/**
+ * Whether the caller will have heard the bridge's own gaps: a slot skipped after a stall, or more
+ * than 1 % of the frames late (a far end with a shallow jitter buffer plays each as a click or a
+ * gap). The per-call log line is a warning then.
+ */
+export function callerHeardGaps(s: Pick<OutboundPathStats, 'framesSent' | 'silenceSent' | 'framesLate' | 'lateTicksSkipped'>): boolean {
+  const sent = s.framesSent + s.silenceSent;
+  return s.lateTicksSkipped > 0 || (sent > 0 && s.framesLate > sent * 0.01);
+}
+
 export class OutboundPath {
   readonly codec: Codec;
   readonly #queue: PlayoutQueue;

@@ -1,7 +1,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { createCodec } from '../../src/media/codecs.ts';
 import { MediaTicker } from '../../src/media/media-ticker.ts';
-import { OutboundPath } from '../../src/media/outbound-path.ts';
+import { callerHeardGaps, OutboundPath } from '../../src/media/outbound-path.ts';
 import { initResamplers } from '../../src/media/resampler.ts';
 import { systemTimers } from '../../src/media/types.ts';
 import { VirtualTime } from '../helpers/virtual-time.ts';
@@ -180,6 +180,7 @@ describe('MediaTicker', () => {
     expect(first.stats()).toMatchObject({ framesLate: 0, maxLateMs: 0, framesSent: 0 });
     expect(second.stats()).toMatchObject({ framesLate: 0, maxLateMs: 0, framesSent: 2 });
     expect(second.stats().silenceSent).toBeGreaterThan(0);
+    expect(callerHeardGaps(second.stats())).toBe(false);
 
     slowSends = 1;
     vt.advanceTo(vt.nowMs + 20);
@@ -191,11 +192,19 @@ describe('MediaTicker', () => {
     vt.advanceTo(vt.nowMs + 1);
     expect(first.stats()).toMatchObject({ framesLate: 1, maxLateMs: 8, lateTicksSkipped: 0 });
     expect(second.stats()).toMatchObject({ framesLate: 2, maxLateMs: 8, lateTicksSkipped: 0 });
+    expect(callerHeardGaps(second.stats())).toBe(true); // 2 of about 8 frames
     // Back on time afterwards: the schedule did not move.
     vt.advanceTo(vt.nowMs + 100);
     expect(first.stats().framesLate).toBe(1);
     expect(second.stats().framesLate).toBe(2);
     ticker.close();
+  });
+
+  it('says a caller heard gaps when a slot was skipped or more than 1 % of the frames went out late', () => {
+    expect(callerHeardGaps({ framesSent: 500, silenceSent: 500, framesLate: 10, lateTicksSkipped: 0 })).toBe(false);
+    expect(callerHeardGaps({ framesSent: 500, silenceSent: 500, framesLate: 11, lateTicksSkipped: 0 })).toBe(true);
+    expect(callerHeardGaps({ framesSent: 0, silenceSent: 1000, framesLate: 0, lateTicksSkipped: 1 })).toBe(true);
+    expect(callerHeardGaps({ framesSent: 0, silenceSent: 0, framesLate: 0, lateTicksSkipped: 0 })).toBe(false);
   });
 
   it('refuses a ticker whose period is not the codec\'s frame', () => {
