@@ -124,6 +124,8 @@ function percentile(values: readonly number[], q: number): number {
 
 const f1 = (v: number) => (Number.isFinite(v) ? v.toFixed(1) : String(v));
 const f2 = (v: number) => (Number.isFinite(v) ? v.toFixed(2) : String(v));
+/** p50, p90, p99 and max, for the latency tables' rows. */
+const quantiles = (values: readonly number[]) => [0.5, 0.9, 0.99, 1].map((q) => f2(percentile(values, q)));
 
 // ---------------------------------------------------------------------------------------------
 // Frames, serialized once.
@@ -846,12 +848,12 @@ export async function run(): Promise<void> {
       `\nreply latency, one session (${lat.samples.length} turns), ms:\n` +
         table([
           ['', 'p50', 'p90', 'p99', 'max'],
-          ['t0 -> first response_audio', ...[0.5, 0.9, 0.99, 1].map((q) => f2(percentile(lat.samples, q)))],
-          ['  t0 -> TTS request at the fake', ...[0.5, 0.9, 0.99, 1].map((q) => f2(percentile(lat.beforeTts, q)))],
-          ['  TTS request -> first audio at client', ...[0.5, 0.9, 0.99, 1].map((q) => f2(percentile(lat.afterTts, q)))],
-          ['t0 -> speech_stopped at client', ...[0.5, 0.9, 0.99, 1].map((q) => f2(percentile(lat.stoppedLags, q)))],
-          ['baseline: socket round trip', ...[0.5, 0.9, 0.99, 1].map((q) => f2(percentile(rtt, q)))],
-          ['silence inside a reply', ...[0.5, 0.9, 0.99, 1].map((q) => f2(percentile(lat.silences, q)))],
+          ['t0 -> first response_audio', ...quantiles(lat.samples)],
+          ['  t0 -> TTS request at the fake', ...quantiles(lat.beforeTts)],
+          ['  TTS request -> first audio at client', ...quantiles(lat.afterTts)],
+          ['t0 -> speech_stopped at client', ...quantiles(lat.stoppedLags)],
+          ['baseline: socket round trip', ...quantiles(rtt)],
+          ['silence inside a reply', ...quantiles(lat.silences)],
         ]) +
         '\n',
     );
@@ -859,8 +861,8 @@ export async function run(): Promise<void> {
       `\nsentence gaps (${gaps.samples.length} turns, two sentences of ${GAP_TONE_MS} ms each, TTS answering after ${GAP_TTS_WAIT_MS} ms), ms:\n` +
         table([
           ['', 'p50', 'p90', 'p99', 'max'],
-          ['silence inside a reply', ...[0.5, 0.9, 0.99, 1].map((q) => f2(percentile(gaps.silences, q)))],
-          ['t0 -> first response_audio', ...[0.5, 0.9, 0.99, 1].map((q) => f2(percentile(gaps.samples, q)))],
+          ['silence inside a reply', ...quantiles(gaps.silences)],
+          ['t0 -> first response_audio', ...quantiles(gaps.samples)],
           [`TTS request -> first audio at the daemon (${gapTtsFirst.n})`, f2(gapTtsFirst.p50), '', f2(gapTtsFirst.p99), f2(gapTtsFirst.max)],
         ]) +
         '\n',

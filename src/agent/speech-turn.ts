@@ -98,13 +98,10 @@ export class SpeechTurn {
   /** Queues a piece of text to be spoken after those before it. */
   speak(text: string): void {
     if (this.#closed || text.trim() === '') return;
-    const next = { text, synthesis: undefined as Synthesis | undefined };
-    this.#queued.push(next);
-    // Only the piece right after the one playing starts early; the others wait their turn.
-    if (this.#playing && this.#queued.length === 1) next.synthesis = this.#startSynthesis(text);
+    this.#queued.push({ text, synthesis: undefined });
+    this.#startAhead();
     this.#chain = this.#chain.then(() => this.#play());
   }
-
 
   /** No more text: once everything queued is spoken and played, onDone fires. */
   finish(): void {
@@ -130,8 +127,7 @@ export class SpeechTurn {
     if (next === undefined || this.#closed) return;
     const synthesis = next.synthesis ?? this.#startSynthesis(next.text);
     this.#playing = true;
-    const ahead = this.#queued[0];
-    if (ahead !== undefined) ahead.synthesis ??= this.#startSynthesis(ahead.text);
+    this.#startAhead();
     const piece: Piece = { text: next.text, startMs: this.#audioMs, durMs: 0, complete: false };
     this.#pieces.push(piece);
     try {
@@ -154,6 +150,12 @@ export class SpeechTurn {
     } finally {
       this.#playing = false;
     }
+  }
+
+  /** While a piece plays, the one right after it synthesizes; the others wait their turn. */
+  #startAhead(): void {
+    const ahead = this.#queued[0];
+    if (this.#playing && ahead !== undefined) ahead.synthesis ??= this.#startSynthesis(ahead.text);
   }
 
   /** Starts a piece's TTS request; its audio collects in the returned Synthesis. */

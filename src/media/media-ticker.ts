@@ -127,7 +127,7 @@ export class MediaTicker {
     if (this.#pacer === undefined) {
       this.#pacer = new Pacer((t) => this.#run(t), {
         periodMs: this.periodMs / this.slots,
-        ...(this.#options.clock ? { clock: this.#options.clock } : {}),
+        clock: this.clock,
         ...(this.#options.timers ? { timers: this.#options.timers } : {}),
         maxLateMs: this.#options.maxLateMs ?? 60,
         // Late phases catch up back to back, at most one period's worth per event-loop turn:
