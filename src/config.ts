@@ -7,6 +7,7 @@ import convict from 'convict';
 import { isIP } from 'node:net';
 import { readFileSync } from 'node:fs';
 import { LANGUAGES as LANGUAGE_CODES } from './domain/agent.ts';
+import { canonicalVoiceProvider, VOICE_PROVIDER_NAMES } from './domain/agent-aliases.ts';
 
 export const REGIONS = ['us-central1', 'northamerica-northeast1'] as const;
 export type Region = (typeof REGIONS)[number];
@@ -149,9 +150,10 @@ convict.addFormat({
       const o = p as Record<string, unknown>;
       const where = `entry #${i}`;
       if (typeof o !== 'object' || o === null) throw new Error(`${where} must be an object`);
-      if (!(TTS_PROVIDER_KEYS as readonly string[]).includes(String(o.voice_provider))) throw new Error(`${where}: voice_provider must be one of ${TTS_PROVIDER_KEYS.join(', ')}`);
-      if (seen.has(String(o.voice_provider))) throw new Error(`${where}: ${String(o.voice_provider)} is listed twice`);
-      seen.add(String(o.voice_provider));
+      if (canonicalVoiceProvider(String(o.voice_provider)) === undefined) throw new Error(`${where}: voice_provider must be one of ${VOICE_PROVIDER_NAMES.join(', ')}`);
+      const slot = canonicalVoiceProvider(String(o.voice_provider))!;
+      if (seen.has(slot)) throw new Error(`${where}: ${slot} (${String(o.voice_provider)}) is listed twice`);
+      seen.add(slot);
       if (o.type !== 'local' && o.type !== 'openai' && o.type !== 'stream') throw new Error(`${where} (${String(o.voice_provider)}): type must be local, openai or stream`);
       if (o.type !== 'local' && (typeof o.base_url !== 'string' || !/^(https?|wss?):\/\//.test(o.base_url))) throw new Error(`${where} (${String(o.voice_provider)}): base_url (http(s):// or ws(s)://) is required for type ${String(o.type)}`);
     }
@@ -167,6 +169,7 @@ convict.addFormat({
       if (typeof o?.id !== 'string' || typeof o.name !== 'string' || typeof o.provider !== 'string' || !Array.isArray(o.languages)) {
         throw new Error(`voice #${i} needs string id, name, provider and an array of languages`);
       }
+      if (canonicalVoiceProvider(o.provider) === undefined) throw new Error(`voice #${i}: provider must be one of ${VOICE_PROVIDER_NAMES.join(', ')}`);
     }
   },
 });
@@ -319,7 +322,7 @@ const schema = {
   },
   tts: {
     providers: {
-      doc: 'What serves each voice_settings.provider: a list of { voice_provider: provider_1..provider_6, type: local | openai | stream, base_url, api_key, model }. Voice providers not listed use the embedded local voice.',
+      doc: 'What serves each voice_settings.provider: a list of { voice_provider: provider_1..provider_6 (or the vendor name: elevenlabs, openai, cartesia, hume, minimax, fish), type: local | openai | stream, base_url, api_key, model }. Voice providers not listed use the embedded local voice.',
       format: 'tts-providers',
       default: [] as TtsSlotConfig[],
       env: 'CALLBRIDGE_TTS_PROVIDERS',
@@ -401,7 +404,7 @@ const schema = {
     enable_first_message_outbound: { doc: 'Whether new agents play the first message on outbound calls.', format: 'strict-boolean', default: true },
     keyterms: { doc: 'Keyterms of a new agent when none are sent.', format: Array, default: [] as string[] },
     voice_id: { doc: 'Voice id of a new agent.', format: String, default: 'local-en-1' },
-    voice_provider: { doc: 'Voice provider of a new agent.', format: ['provider_1', 'provider_2', 'provider_3', 'provider_4', 'provider_5', 'provider_6'], default: 'provider_1' },
+    voice_provider: { doc: 'Voice provider of a new agent: provider_1..provider_6, or the service\'s vendor name (elevenlabs, openai, cartesia, hume, minimax, fish).', format: [...VOICE_PROVIDER_NAMES], default: 'provider_1' },
     vad_start_secs: { doc: 'vad_settings.start_secs of a new agent.', format: Number, default: 0.2 },
     vad_stop_secs: { doc: 'vad_settings.stop_secs of a new agent.', format: Number, default: 0.8 },
     vad_silence_timeout_secs: { doc: 'vad_settings.silence_timeout_secs of a new agent.', format: Number, default: 10 },
@@ -445,7 +448,7 @@ const schema = {
     },
     timeout_ms: { doc: 'Time limit of one carrier API request.', format: 'nat', default: 10000, env: 'CALLBRIDGE_TELCO_TIMEOUT_MS' },
     outbound_trunks: {
-      doc: 'Outbound calls placed from an imported carrier number (dial without sip_trunk_id) go through a SIP trunk of the carrier: a list of { account_sid, sip_trunk_id }. Accounts not listed: such dials answer 503.',
+      doc: 'Outbound calls placed from an imported carrier number (dial without sipTrunkId) go through a SIP trunk of the carrier: a list of { account_sid, sip_trunk_id }. Accounts not listed: such dials answer 503.',
       format: 'telco-outbound-trunks',
       default: [] as Array<{ account_sid: string; sip_trunk_id: string }>,
       env: 'CALLBRIDGE_TELCO_OUTBOUND_TRUNKS',
@@ -566,8 +569,20 @@ export function loadConfig(overrides: Record<string, unknown> = {}, env: NodeJS.
   } catch (err) {
     throw new ConfigError(`invalid configuration: ${(err as Error).message}`);
   }
-  const config = c.getProperties() as unknown as Config;
+  const config = canonicalProviders(c.getProperties() as unknown as Config);
   crossCheck(config);
+  return config;
+}
+
+/**
+ * Voice providers may be named by vendor in every setting that takes one (validated above); the
+ * rest of the daemon sees only the neutral provider_1..provider_6.
+ */
+function canonicalProviders(config: Config): Config {
+  const neutral = (name: string) => canonicalVoiceProvider(name) ?? name;
+  config.agent_defaults.voice_provider = neutral(config.agent_defaults.voice_provider);
+  config.tts.providers = config.tts.providers.map((p) => ({ ...p, voice_provider: neutral(p.voice_provider) as TtsSlotConfig['voice_provider'] }));
+  config.voices.catalog = config.voices.catalog.map((v) => ({ ...v, provider: neutral(v.provider) }));
   return config;
 }
 

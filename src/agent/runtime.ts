@@ -437,7 +437,7 @@ export class AgentRuntime implements SessionRuntime {
         return true;
       }
       if (call.name === TRANSFER_CALL_TOOL) {
-        this.#transfer(turn, this.#transferNumber('timeout'));
+        this.#transfer(turn, 'timeout');
         return true;
       }
       if (call.name === SEND_DTMF_TOOL && this.#ctx.direction !== 'web') {
@@ -508,14 +508,22 @@ export class AgentRuntime implements SessionRuntime {
     turn.speech.finish();
   }
 
-  /** Says transfer_message (when set), then ends the session with reason transfer. */
-  #transfer(current: ActiveTurn | undefined, number: string | undefined): void {
+  /**
+   * Says the transfer message (when set), then ends the session with reason transfer. `which`
+   * picks the target and message: the silence action's own (silence_transfer_number,
+   * silence_transfer_message) fall back to the general ones; the model's transfer tool and the
+   * default timeout use transfer_number and transfer_message.
+   */
+  #transfer(current: ActiveTurn | undefined, which: 'timeout' | 'silence'): void {
+    const number = this.#transferNumber(which);
     if (number === undefined) {
       if (current) this.#closeWith(current, () => this.#end('agent_hangup'));
       else this.#end('agent_hangup');
       return;
     }
-    const message = this.#ctx.agent.timeout_settings.transfer_message?.trim() ?? '';
+    const t = this.#ctx.agent.timeout_settings;
+    const silenceMessage = which === 'silence' ? t.silence_transfer_message?.trim() : undefined;
+    const message = silenceMessage || (t.transfer_message?.trim() ?? '');
     const turn = current ?? this.#newTurn('closing');
     if (message !== '') this.#say(turn, message);
     this.#closeWith(turn, () => this.#end('transfer', number));
@@ -574,7 +582,7 @@ export class AgentRuntime implements SessionRuntime {
       current.abort.abort();
       current.speech.cut();
     }
-    this.#transfer(undefined, number);
+    this.#transfer(undefined, which);
   }
 
   // --- end ---------------------------------------------------------------------------------------

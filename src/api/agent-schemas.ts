@@ -1,13 +1,27 @@
 /** JSON Schemas of the Agent resource, built from configuration (model catalog and limits). */
-import { Type } from '@sinclair/typebox';
+import { Type, type TSchema } from '@sinclair/typebox';
 import { modelCatalog, type Config } from '../config.ts';
 import { AGENT_STATUSES, LANGUAGES, TIMEOUT_ACTIONS, VOICE_PROVIDERS } from '../domain/agent.ts';
+import { TIMEOUT_TWINS, VAD_TWINS, VOICE_PROVIDER_NAMES, VOICE_PROVIDER_VENDOR_NAMES } from '../domain/agent-aliases.ts';
 import { DIAL_STRING_PATTERN } from '../domain/phone.ts';
 import { DateTime, NullableUuid, Obj, Uuid } from './schemas.ts';
 
 const StrEnum = (values: readonly string[], description?: string) => Type.Unsafe<string>({ type: 'string', enum: [...values], description });
 /** Tuning fields: "when sent and non-zero, between 0 and 2" (API document, Limits). */
 const Tuning = (description: string) => Type.Optional(Type.Number({ minimum: 0, maximum: 2, description }));
+
+/**
+ * Adds each field's twin (the SDK types' second name, src/domain/agent-aliases.ts) with the same
+ * schema, described as the alias it is, so both validate alike and /v1/openapi.json shows them.
+ */
+function withTwins<T extends Record<string, TSchema>>(props: T, twins: Partial<Record<keyof T & string, string>>): Record<string, TSchema> {
+  const out: Record<string, TSchema> = { ...props };
+  for (const [canonical, twin] of Object.entries(twins) as [string, string][]) {
+    const schema = props[canonical];
+    if (schema) out[twin] = Type.Optional({ ...schema, description: `alias of ${canonical} (the service SDK's name); sending both with different values is a 400` });
+  }
+  return out;
+}
 
 export function agentSchemas(config: Config) {
   const L = config.limits;
@@ -20,12 +34,17 @@ export function agentSchemas(config: Config) {
     enabled: Type.Optional(Type.Boolean()),
     level: Type.Optional(Type.Number({ minimum: 0, maximum: 100, description: 'strength, percent' })),
   });
-  const Vad = Obj({
-    start_secs: Type.Optional(Type.Number({ minimum: 0, maximum: 10 })),
-    stop_secs: Type.Optional(Type.Number({ minimum: 0, maximum: 10 })),
-    silence_timeout_secs: Type.Optional(Type.Number({ minimum: 0, maximum: L.max_default_timeout })),
-  });
-  const Timeout = Obj({
+  const Vad = Obj(
+    withTwins(
+      {
+        start_secs: Type.Optional(Type.Number({ minimum: 0, maximum: 10 })),
+        stop_secs: Type.Optional(Type.Number({ minimum: 0, maximum: 10 })),
+        silence_timeout_secs: Type.Optional(Type.Number({ minimum: 0, maximum: L.max_default_timeout })),
+      },
+      VAD_TWINS,
+    ),
+  );
+  const timeoutFields = {
     default_timeout: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: L.max_default_timeout, description: `seconds, at most ${L.max_default_timeout}` })),
     timeout_action: Type.Optional(StrEnum(TIMEOUT_ACTIONS)),
     transfer_number: transferNumber('transfer target of timeout_action transfer_call'),
@@ -33,10 +52,13 @@ export function agentSchemas(config: Config) {
     silence_counter: Type.Optional(Type.Integer({ minimum: 0, maximum: 100 })),
     silence_timeout_action: Type.Optional(StrEnum(TIMEOUT_ACTIONS)),
     silence_transfer_number: transferNumber('transfer target of silence_timeout_action transfer_call'),
-  });
+    silence_transfer_message: Type.Optional(text(L.max_prompt_length, 'said before the silence action transfers; transfer_message when unset')),
+  };
+  const Timeout = Obj(withTwins(timeoutFields, TIMEOUT_TWINS));
+  const vendorNames = Object.entries(VOICE_PROVIDER_VENDOR_NAMES).map(([vendor, neutral]) => `${vendor} = ${neutral}`).join(', ');
   const Voice = Obj({
     id: Type.String({ minLength: 1, maxLength: 200 }),
-    provider: StrEnum(VOICE_PROVIDERS),
+    provider: StrEnum(VOICE_PROVIDER_NAMES, `${VOICE_PROVIDERS.join(', ')}, or the service's vendor name (${vendorNames}); responses use the neutral name`),
     speed: Tuning('speech rate'),
     stability: Tuning('stability'),
     similarity_boost: Tuning('similarity boost'),
@@ -99,6 +121,7 @@ export function agentSchemas(config: Config) {
         silence_counter: Type.Integer(),
         silence_timeout_action: Type.String(),
         silence_transfer_number: Type.Optional(Type.String()),
+        silence_transfer_message: Type.Optional(Type.String()),
       }),
       keyterms: Type.Array(Type.String()),
     },

@@ -26,6 +26,25 @@ import { registerSessionServer } from '../session/server.ts';
 
 export const API_VERSION = '0.2.4';
 
+/**
+ * JSON bodies as Fastify parses them (prototype-poisoning checks included), except that an empty
+ * body is no body: the service's official SDK sends `Content-Type: application/json` on every
+ * request, including those that carry nothing (publish, dial without variables, every DELETE).
+ * A route whose schema requires a body still answers 400 for it, at validation.
+ */
+function installJsonBodyParser(app: FastifyInstance): void {
+  const parseJson = app.getDefaultJsonParser('error', 'error');
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, body, done) => {
+    const text = typeof body === 'string' ? body : body.toString('utf8');
+    if (text === '') {
+      done(null, undefined);
+      return;
+    }
+    parseJson(req, text, done);
+  });
+}
+
 export async function buildApp(deps: ApiDeps, registry: Registry = createRegistry()): Promise<FastifyInstance> {
   const app = Fastify({
     loggerInstance: deps.logger.child({ component: 'http' }) as FastifyBaseLogger,
@@ -41,6 +60,7 @@ export async function buildApp(deps: ApiDeps, registry: Registry = createRegistr
 
   // The API speaks JSON only: a text/plain body is 415, not a string that fails validation later.
   app.removeContentTypeParser('text/plain');
+  installJsonBodyParser(app);
   installValidation(app);
   installErrorHandler(app);
   installRegionPinning(app, deps.config);

@@ -40,6 +40,8 @@ export function formatValidationErrors(errors: ErrorObject[], dataVar: string): 
   if (!e) return `${dataVar} is invalid`;
   const path = [dataVar, ...e.instancePath.split('/').filter(Boolean)].join('.');
   const params = e.params as Record<string, unknown>;
+  // A missing body (no bytes, whatever the content type says) lands here too.
+  if (dataVar === 'body' && e.instancePath === '' && e.keyword === 'type') return 'body must be a JSON object (it is missing or of another type)';
   switch (e.keyword) {
     case 'additionalProperties':
       return `${path}.${String(params.additionalProperty)} is not a known field`;

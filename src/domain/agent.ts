@@ -8,10 +8,11 @@ export const TIMEOUT_ACTIONS = ['end_call', 'transfer_call'] as const;
 export const AGENT_STATUSES = ['active', 'inactive'] as const;
 
 export type AgentStatus = (typeof AGENT_STATUSES)[number];
+export type VoiceProvider = (typeof VOICE_PROVIDERS)[number];
 
 export interface VoiceSettings {
   id: string;
-  provider: (typeof VOICE_PROVIDERS)[number];
+  provider: VoiceProvider;
   speed?: number;
   stability?: number;
   similarity_boost?: number;
@@ -26,6 +27,8 @@ export interface TimeoutSettings {
   silence_counter: number;
   silence_timeout_action: (typeof TIMEOUT_ACTIONS)[number];
   silence_transfer_number?: string;
+  /** Said before a transfer by the silence action; transfer_message when unset. */
+  silence_transfer_message?: string;
 }
 
 /** Everything of an Agent but its identity, ownership and timestamps. */

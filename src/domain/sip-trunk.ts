@@ -56,9 +56,11 @@ export interface SipTrunk extends SipTrunkSettings {
 
 /**
  * A create or PATCH body after schema validation. Passwords: a string sets a new one, null
- * clears the stored one, absent keeps it.
+ * clears the stored one, absent keeps it. Every other field but pbx may be null too (the service's
+ * document marks them nullable): on create null is the same as absent; on PATCH it resets the
+ * field to what a create gives it (see `defaultOf`).
  */
-export type SipTrunkInput = Partial<SipTrunkSettings> & {
+export type SipTrunkInput = { [K in keyof SipTrunkSettings]?: K extends 'pbx' ? Pbx : SipTrunkSettings[K] | null } & {
   inbound_sip_password?: string | null;
   outbound_sip_password?: string | null;
 };
@@ -136,9 +138,30 @@ const SETTINGS_KEYS = [
  * accepted) stay when pbx changes. `current` may carry more than settings; only settings are kept.
  */
 export function applyTrunkPatch(current: SipTrunkSettings, input: SipTrunkInput): SipTrunkSettings {
+  const pbx = input.pbx ?? current.pbx;
   const merged = {} as Record<(typeof SETTINGS_KEYS)[number], unknown>;
-  for (const key of SETTINGS_KEYS) merged[key] = input[key] !== undefined ? input[key] : current[key];
+  for (const key of SETTINGS_KEYS) {
+    const sent = input[key];
+    if (key === 'pbx') merged.pbx = pbx;
+    else merged[key] = sent === undefined ? current[key] : sent === null ? defaultOf(key, pbx) : sent;
+  }
   return normalizeSettings(merged as SipTrunkSettings);
+}
+
+/** What a create gives a field it is not sent: the PBX preset's value, else "" or []. */
+function defaultOf(key: Exclude<(typeof SETTINGS_KEYS)[number], 'pbx'>, pbx: Pbx): SipTrunkSettings[typeof key] {
+  const preset = PBX_PRESETS[pbx];
+  switch (key) {
+    case 'inbound_auth_type':
+    case 'register':
+    case 'remain_in_dialog':
+      return preset[key];
+    case 'inbound_acl':
+    case 'caller_id_transforms':
+      return [];
+    default:
+      return '';
+  }
 }
 
 /** Checks every field and returns the stored form (trimmed, canonical CIDRs, pruned transforms). */

@@ -11,7 +11,7 @@
  * line carries the auth token (it only ever travels in the Authorization header).
  */
 import type { Config } from '../config.ts';
-import { badGateway, DomainError, unavailable, validation } from '../domain/errors.ts';
+import { badGateway, unavailable, validation } from '../domain/errors.ts';
 
 export interface CarrierNumber {
   phone_sid: string;
@@ -21,7 +21,7 @@ export interface CarrierNumber {
 export interface CarrierClient {
   /**
    * Finds an E.164 number among the account's incoming numbers.
-   * @throws DomainError validation (credentials rejected), not_found (not in the account),
+   * @throws DomainError validation (credentials rejected, or the number is not in the account),
    *   bad_gateway (carrier down, slow or answering nonsense), unavailable (no carrier configured).
    */
   lookupNumber(accountSid: string, authToken: string, phoneNumber: string): Promise<CarrierNumber>;
@@ -36,8 +36,9 @@ export const CARRIER_ERROR = {
 } as const;
 
 const credentialsRejected = () => validation('carrier rejected account_sid/auth_token', CARRIER_ERROR.credentials);
-const notInAccount = () =>
-  new DomainError('not_found', CARRIER_ERROR.notInAccount, 'phone_number is not a number of that carrier account');
+// A business-rule failure of the request, so 400 as the service's document has it (not 404: the
+// resource addressed by the path exists; the number named in the body is what is wrong).
+const notInAccount = () => validation('phone_number is not a number of that carrier account', CARRIER_ERROR.notInAccount);
 const failed = (detail: string, cause?: unknown) => badGateway(`carrier API failed: ${detail}`, CARRIER_ERROR.failed, cause);
 
 export function createCarrierClient(config: Config): CarrierClient {

@@ -260,4 +260,91 @@ describe('agents', () => {
     expect((await d.api('GET', `/v1/agents/${a.id}`)).status).toBe(404);
     expect((await d.api('DELETE', `/v1/agents/${a.id}`)).status).toBe(404);
   });
+
+  // The names of the service's own documents (its OpenAPI and SDK types), accepted beside the API
+  // document's (issue 19): responses keep the API document's names.
+  describe('the service SDK\'s names', () => {
+    it.each([
+      ['elevenlabs', 'provider_1'],
+      ['openai', 'provider_2'],
+      ['cartesia', 'provider_3'],
+      ['hume', 'provider_4'],
+      ['minimax', 'provider_5'],
+      ['fish', 'provider_6'],
+    ])('voice_settings.provider %s is %s, on create and on PATCH', async (vendor, neutral) => {
+      const r = await create({ name: `voice ${vendor}`, voice_settings: { id: 'v1', provider: vendor } });
+      expect(r.status, r.text).toBe(201);
+      expect(r.body.voice_settings).toEqual({ id: 'v1', provider: neutral });
+      const p = await d.api('PATCH', `/v1/agents/${r.body.id}`, { voice_settings: { id: 'v2', provider: vendor, speed: 1.1 } });
+      expect(p.status, p.text).toBe(200);
+      expect(p.body.voice_settings).toEqual({ id: 'v2', provider: neutral, speed: 1.1 });
+      expect((await d.api('GET', `/v1/agents/${r.body.id}`)).body.voice_settings.provider).toBe(neutral);
+    });
+
+    it('an unknown provider name is still a 400 naming the field', async () => {
+      const r = await create({ name: 'bad voice', voice_settings: { id: 'v1', provider: 'google' } });
+      expect(r.status).toBe(400);
+      expect(r.body.error).toMatch(/^body\.voice_settings\.provider must be one of .*"provider_1".*"elevenlabs"/);
+    });
+
+    it('the camelCase timeout twins and the vad twins mean the canonical fields', async () => {
+      const r = await create({
+        name: 'twins',
+        vad_settings: { starting_secs: 0.3, stopping_secs: 1.2 },
+        timeout_settings: {
+          defaultTimeout: 600,
+          timeoutAction: 'transfer_call',
+          transferNumber: '+15551230000',
+          transferMessage: 'One moment.',
+          silenceCounter: 3,
+          silenceTimeoutAction: 'transfer_call',
+          silenceTransferNumber: '+15551230001',
+          silenceTransferMessage: 'Passing you to a colleague.',
+        },
+      });
+      expect(r.status, r.text).toBe(201);
+      expect(r.body.vad_settings).toMatchObject({ start_secs: 0.3, stop_secs: 1.2 });
+      expect(r.body.timeout_settings).toEqual({
+        default_timeout: 600,
+        timeout_action: 'transfer_call',
+        transfer_number: '+15551230000',
+        transfer_message: 'One moment.',
+        silence_counter: 3,
+        silence_timeout_action: 'transfer_call',
+        silence_transfer_number: '+15551230001',
+        silence_transfer_message: 'Passing you to a colleague.',
+      });
+      const p = await d.api('PATCH', `/v1/agents/${r.body.id}`, { vad_settings: { stopping_secs: 0.9 }, timeout_settings: { silenceTransferMessage: 'Hold on.' } });
+      expect(p.status, p.text).toBe(200);
+      expect(p.body.vad_settings).toMatchObject({ start_secs: 0.3, stop_secs: 0.9 });
+      expect(p.body.timeout_settings).toMatchObject({ silence_transfer_message: 'Hold on.', transfer_message: 'One moment.' });
+      expect(Object.keys(p.body.timeout_settings)).not.toContain('silenceTransferMessage');
+    });
+
+    it('a field sent under both names: the same value is fine, different values are a 400', async () => {
+      const same = await create({ name: 'same', vad_settings: { start_secs: 0.4, starting_secs: 0.4 }, timeout_settings: { default_timeout: 90, defaultTimeout: 90 } });
+      expect(same.status, same.text).toBe(201);
+      expect(same.body.timeout_settings.default_timeout).toBe(90);
+      for (const [body, message] of [
+        [{ vad_settings: { start_secs: 0.4, starting_secs: 0.5 } }, 'body.vad_settings.start_secs and body.vad_settings.starting_secs'],
+        [{ timeout_settings: { timeout_action: 'end_call', timeoutAction: 'transfer_call' } }, 'body.timeout_settings.timeout_action and body.timeout_settings.timeoutAction'],
+      ] as const) {
+        const r = await create({ name: 'conflict', ...body });
+        expect(r.status, JSON.stringify(body)).toBe(400);
+        expect(r.body.error).toContain(message);
+        const p = await d.api('PATCH', `/v1/agents/${same.body.id}`, body);
+        expect(p.status).toBe(400);
+      }
+      expect((await d.api('GET', `/v1/agents/${same.body.id}`)).body.vad_settings.start_secs).toBe(0.4);
+    });
+
+    it('a twin is validated like its field, and the transfer rule sees it', async () => {
+      const r = await create({ name: 'bad twin', timeout_settings: { defaultTimeout: -1 } });
+      expect(r.status).toBe(400);
+      expect(r.body.error).toContain('body.timeout_settings.defaultTimeout');
+      const noTarget = await create({ name: 'no target', timeout_settings: { silenceTimeoutAction: 'transfer_call' } });
+      expect(noTarget.status).toBe(400);
+      expect(noTarget.body.error).toMatch(/silence_transfer_number is required/);
+    });
+  });
 });

@@ -72,6 +72,32 @@ describe('authentication, bad input, organization isolation', () => {
     expect(arr.status).toBe(400);
   });
 
+  // The service's official SDK sends content-type: application/json on every request, bodies or
+  // not (issue 19): an empty body is no body, whatever the header says.
+  it('an empty body with content-type application/json is no body; a present body is still validated', async () => {
+    const json = { 'content-type': 'application/json' };
+    const agent = (await d.api('POST', '/v1/agents', { name: 'empty-body' })).body;
+    expect((await d.api('PUT', `/v1/agents/${agent.id}/draft`, { nodes: [{ id: 'start', type: 'conversation' }] })).status).toBe(200);
+    const version = (await d.api('POST', `/v1/agents/${agent.id}/versions`, { tag: 'v1' })).body;
+    const publish = await d.api('POST', `/v1/agents/${agent.id}/versions/${version.id}/publish`, undefined, { headers: json, rawBody: '' });
+    expect(publish.status, publish.text).toBe(200);
+    expect(publish.body.published_at).toMatch(/^\d{4}-/);
+    const gone = await d.api('DELETE', `/v1/agents/${agent.id}`, undefined, { headers: json, rawBody: '' });
+    expect(gone.status, gone.text).toBe(204);
+    expect((await d.api('GET', `/v1/agents/${agent.id}`)).status).toBe(404);
+    // A route that needs a body says so, as it would for a body-less request.
+    const create = await d.api('POST', '/v1/agents', undefined, { headers: json, rawBody: '' });
+    expect(create.status).toBe(400);
+    expect(create.body.error).toBe('body must be a JSON object (it is missing or of another type)');
+    // Whitespace is not empty: it is malformed JSON, as before.
+    const blank = await d.api('POST', '/v1/agents', undefined, { headers: json, rawBody: '  ' });
+    expect(blank.status).toBe(400);
+    expect(blank.body.error).toMatch(/JSON/);
+    // A present body keeps every check (prototype poisoning too).
+    const poisoned = await d.api('POST', '/v1/agents', undefined, { headers: json, rawBody: '{"name":"x","__proto__":{"admin":true}}' });
+    expect(poisoned.status).toBe(400);
+  });
+
   it('404 with an error body for an unknown route', async () => {
     const r = await d.api('GET', '/v1/nothing-here');
     expect(r.status).toBe(404);

@@ -80,7 +80,7 @@ describe('POST /v1/agents/{id}/dial', () => {
     await d.api('PATCH', `/v1/agents/${agent.id}`, { phone_number_id: num.body.id });
     const viaCarrier = await dial('?destination=%2B15551234567');
     expect(viaCarrier.status).toBe(503);
-    expect(viaCarrier.body.error).toMatch(/carrier number \+15557654321 need a SIP trunk for its carrier account AC1: add it to telco.outbound_trunks, or pass sip_trunk_id/);
+    expect(viaCarrier.body.error).toMatch(/carrier number \+15557654321 need a SIP trunk for its carrier account AC1: add it to telco.outbound_trunks, or pass sipTrunkId/);
   });
 
   it('400 when the trunk has no outbound_host to call through', async () => {

@@ -299,6 +299,75 @@ describe('SIP trunks API', () => {
       expect((await d.api('PATCH', `/v1/sip-trunks/${MISSING}`, { name: 'x' })).status).toBe(404);
       expect((await d.api('PATCH', '/v1/sip-trunks/123', { name: 'x' })).status).toBe(400);
     });
+
+    // The service's document marks these fields nullable (issue 19): null resets a field to what a
+    // create would give it.
+    it('null clears a field: text to "", lists to [], the rest to the PBX preset', async () => {
+      const t = await createTrunk(
+        digestTrunk({
+          pbx: '3cx',
+          inbound_host: 'pbx.example.com',
+          outbound_host: 'gw.example.com;transport=tcp',
+          outbound_sip_username: 'o',
+          outbound_sip_password: OUT_PASSWORD,
+          remain_in_dialog: false,
+          caller_id_transforms: [{ type: 'add_prefix', value: '9' }],
+        }),
+      );
+      expect(t.remain_in_dialog).toBe(false);
+      const r = await d.api('PATCH', `/v1/sip-trunks/${t.id}`, {
+        inbound_host: null,
+        outbound_host: null,
+        outbound_sip_username: null,
+        outbound_sip_password: null,
+        register: null,
+        remain_in_dialog: null,
+        caller_id_transforms: null,
+        name: null,
+      });
+      expect(r.status, r.text).toBe(200);
+      expect(r.body).toMatchObject({
+        name: '',
+        inbound_host: '',
+        outbound_host: '',
+        outbound_sip_username: '',
+        register: false,
+        remain_in_dialog: true, // 3cx's preset
+        caller_id_transforms: [],
+        inbound_auth_type: 'digest',
+      });
+      expect(d.daemon.store.sipTrunks.credentials(t.id)?.outbound).toBeUndefined();
+      // inbound_auth_type null goes back to the preset too, and the rules run on the result.
+      const acl = await createTrunk(aclTrunk({ pbx: 'webex', register: false }));
+      const reset = await d.api('PATCH', `/v1/sip-trunks/${acl.id}`, { pbx: 'generic', inbound_auth_type: null });
+      expect(reset.status).toBe(400);
+      expect(reset.body.error).toMatch(/inbound_sip_username is required when inbound_auth_type is digest/);
+    });
+
+    it('null on create is the same as leaving the field out', async () => {
+      const r = await d.api('POST', '/v1/sip-trunks', {
+        pbx: 'generic',
+        inbound_auth_type: null,
+        inbound_host: null,
+        inbound_sip_username: uniq('user'),
+        inbound_sip_password: IN_PASSWORD,
+        outbound_host: null,
+        outbound_sip_username: null,
+        outbound_sip_password: null,
+        register: null,
+        remain_in_dialog: null,
+      });
+      expect(r.status, r.text).toBe(201);
+      expect(r.body).toMatchObject({ inbound_auth_type: 'digest', inbound_host: '', outbound_host: '', register: false, remain_in_dialog: false });
+    });
+
+    it('an empty PATCH is a 400 (no fields to update), as the service documents', async () => {
+      const t = await createTrunk();
+      const r = await d.api('PATCH', `/v1/sip-trunks/${t.id}`, {});
+      expect(r.status).toBe(400);
+      expect(r.body.error).toBe('body has no fields to update');
+      expect((await d.api('PATCH', `/v1/sip-trunks/${t.id}`, { pbx: null })).status).toBe(400);
+    });
   });
 
   describe('DELETE', () => {

@@ -158,16 +158,17 @@ describe('telco numbers', () => {
       expect(r.body.error).toBe('carrier rejected account_sid/auth_token');
     });
 
-    it('answers 404 when the number is not in the carrier account', async () => {
+    // A business-rule failure of the body (the service's document: 400), not a missing resource.
+    it('answers 400 when the number is not in the carrier account', async () => {
       const r = await d.api('POST', '/v1/telco/numbers', { phone_number: freshNumber(), account_sid: ACCOUNT, auth_token: TOKEN });
-      expect(r.status).toBe(404);
+      expect(r.status).toBe(400);
       expect(r.body).toEqual({ error: 'phone_number is not a number of that carrier account' });
     });
 
-    it('answers 404 when the carrier itself answers 404', async () => {
+    it('answers 400 when the carrier itself answers 404', async () => {
       carrier.failNext(404);
       const r = await d.api('POST', '/v1/telco/numbers', { phone_number: freshNumber(), account_sid: ACCOUNT, auth_token: TOKEN });
-      expect(r.status).toBe(404);
+      expect(r.status).toBe(400);
       expect(r.body.error).toBe('phone_number is not a number of that carrier account');
     });
 
@@ -302,6 +303,50 @@ describe('telco numbers', () => {
     });
   });
 
+  // The hosted service's name for these routes, which its SDK calls (issue 19).
+  describe('/v1/twilio/numbers, the service\'s name for the same routes', () => {
+    it('imports, lists and relabels the same records as /v1/telco/numbers', async () => {
+      const phone = freshNumber();
+      const sid = carrier.addNumber(ACCOUNT, TOKEN, phone);
+      const imported = await d.api('POST', '/v1/twilio/numbers', { phone_number: phone, account_sid: ACCOUNT, auth_token: TOKEN, label: 'via alias' });
+      expect(imported.status, imported.text).toBe(201);
+      expect(Object.keys(imported.body).sort()).toEqual(FIELDS);
+      expect(imported.body).toMatchObject({ phone_number: phone, phone_sid: sid, label: 'via alias' });
+      const viaTelco = (await d.api('GET', '/v1/telco/numbers')).body.find((n: { id: string }) => n.id === imported.body.id);
+      expect(viaTelco).toEqual(imported.body);
+      const viaTwilio = await d.api('GET', '/v1/twilio/numbers');
+      expect(viaTwilio.status).toBe(200);
+      expect(viaTwilio.body).toEqual((await d.api('GET', '/v1/telco/numbers')).body);
+      const relabelled = await d.api('PATCH', `/v1/twilio/numbers/${imported.body.id}`, { label: 'renamed' });
+      expect(relabelled.status).toBe(200);
+      expect(relabelled.body.label).toBe('renamed');
+      // One record under two names: importing it again under the other name is the same conflict.
+      const again = await d.api('POST', '/v1/telco/numbers', { phone_number: phone, account_sid: ACCOUNT, auth_token: TOKEN });
+      expect(again.status).toBe(409);
+    });
+
+    it('validates alike and scopes by organization alike', async () => {
+      const bad = await d.api('POST', '/v1/twilio/numbers', { phone_number: 'call-me', account_sid: ACCOUNT, auth_token: TOKEN });
+      expect(bad.status).toBe(400);
+      expect(bad.body.error).toContain('body.phone_number');
+      expect((await d.api('PATCH', `/v1/twilio/numbers/${MISSING_ID}`, { label: 'x' })).status).toBe(404);
+      const { body } = await importNew({ label: 'org a' });
+      const other = d.newOrgKey('alias-other');
+      expect((await d.api('PATCH', `/v1/twilio/numbers/${body.id}`, { label: 'theirs' }, { key: other })).status).toBe(404);
+      expect((await d.api('GET', '/v1/twilio/numbers', undefined, { key: other })).body).toEqual([]);
+      expect((await d.api('GET', '/v1/twilio/numbers', undefined, { key: null })).status).toBe(401);
+    });
+
+    it('is documented in /v1/openapi.json as an alias', async () => {
+      const r = await d.api('GET', '/v1/openapi.json', undefined, { key: null });
+      const alias = r.body.paths['/v1/twilio/numbers'];
+      expect(Object.keys(alias).sort()).toEqual(['get', 'post']);
+      expect(alias.post.description).toMatch(/Alias of \/v1\/telco\/numbers/);
+      expect(Object.keys(alias.post.responses).sort()).toEqual(Object.keys(r.body.paths['/v1/telco/numbers'].post.responses).sort());
+      expect(r.body.paths['/v1/twilio/numbers/{id}'].patch.description).toMatch(/Alias of/);
+    });
+  });
+
   it.each([
     ['POST', '/v1/telco/numbers', { phone_number: '+15550109999', account_sid: ACCOUNT, auth_token: TOKEN }],
     ['GET', '/v1/telco/numbers', undefined],
@@ -335,7 +380,7 @@ describe('telco numbers', () => {
     expect(r.status).toBe(200);
     const numbers = r.body.paths['/v1/telco/numbers'];
     expect(numbers.post.tags).toEqual(['telco']);
-    expect(Object.keys(numbers.post.responses).sort()).toEqual(['201', '400', '401', '404', '409', '502', '503']);
+    expect(Object.keys(numbers.post.responses).sort()).toEqual(['201', '400', '401', '409', '502', '503']);
     expect(Object.keys(numbers.get.responses).sort()).toEqual(['200', '401']);
     const one = r.body.paths['/v1/telco/numbers/{id}'];
     expect(Object.keys(one.patch.responses).sort()).toEqual(['200', '400', '401', '404']);

@@ -4,6 +4,7 @@ import { Type } from '@sinclair/typebox';
 import type { ApiDeps } from '../context.ts';
 import { agentSchemas } from '../agent-schemas.ts';
 import { errorResponses, IdParams, Pagination } from '../schemas.ts';
+import { foldAgentAliases } from '../../domain/agent-aliases.ts';
 import { applyPatch, settingsForCreate, type AgentDefaults, type AgentInput, type AgentSettings } from '../../domain/agent.ts';
 import { conflict, notFound, validation } from '../../domain/errors.ts';
 import { newId, nowIso } from '../../domain/ids.ts';
@@ -70,7 +71,7 @@ export async function agentRoutes(app: FastifyInstance, deps: ApiDeps): Promise<
     '/v1/agents',
     { schema: { tags, body: AgentCreate, response: { 201: Agent, ...errorResponses(400, 401, 409) } } },
     async (req, reply) => {
-      const input = req.body as AgentInput & { name: string };
+      const input = foldAgentAliases(req.body as AgentInput & { name: string });
       const settings = settingsForCreate(defaults, input);
       checkSettings(settings);
       const id = newId();
@@ -113,7 +114,7 @@ export async function agentRoutes(app: FastifyInstance, deps: ApiDeps): Promise<
     { schema: { tags, params: IdParams, body: AgentPatch, response: { 200: Agent, ...errorResponses(400, 401, 404, 409) } } },
     async (req) => {
       const { id } = req.params as { id: string };
-      const input = req.body as AgentInput;
+      const input = foldAgentAliases(req.body as AgentInput);
       const updated = store.tx(() => {
         const current = store.agents.get(req.org.id, id);
         if (!current) throw notFound('agent');

@@ -27,18 +27,51 @@ export interface DialRequest {
   variables: { key: string; value: string }[];
 }
 
+/**
+ * The dial options' names are the service's (its OpenAPI and SDK: sipTrunkId, callerId,
+ * firstMessage, prompt); the snake_case names used before stay accepted as aliases.
+ */
+export const DIAL_QUERY_ALIASES = { sipTrunkId: 'sip_trunk_id', callerId: 'caller_id', firstMessage: 'first_message' } as const;
+
+const dialOptions = {
+  sipTrunkId: Uuid('SIP trunk to call through (the agent must be assigned on it); without it, the agent’s carrier number'),
+  callerId: Type.String({ pattern: DIAL_STRING_PATTERN, description: 'caller ID shown to the callee (SIP From user); default: the agent’s number on the trunk, else the agent id' }),
+  firstMessage: Type.String({ maxLength: 100_000, description: 'overrides the agent’s first message for this call' }),
+};
+const aliasOf = (name: keyof typeof DIAL_QUERY_ALIASES) =>
+  Type.Optional({ ...dialOptions[name], description: `alias of ${name}; sending both with different values is a 400` });
+
 const Query = Obj({
   number: Type.Optional(Type.String({ maxLength: 40, description: 'phone number to call (or `destination`)' })),
   destination: Type.Optional(Type.String({ maxLength: 40, description: 'same as `number`' })),
-  sip_trunk_id: Type.Optional(Uuid('SIP trunk to call through; else the agent’s carrier number')),
-  caller_id: Type.Optional(Type.String({ pattern: DIAL_STRING_PATTERN, description: 'caller ID shown to the callee (SIP trunk route)' })),
-  first_message: Type.Optional(Type.String({ maxLength: 100_000 })),
-  prompt: Type.Optional(Type.String({ maxLength: 100_000 })),
+  sipTrunkId: Type.Optional(dialOptions.sipTrunkId),
+  callerId: Type.Optional(dialOptions.callerId),
+  firstMessage: Type.Optional(dialOptions.firstMessage),
+  prompt: Type.Optional(Type.String({ maxLength: 100_000, description: 'overrides the agent’s system prompt for this call' })),
+  sip_trunk_id: aliasOf('sipTrunkId'),
+  caller_id: aliasOf('callerId'),
+  first_message: aliasOf('firstMessage'),
 });
+
+/** The query with each snake_case alias folded into the service's name. @throws validation when the two differ. */
+export function foldDialAliases(q: Record<string, string | undefined>): Record<string, string | undefined> {
+  const out = { ...q };
+  for (const [name, alias] of Object.entries(DIAL_QUERY_ALIASES)) {
+    const value = out[alias];
+    delete out[alias];
+    if (value === undefined) continue;
+    if (out[name] !== undefined && out[name] !== value) {
+      throw validation(`querystring: ${name} and ${alias} are the same option with different values; send one of them`);
+    }
+    out[name] = value;
+  }
+  return out;
+}
 const Body = Obj({ variables: Type.Optional(Type.Array(Variable, { maxItems: 100 })) });
 
 /** Resolves and checks everything a dial needs; throws the documented error otherwise. */
-export function resolveDial(store: Store, orgId: string, agentId: string, q: Record<string, string | undefined>, variables: DialRequest['variables']): DialRequest {
+export function resolveDial(store: Store, orgId: string, agentId: string, query: Record<string, string | undefined>, variables: DialRequest['variables']): DialRequest {
+  const q = foldDialAliases(query);
   if (q.number !== undefined && q.destination !== undefined && normalizeDialString(q.number) !== normalizeDialString(q.destination)) {
     throw validation('querystring: number and destination name different numbers; send one of them');
   }
@@ -52,28 +85,31 @@ export function resolveDial(store: Store, orgId: string, agentId: string, q: Rec
     orgId,
     agentId,
     number: normalizeDialString(raw),
-    callerId: q.caller_id,
-    firstMessage: q.first_message,
+    callerId: q.callerId,
+    firstMessage: q.firstMessage,
     prompt: q.prompt,
     variables,
   };
-  if (q.sip_trunk_id) {
-    if (!store.sipTrunks.get(orgId, q.sip_trunk_id)) throw notFound('sip trunk');
-    if (!store.assignments.listByTrunk(q.sip_trunk_id).some((a) => a.agent_id === agentId)) {
+  if (q.sipTrunkId) {
+    if (!store.sipTrunks.get(orgId, q.sipTrunkId)) throw notFound('sip trunk');
+    if (!store.assignments.listByTrunk(q.sipTrunkId).some((a) => a.agent_id === agentId)) {
       throw forbidden('the agent has no assignment on that SIP trunk');
     }
-    req.sipTrunkId = q.sip_trunk_id;
+    req.sipTrunkId = q.sipTrunkId;
   } else {
-    if (!agent.phone_number_id) throw validation('the agent has no carrier number; assign phone_number_id or pass sip_trunk_id');
+    if (!agent.phone_number_id) throw validation('the agent has no carrier number; assign phone_number_id or pass sipTrunkId');
     req.telcoNumberId = agent.phone_number_id;
   }
   return req;
 }
 
-/** Without caller_id: the agent's number on that trunk (what a callback would dial), else anonymous. */
+/**
+ * Without callerId: the agent's number on that trunk (what a callback would dial), else the
+ * agent id, as the service's document says of this parameter.
+ */
 function defaultCallerId(store: Store, trunkId: string, agentId: string): string {
   const a = store.assignments.listByTrunk(trunkId).find((x) => x.agent_id === agentId);
-  return a?.number ?? a?.alternate_number ?? 'anonymous';
+  return a?.number || a?.alternate_number || agentId;
 }
 
 export async function dialRoutes(app: FastifyInstance, deps: ApiDeps): Promise<void> {
@@ -102,7 +138,7 @@ export async function dialRoutes(app: FastifyInstance, deps: ApiDeps): Promise<v
         const number = deps.store.telcoNumbers.get(dial.orgId, dial.telcoNumberId ?? '');
         const route = number && deps.config.telco.outbound_trunks.find((t) => t.account_sid === number.account_sid);
         if (!number || !route) {
-          throw unavailable(`outbound calls from carrier number ${number?.phone_number ?? '(unknown)'} need a SIP trunk for its carrier account ${number?.account_sid ?? ''}: add it to telco.outbound_trunks, or pass sip_trunk_id`);
+          throw unavailable(`outbound calls from carrier number ${number?.phone_number ?? '(unknown)'} need a SIP trunk for its carrier account ${number?.account_sid ?? ''}: add it to telco.outbound_trunks, or pass sipTrunkId`);
         }
         if (!deps.store.sipTrunks.get(dial.orgId, route.sip_trunk_id)) throw unavailable(`telco.outbound_trunks names SIP trunk ${route.sip_trunk_id} for account ${number.account_sid}, which this organization does not have`);
         dial.sipTrunkId = route.sip_trunk_id;

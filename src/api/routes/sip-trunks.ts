@@ -6,7 +6,7 @@
  * Passwords are write-only: no response schema names them, and the store hands back none.
  */
 import type { FastifyInstance } from 'fastify';
-import { Type } from '@sinclair/typebox';
+import { Type, type Static, type TSchema } from '@sinclair/typebox';
 import type { ApiDeps } from '../context.ts';
 import { DateTime, errorResponses, IdParams, NullableString, Obj, Pagination, Uuid } from '../schemas.ts';
 import {
@@ -28,6 +28,10 @@ import { toSipTrunkResource } from '../../store/sip-trunks.ts';
 import type { Store } from '../../store/index.ts';
 
 const StrEnum = (values: readonly string[], description?: string) => Type.Unsafe<string>({ type: 'string', enum: [...values], description });
+const NullableEnum = (values: readonly string[], description?: string) =>
+  Type.Unsafe<string | null>({ type: ['string', 'null'], enum: [...values, null], description });
+/** The schema, or null: one JSON Schema type list, so errors name the field rather than an anyOf. */
+const Nullable = <T extends TSchema>(schema: T) => Type.Unsafe<Static<T> | null>({ ...schema, type: [schema.type as string, 'null'] });
 /** Write-only: a string sets the password, null clears it, absent keeps it. */
 const Password = (description: string) =>
   Type.Optional(Type.Unsafe<string | null>({ type: ['string', 'null'], minLength: 1, maxLength: 256, description, writeOnly: true }));
@@ -44,19 +48,22 @@ function trunkSchemas(maxNameLength: number) {
     },
     { title: 'CallerIdTransform' },
   );
+  // Every field but pbx may be null, as the service's document allows: on create null is the
+  // same as leaving the field out; on PATCH it resets the field to what a create would give it
+  // (text "", lists [], the PBX preset's value for the rest). domain/sip-trunk.ts applies it.
   const fields = {
-    name: Type.Optional(Type.String({ maxLength: maxNameLength })),
-    inbound_auth_type: Type.Optional(StrEnum(INBOUND_AUTH_TYPES, 'digest: username/password; acl: source address; none: no inbound calls')),
-    inbound_host: Type.Optional(Type.String({ maxLength: 253, description: 'host name or IP the PBX sends from (acl)' })),
-    inbound_acl: Type.Optional(Type.Array(Type.String({ maxLength: 64 }), { maxItems: 100, description: 'CIDRs allowed to send calls (acl)' })),
-    inbound_sip_username: Type.Optional(Type.String({ maxLength: 128, description: 'digest username; unique across all trunks' })),
+    name: Type.Optional(NullableString({ maxLength: maxNameLength, description: 'display name; null = none' })),
+    inbound_auth_type: Type.Optional(NullableEnum(INBOUND_AUTH_TYPES, 'digest: username/password; acl: source address; none: no inbound calls; null = the PBX preset')),
+    inbound_host: Type.Optional(NullableString({ maxLength: 253, description: 'host name or IP the PBX sends from (acl); null = none' })),
+    inbound_acl: Type.Optional(Nullable(Type.Array(Type.String({ maxLength: 64 }), { maxItems: 100, description: 'CIDRs allowed to send calls (acl); null = none' }))),
+    inbound_sip_username: Type.Optional(NullableString({ maxLength: 128, description: 'digest username; unique across all trunks; null = none' })),
     inbound_sip_password: Password('digest password the PBX authenticates with'),
-    outbound_host: Type.Optional(Type.String({ maxLength: 300, description: 'host[:port][;transport=udp|tcp|tls]' })),
-    outbound_sip_username: Type.Optional(Type.String({ maxLength: 128 })),
+    outbound_host: Type.Optional(NullableString({ maxLength: 300, description: 'host[:port][;transport=udp|tcp|tls]; null = none' })),
+    outbound_sip_username: Type.Optional(NullableString({ maxLength: 128, description: 'null = none' })),
     outbound_sip_password: Password('password callbridge authenticates with toward outbound_host'),
-    register: Type.Optional(Type.Boolean({ description: 'REGISTER with outbound_host and keep it refreshed' })),
-    remain_in_dialog: Type.Optional(Type.Boolean({ description: 'on transfer, stay in the dialog until the PBX reports the outcome' })),
-    caller_id_transforms: Type.Optional(Type.Array(Transform, { maxItems: 20 })),
+    register: Type.Optional(Nullable(Type.Boolean({ description: 'REGISTER with outbound_host and keep it refreshed; null = the PBX preset' }))),
+    remain_in_dialog: Type.Optional(Nullable(Type.Boolean({ description: 'on transfer, stay in the dialog until the PBX reports the outcome; null = the PBX preset' }))),
+    caller_id_transforms: Type.Optional(Nullable(Type.Array(Transform, { maxItems: 20, description: 'null or [] = none' }))),
   };
   const SipTrunkCreate = Obj({ pbx: StrEnum(PBX_TYPES), ...fields }, { title: 'SipTrunkCreate' });
   const SipTrunkPatch = Obj({ pbx: Type.Optional(StrEnum(PBX_TYPES)), ...fields }, { title: 'SipTrunkPatch' });
@@ -278,6 +285,8 @@ export async function sipTrunkRoutes(app: FastifyInstance, deps: ApiDeps): Promi
     async (req) => {
       const { id } = req.params as { id: string };
       const input = req.body as SipTrunkInput;
+      // The service's document: "400 Validation error or no fields to update".
+      if (Object.keys(input).length === 0) throw validation('body has no fields to update');
       const updated = withConflicts(() =>
         store.tx(() => {
           const current = store.sipTrunks.get(req.org.id, id);

@@ -1,6 +1,9 @@
 /**
  * Telco numbers: import a carrier number (validated against the carrier's REST API), list,
  * relabel. The auth_token sent on import is write-only: sealed in the store, never returned.
+ *
+ * Served under two prefixes with the same handlers: `/v1/telco/numbers` (the API document's
+ * neutral name) and `/v1/twilio/numbers` (the hosted service's name, which its SDK calls).
  */
 import type { FastifyInstance } from 'fastify';
 import { Type } from '@sinclair/typebox';
@@ -53,14 +56,23 @@ const toResource = (n: TelcoNumber): TelcoNumber => ({
 const alreadyImported = (phoneNumber: string, id?: string) =>
   conflict(`phone_number ${phoneNumber} is already imported${id ? ` (telco number ${id})` : ''}`, 'TELCO_NUMBER_EXISTS');
 
+export const TELCO_NUMBER_PREFIXES = ['/v1/telco/numbers', '/v1/twilio/numbers'] as const;
+
 export async function telcoRoutes(app: FastifyInstance, deps: ApiDeps): Promise<void> {
-  const { store, config, carrier } = deps;
-  const { TelcoNumberResource, TelcoNumberImport, TelcoNumberPatch } = telcoSchemas(config);
+  const schemas = telcoSchemas(deps.config);
+  for (const prefix of TELCO_NUMBER_PREFIXES) registerTelcoRoutes(app, deps, schemas, prefix);
+}
+
+function registerTelcoRoutes(app: FastifyInstance, deps: ApiDeps, schemas: ReturnType<typeof telcoSchemas>, prefix: (typeof TELCO_NUMBER_PREFIXES)[number]): void {
+  const { store, carrier } = deps;
+  const { TelcoNumberResource, TelcoNumberImport, TelcoNumberPatch } = schemas;
   const tags = ['telco'];
+  const canonical = TELCO_NUMBER_PREFIXES[0];
+  const alias = prefix === canonical ? {} : { description: `Alias of ${canonical}: the same handler, validation and organization scoping, under the hosted service's name.` };
 
   app.post(
-    '/v1/telco/numbers',
-    { schema: { tags, body: TelcoNumberImport, response: { 201: TelcoNumberResource, ...errorResponses(400, 401, 404, 409, 502, 503) } } },
+    prefix,
+    { schema: { tags, ...alias, body: TelcoNumberImport, response: { 201: TelcoNumberResource, ...errorResponses(400, 401, 409, 502, 503) } } },
     async (req, reply) => {
       const input = req.body as { phone_number: string; account_sid: string; auth_token: string; label?: string };
       const orgId = req.org.id;
@@ -96,14 +108,14 @@ export async function telcoRoutes(app: FastifyInstance, deps: ApiDeps): Promise<
   );
 
   app.get(
-    '/v1/telco/numbers',
-    { schema: { tags, response: { 200: Type.Array(TelcoNumberResource), ...errorResponses(401) } } },
+    prefix,
+    { schema: { tags, ...alias, response: { 200: Type.Array(TelcoNumberResource), ...errorResponses(401) } } },
     async (req) => store.telcoNumbers.list(req.org.id).map(toResource),
   );
 
   app.patch(
-    '/v1/telco/numbers/:id',
-    { schema: { tags, params: IdParams, body: TelcoNumberPatch, response: { 200: TelcoNumberResource, ...errorResponses(400, 401, 404) } } },
+    `${prefix}/:id`,
+    { schema: { tags, ...alias, params: IdParams, body: TelcoNumberPatch, response: { 200: TelcoNumberResource, ...errorResponses(400, 401, 404) } } },
     async (req) => {
       const { id } = req.params as { id: string };
       const { label } = req.body as { label: string };

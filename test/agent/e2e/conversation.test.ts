@@ -362,6 +362,28 @@ describe('first-message interruption window, timeouts', () => {
     expect(ended.data).toEqual({ reason: 'silence_timeout' });
     expect(client.of('response_text').filter((e) => e.data.text === 'Are you still there?' && e.data.is_final)).toHaveLength(1);
   });
+
+  it('silence with transfer_call says silence_transfer_message (not transfer_message) and transfers to silence_transfer_number', async () => {
+    const agentId = await createAgent(td, {
+      vad_settings: { ...FAST_VAD, silence_timeout_secs: 1 },
+      first_message: 'Hi.',
+      // The SDK types' camelCase names for the silence action's own target and message (issue 19).
+      timeout_settings: {
+        silenceCounter: 1,
+        silenceTimeoutAction: 'transfer_call',
+        transfer_number: '+15550000001',
+        transfer_message: 'General transfer.',
+        silenceTransferNumber: '+15550000002',
+        silenceTransferMessage: 'Passing you to a colleague.',
+      },
+    });
+    const { client } = await connect(td, agentId);
+    const ended = await client.waitForType('session_ended', 10_000);
+    expect(ended.data).toEqual({ reason: 'transfer', transfer_number: '+15550000002' });
+    const said = client.of('response_text').filter((e) => e.data.is_final).map((e) => e.data.text);
+    expect(said).toContain('Passing you to a colleague.');
+    expect(said).not.toContain('General transfer.');
+  });
 });
 
 describe('fallback LLM', () => {
