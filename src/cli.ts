@@ -2,18 +2,53 @@
  * The `callbridge` command:
  *   callbridge start                      run the daemon in the foreground
  *   callbridge keys create --org NAME     create an organization (if new) and print a new API key
+ *   callbridge --version                  print the version
  */
-import { loadConfig, ConfigError } from './config.ts';
+import { readFileSync } from 'node:fs';
+import { loadConfig, ConfigError, type Config } from './config.ts';
 import { createLogger } from './log.ts';
 import { startDaemon } from './main.ts';
 import { openStore } from './store/index.ts';
 
 const USAGE = `usage:
   callbridge start                    run the daemon (settings: CALLBRIDGE_* env vars, CALLBRIDGE_CONFIG file)
-  callbridge keys create --org NAME   create an organization if new and print a new API key`;
+  callbridge keys create --org NAME   create an organization if new and print a new API key
+  callbridge --version                print the version`;
+
+/** package.json sits two levels up from both src/cli.ts and dist/cli.js. */
+function version(): string {
+  const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string };
+  return pkg.version;
+}
+
+/** An error a person can act on, instead of a stack trace: which setting names the busy port. */
+function listenFailure(err: unknown, config: Config): string | undefined {
+  // The socket's own error, possibly wrapped (the SIP transports keep it as `cause`).
+  let e = err as (NodeJS.ErrnoException & { port?: number; address?: string; cause?: unknown }) | undefined;
+  const busy = (x: typeof e) => x?.code === 'EADDRINUSE' || x?.code === 'EACCES' || x?.code === 'EADDRNOTAVAIL';
+  while (e && !busy(e) && e.cause) e = e.cause as typeof e;
+  if (!e || !busy(e)) return undefined;
+  const settings: Array<[number, string, string]> = [
+    [config.http.port, 'http.port', 'CALLBRIDGE_HTTP_PORT'],
+    [config.sip.port, 'sip.port', 'CALLBRIDGE_SIP_PORT'],
+    [config.sip.tls_port, 'sip.tls_port', 'CALLBRIDGE_SIP_TLS_PORT'],
+  ];
+  const hit = settings.find(([port]) => port === e.port);
+  const what = hit ? ` (${hit[1]}, ${hit[2]})` : '';
+  const why = e.code === 'EADDRINUSE' ? 'is already in use' : e.code === 'EACCES' ? 'needs privileges this process lacks' : 'is not an address of this machine';
+  return `cannot listen on ${e.address ?? ''}:${e.port ?? '?'}${what}: it ${why}`;
+}
 
 async function main(argv: string[]): Promise<number> {
   const [cmd, sub, ...rest] = argv;
+  if (cmd === undefined) {
+    process.stdout.write(USAGE + '\n');
+    return 0;
+  }
+  if ((cmd === '--version' || cmd === '-v' || cmd === 'version') && sub === undefined) {
+    process.stdout.write(`callbridge ${version()}\n`);
+    return 0;
+  }
   if (cmd === 'start' && sub === undefined) return start();
   if (cmd === 'keys' && sub === 'create') {
     const i = rest.indexOf('--org');
@@ -42,7 +77,15 @@ async function main(argv: string[]): Promise<number> {
 async function start(): Promise<number> {
   const config = loadConfig();
   const logger = createLogger(config.log_level);
-  const daemon = await startDaemon(config, logger);
+  let daemon: Awaited<ReturnType<typeof startDaemon>>;
+  try {
+    daemon = await startDaemon(config, logger);
+  } catch (err) {
+    const message = listenFailure(err, config);
+    if (message === undefined) throw err;
+    process.stderr.write(`callbridge: ${message}\n`);
+    return 1;
+  }
   const stop = (signal: string) => {
     logger.info({ signal }, 'draining');
     daemon.close().then(

@@ -61,6 +61,27 @@ export interface VoiceCatalogEntry {
   preview_url?: string;
 }
 
+/**
+ * Whole numbers from env vars, strictly: convict's own `port` and `nat` take parseInt of the text,
+ * so `CALLBRIDGE_SIP_PORT=5x` would listen on port 5 and `18481.7` on 18481. Text that is not
+ * all decimal digits stays text here, and validation then stops the start naming the setting.
+ */
+const strictWholeNumber = (value: unknown): unknown => (typeof value === 'string' && /^\s*\d+\s*$/.test(value) ? Number(value) : value);
+convict.addFormat({
+  name: 'port',
+  coerce: strictWholeNumber,
+  validate(value: unknown) {
+    if (typeof value !== 'number' || !Number.isInteger(value) || value < 0 || value > 65535) throw new Error('must be a whole number from 0 to 65535');
+  },
+});
+convict.addFormat({
+  name: 'nat',
+  coerce: strictWholeNumber,
+  validate(value: unknown) {
+    if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0) throw new Error('must be a whole number, 0 or more');
+  },
+});
+
 /** Custom formats: convict validates every value once at load and names the setting on failure. */
 convict.addFormat({
   name: 'host',

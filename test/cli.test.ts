@@ -155,6 +155,51 @@ describe('callbridge CLI', () => {
     expect(unknown.status).toBe(2);
     expect(unknown.stderr).toContain('usage');
   });
+
+  // Issue 20: convict's own port and nat formats took parseInt of the text ("5x" -> 5).
+  it('a port or count that is not a whole number stops start-up naming the setting', () => {
+    const dataDir = tempDir();
+    const cases: Array<[Record<string, string>, string]> = [
+      [{ CALLBRIDGE_SIP_PORT: '5x' }, 'sip.port'],
+      [{ CALLBRIDGE_HTTP_PORT: '18481.7' }, 'http.port'],
+      [{ CALLBRIDGE_HTTP_PORT: '' }, 'http.port'],
+      [{ CALLBRIDGE_BRIDGE_MAX_CALLS: '20x' }, 'bridge.max_calls'],
+      [{ CALLBRIDGE_RTP_PORT_MIN: '-1' }, 'rtp.port_min'],
+    ];
+    for (const [env, name] of cases) {
+      const r = spawnSync(process.execPath, [BIN, 'start'], { env: envFor(dataDir, env), encoding: 'utf8', timeout: 15000 });
+      expect(r.status, JSON.stringify(env)).toBe(2);
+      expect(r.stderr).toContain(name);
+      expect(r.stderr).toContain('whole number');
+    }
+  });
+
+  it('a busy port stops start-up with one line naming the setting, no stack trace', async () => {
+    const busy = createServer();
+    const port = await new Promise<number>((resolve) => busy.listen(0, '127.0.0.1', () => resolve((busy.address() as { port: number }).port)));
+    try {
+      const r = spawnSync(process.execPath, [BIN, 'start'], {
+        env: envFor(tempDir(), { CALLBRIDGE_HTTP_PORT: String(port), CALLBRIDGE_SIP_HOST: '127.0.0.1', CALLBRIDGE_SIP_PORT: '0', CALLBRIDGE_LOG_LEVEL: 'error' }),
+        encoding: 'utf8',
+        timeout: 20000,
+      });
+      expect(r.status).toBe(1);
+      expect(r.stderr).toContain(`cannot listen on 127.0.0.1:${port} (http.port, CALLBRIDGE_HTTP_PORT): it is already in use`);
+      expect(r.stderr).not.toMatch(/\n\s+at /);
+    } finally {
+      busy.close();
+    }
+  });
+
+  it('--version prints the version; a bare callbridge prints the usage', () => {
+    const pkg = JSON.parse(readFileSync(join(import.meta.dirname, '..', 'package.json'), 'utf8')) as { version: string };
+    const v = spawnSync(process.execPath, [BIN, '--version'], { encoding: 'utf8' });
+    expect(v.status).toBe(0);
+    expect(v.stdout).toBe(`callbridge ${pkg.version}\n`);
+    const bare = spawnSync(process.execPath, [BIN], { encoding: 'utf8' });
+    expect(bare.status).toBe(0);
+    expect(bare.stdout).toContain('usage');
+  });
   // rtp.main_thread_realtime: the daemon's main thread (SIP, REST, the voice sessions) under
   // SCHED_RR below the media threads, and Node's helper threads (V8's platform workers...) one
   // below the media threads; any real-time setting without --single-threaded-gc warns.
