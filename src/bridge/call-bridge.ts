@@ -13,6 +13,7 @@
  * server stores its end and transcript; the bridge adds what only it knows (a SIP-side end).
  */
 import type { OutboundDial } from '../domain/dial.ts';
+import { failedDialEnd } from '../domain/call.ts';
 import { notFound, tooMany, unavailable, validation } from '../domain/errors.ts';
 import type { Logger } from '../log.ts';
 import type { BridgeMedia, BridgeMediaConfig, BridgeMediaStats } from '../media/bridge-media.ts';
@@ -186,10 +187,9 @@ export class CallBridge {
     return { callId: sessionId };
   }
 
-  /** busy / no_answer keep their name as the record's status; anything else is failed. */
+  /** The record of a dial that never connected (docs/calls.md: busy, no_answer, auth_failed, failed). */
   #recordFailedDial(sessionId: string, reason: DialFailureReason, status?: number): void {
-    const recordStatus = reason === 'busy' || reason === 'no_answer' ? reason : 'failed';
-    this.#o.store.calls.end(sessionId, { ended_at: new Date().toISOString(), end_reason: status ? `${reason} (${status})` : reason, transcript: [], status: recordStatus });
+    this.#o.store.calls.end(sessionId, { ended_at: new Date().toISOString(), ...failedDialEnd(reason, status) });
   }
 }
 
@@ -441,7 +441,7 @@ class BridgedCall {
     this.#relay?.close();
     if (!this.#o.sessions.recordsCalls && this.#sessionId !== undefined) {
       // Upstream mode: nobody else ends this daemon's record of the phone call.
-      this.#o.store.calls.end(this.#sessionId, { ended_at: new Date().toISOString(), end_reason: why, transcript: [], ...(this.#bridged ? {} : { status: 'failed' }) });
+      this.#o.store.calls.end(this.#sessionId, { ended_at: new Date().toISOString(), termination_reason: why, ...(this.#bridged ? {} : { end_status: 'failed' }) });
     }
     const recording = this.#recorder?.close();
     if (recording !== undefined && this.#sessionId !== undefined) this.#o.store.calls.setRecording(this.#sessionId, recording);

@@ -136,7 +136,8 @@ export class UpstreamSessionOpener implements SessionOpener {
 
   /**
    * The phone call's record here (the conversation's record is upstream): same id as the
-   * upstream session. Status pending until the bridge marks it; see docs/bridge.md.
+   * upstream session. Status started until the bridge marks it; see docs/bridge.md. No
+   * graph_version_id: the upstream runs its own active version.
    */
   #recordPhoneCall(sessionId: string, input: OpenSessionInput): void {
     try {
@@ -146,10 +147,9 @@ export class UpstreamSessionOpener implements SessionOpener {
         agent_id: input.agentId,
         sip_trunk_id: input.sipTrunkId ?? null,
         direction: input.direction === 'outbound' ? 'outbound' : 'inbound',
-        status: 'pending',
         from: input.callerId,
         to: input.callTo,
-        started_at: new Date().toISOString(),
+        created_at: new Date().toISOString(),
       });
     } catch (err) {
       // Only a second upstream (or a replayed id) could collide: the call goes on, unrecorded here.

@@ -26,6 +26,7 @@ import type { FlowNode } from '../store/versions.ts';
 import { base64ToPcm16 } from '../media/pcm.ts';
 import { CLOSE, MAX_CLIENT_FRAME_BYTES, serializeServerEvent, type ServerEvent, type SessionEndReason } from './protocol.ts';
 import type { SessionContext, SessionIo, SessionRuntime, SessionRuntimeFactory, TranscriptEntry } from './runtime-contract.ts';
+import { transcriptFromRuntime } from '../domain/call.ts';
 import type { SessionClaims, SessionTokens, TokenFailure } from './tokens.ts';
 
 export const CONNECTION_PATH = '/v1/connection';
@@ -482,7 +483,7 @@ class VoiceSession {
     if (o.closeRuntime && runtime) this.#safe('close', () => runtime.close());
     const transcript = (runtime && this.#safe('transcript', () => runtime.transcript())) ?? ([] as TranscriptEntry[]);
     try {
-      this.#d.store.calls.end(this.id, { ended_at: this.#d.iso(), end_reason: reason, transcript });
+      this.#d.store.calls.end(this.id, { ended_at: this.#d.iso(), termination_reason: reason, transcript: transcriptFromRuntime(transcript).entries });
     } catch (err) {
       this.#log.error({ err }, 'storing the session end failed');
     }

@@ -30,6 +30,7 @@ export interface Store {
 export function openStore(dataDir: string, encryptionKey: string): Store {
   const db = openDatabase(dataDir);
   const secretBox = new SecretBox(loadOrCreateSecret(dataDir, 'encryption-key', encryptionKey));
+  const calls = new CallRepo(db);
   return {
     db,
     secretBox,
@@ -39,8 +40,8 @@ export function openStore(dataDir: string, encryptionKey: string): Store {
     telcoNumbers: new TelcoNumberRepo(db, secretBox),
     sipTrunks: new SipTrunkRepo(db, secretBox),
     assignments: new AssignmentRepo(db),
-    calls: new CallRepo(db),
-    sessions: new SessionRepo(db),
+    calls,
+    sessions: new SessionRepo(db, calls),
     tx: <T>(fn: () => T): T => db.transaction(fn)(),
     close: () => {
       if (db.open) db.close();

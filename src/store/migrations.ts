@@ -147,4 +147,140 @@ export const MIGRATIONS: Migration[] = [
       CREATE INDEX sessions_unconnected ON sessions (token_expires_at) WHERE connected_at IS NULL;
     `,
   },
+  {
+    version: 3,
+    name: 'call records in the shape of the service document',
+    // docs/calls.md: the record, the mappings, the indexes. The same mappings in TypeScript are in
+    // src/domain/call.ts; test/store/calls-migration.test.ts holds the two to the same results.
+    sql: `
+      -- New facts, each a column an index can serve.
+      ALTER TABLE calls ADD COLUMN source TEXT NOT NULL DEFAULT 'sip';     -- sip | api | twilio | simulation
+      ALTER TABLE calls ADD COLUMN outbound INTEGER NOT NULL DEFAULT 0;    -- 1 when direction = outbound
+      ALTER TABLE calls ADD COLUMN party_number TEXT NOT NULL DEFAULT '';  -- the other party
+      ALTER TABLE calls ADD COLUMN end_status TEXT;                        -- completed | failed | busy | no_answer | expired
+      ALTER TABLE calls ADD COLUMN outcome TEXT;                           -- transferred | ended_by_agent | ended_by_user
+      ALTER TABLE calls ADD COLUMN graph_version_id TEXT;                  -- the agent version the session ran
+
+      UPDATE calls SET
+        source = CASE direction WHEN 'web' THEN 'api' ELSE 'sip' END,
+        outbound = (direction = 'outbound'),
+        party_number = CASE direction WHEN 'outbound' THEN to_number ELSE from_number END,
+        graph_version_id = (SELECT s.version_id FROM sessions s WHERE s.id = calls.id),
+        -- the old detailed status of an ended call is kept as end_status
+        end_status = CASE WHEN ended_at IS NULL THEN NULL ELSE status END,
+        outcome = CASE end_reason
+          WHEN 'transfer' THEN 'transferred'
+          WHEN 'agent_hangup' THEN 'ended_by_agent'
+          WHEN 'timeout' THEN 'ended_by_agent'
+          WHEN 'silence_timeout' THEN 'ended_by_agent'
+          WHEN 'client_closed' THEN 'ended_by_user'
+          WHEN 'caller side ended: remote_bye' THEN 'ended_by_user'
+          WHEN 'callee side ended: remote_bye' THEN 'ended_by_user'
+        END,
+        status = CASE
+          WHEN ended_at IS NULL AND status = 'pending' THEN 'started'
+          WHEN ended_at IS NULL THEN 'in_progress'
+          WHEN end_reason = 'auth_failed' OR end_reason LIKE 'auth_failed (%' THEN 'auth_failed'
+          ELSE 'ended'
+        END;
+
+      -- Transcripts: [{ role, text, at, turn_id, interrupted }] -> { entries: [...] } (the
+      -- document's TranscriptEntry); json_patch('{}', ...) drops the members that are null.
+      UPDATE calls SET transcript = CASE
+        WHEN json_valid(transcript) AND json_type(transcript) = 'array' THEN (
+          SELECT json_object('entries', json(json_group_array(json(e.entry) ORDER BY e.k)))
+          FROM (
+            SELECT j.key AS k, json_patch('{}', json_object(
+              'index', j.key,
+              'role', CASE json_extract(j.value, '$.role') WHEN 'agent' THEN 'assistant' WHEN 'tool' THEN NULL WHEN '' THEN NULL ELSE json_extract(j.value, '$.role') END,
+              'message', json_extract(j.value, '$.text'),
+              'type', CASE json_extract(j.value, '$.role') WHEN 'tool' THEN 'tool_call' ELSE 'message' END,
+              'toolCall', CASE WHEN json_extract(j.value, '$.role') = 'tool' THEN json_object(
+                'toolName', CASE WHEN instr(json_extract(j.value, '$.text'), ': ') > 0
+                  THEN substr(json_extract(j.value, '$.text'), 1, instr(json_extract(j.value, '$.text'), ': ') - 1)
+                  ELSE json_extract(j.value, '$.text') END,
+                'output', CASE WHEN instr(json_extract(j.value, '$.text'), ': ') > 0
+                  THEN substr(json_extract(j.value, '$.text'), instr(json_extract(j.value, '$.text'), ': ') + 2) END
+              ) END,
+              'createdAt', CASE WHEN json_type(j.value, '$.at') = 'text' THEN json_extract(j.value, '$.at') END,
+              'turnId', CASE WHEN json_type(j.value, '$.turn_id') = 'text' THEN json_extract(j.value, '$.turn_id') END,
+              'interrupted', CASE WHEN json_type(j.value, '$.interrupted') = 'true' THEN json('true') END
+            )) AS entry
+            FROM json_each(calls.transcript) j
+          ) e
+        )
+        ELSE '{"entries":[]}'
+      END;
+
+      -- Names as the API shows them: created_at is the old started_at (the same instant, kept
+      -- from started_at, which the old API showed and sorted by); started_at is the old
+      -- answered_at; termination_reason the old end_reason.
+      DROP INDEX calls_org_started;
+      UPDATE calls SET created_at = started_at;
+      ALTER TABLE calls DROP COLUMN started_at;
+      ALTER TABLE calls RENAME COLUMN answered_at TO started_at;
+      ALTER TABLE calls RENAME COLUMN end_reason TO termination_reason;
+
+      -- One index per filter, each led by org_id and ending in (created_at, id), the list order,
+      -- so a page is read in order and the total is counted on the index alone.
+      CREATE INDEX calls_org_created ON calls (org_id, created_at, id, party_number);
+      -- agent_ids is the usual dashboard filter: the other enum filters ride along so that their
+      -- combinations with it are still counted on the index alone.
+      CREATE INDEX calls_org_agent ON calls (org_id, agent_id, created_at, id, status, source, outbound, outcome);
+      CREATE INDEX calls_org_status ON calls (org_id, status, created_at, id);
+      CREATE INDEX calls_org_source ON calls (org_id, source, created_at, id);
+      CREATE INDEX calls_org_outbound ON calls (org_id, outbound, created_at, id);
+      CREATE INDEX calls_org_outcome ON calls (org_id, outcome, created_at, id) WHERE outcome IS NOT NULL;
+
+      -- Tags: a row per (call, tag), with the call's org and created_at so the index serves the
+      -- filter in list order.
+      CREATE TABLE call_tags (
+        call_id TEXT NOT NULL REFERENCES calls(id) ON DELETE CASCADE,
+        org_id TEXT NOT NULL,
+        tag TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        PRIMARY KEY (call_id, tag)
+      ) WITHOUT ROWID;
+      CREATE INDEX call_tags_org_tag ON call_tags (org_id, tag, created_at, call_id);
+
+      -- search: a trigram index of party_number (FTS5). It is keyed by call_search.id, an
+      -- INTEGER PRIMARY KEY, because the rowid of calls (a TEXT primary key) may change on VACUUM.
+      CREATE TABLE call_search (
+        id INTEGER PRIMARY KEY,
+        call_id TEXT NOT NULL UNIQUE REFERENCES calls(id) ON DELETE CASCADE,
+        party_number TEXT NOT NULL
+      );
+      CREATE VIRTUAL TABLE call_search_fts USING fts5(party_number, content = 'call_search', content_rowid = 'id', tokenize = 'trigram case_sensitive 1');
+      CREATE TRIGGER call_search_ai AFTER INSERT ON call_search BEGIN
+        INSERT INTO call_search_fts (rowid, party_number) VALUES (new.id, new.party_number);
+      END;
+      CREATE TRIGGER call_search_ad AFTER DELETE ON call_search BEGIN
+        INSERT INTO call_search_fts (call_search_fts, rowid, party_number) VALUES ('delete', old.id, old.party_number);
+      END;
+      CREATE TRIGGER call_search_au AFTER UPDATE ON call_search BEGIN
+        INSERT INTO call_search_fts (call_search_fts, rowid, party_number) VALUES ('delete', old.id, old.party_number);
+        INSERT INTO call_search_fts (rowid, party_number) VALUES (new.id, new.party_number);
+      END;
+      INSERT INTO call_search (call_id, party_number) SELECT id, party_number FROM calls ORDER BY created_at, id;
+      CREATE TRIGGER calls_search_ai AFTER INSERT ON calls BEGIN
+        INSERT INTO call_search (call_id, party_number) VALUES (new.id, new.party_number);
+      END;
+      CREATE TRIGGER calls_search_au AFTER UPDATE OF party_number ON calls BEGIN
+        UPDATE call_search SET party_number = new.party_number WHERE call_id = new.id;
+      END;
+
+      -- The unfiltered total of an organization, kept by triggers: O(1) instead of a count.
+      CREATE TABLE call_counts (
+        org_id TEXT PRIMARY KEY REFERENCES organizations(id) ON DELETE CASCADE,
+        n INTEGER NOT NULL
+      ) WITHOUT ROWID;
+      INSERT INTO call_counts (org_id, n) SELECT org_id, count(*) FROM calls GROUP BY org_id;
+      CREATE TRIGGER calls_count_ai AFTER INSERT ON calls BEGIN
+        INSERT INTO call_counts (org_id, n) VALUES (new.org_id, 1) ON CONFLICT (org_id) DO UPDATE SET n = n + 1;
+      END;
+      CREATE TRIGGER calls_count_ad AFTER DELETE ON calls BEGIN
+        UPDATE call_counts SET n = n - 1 WHERE org_id = old.org_id;
+      END;
+    `,
+  },
 ];

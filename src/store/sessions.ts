@@ -4,7 +4,7 @@
  * through the call row (CallRepo.end).
  */
 import type { Db } from './db.ts';
-import type { CallDirection } from './calls.ts';
+import type { CallDirection, CallRepo } from './calls.ts';
 
 export type SessionTransport = 'websocket' | 'webrtc';
 
@@ -27,7 +27,7 @@ export interface SessionRecord {
 }
 
 export interface NewSession extends Omit<SessionRecord, 'connected_at'> {
-  /** `to` of the call row: the agent's name (or id). */
+  /** `to` of the call row: the number called, or the agent's name for a web session. */
   call_to: string;
   /** web for a WebSocket client (the default); the bridge will open inbound/outbound ones. */
   direction?: CallDirection;
@@ -46,18 +46,16 @@ const fromRow = (r: SessionRow): SessionRecord => ({
 });
 
 export class SessionRepo {
-  readonly #insertCall;
   readonly #insert;
   readonly #get;
   readonly #claim;
   readonly #expire;
   readonly #endAbandoned;
 
-  constructor(private readonly db: Db) {
-    this.#insertCall = db.prepare(
-      `INSERT INTO calls (id, org_id, agent_id, sip_trunk_id, direction, status, from_number, to_number, started_at, created_at)
-       VALUES (@id, @org_id, @agent_id, @sip_trunk_id, @direction, 'pending', @caller_id, @call_to, @created_at, @created_at)`,
-    );
+  constructor(
+    private readonly db: Db,
+    private readonly calls: CallRepo,
+  ) {
     this.#insert = db.prepare(
       `INSERT INTO sessions (id, org_id, agent_id, version_id, caller_id, transport, chat_id, first_message, prompt, variables, scopes, token_jti, token_expires_at, created_at)
        VALUES (@id, @org_id, @agent_id, @version_id, @caller_id, @transport, @chat_id, @first_message, @prompt, @variables, @scopes, @token_jti, @token_expires_at, @created_at)`,
@@ -66,17 +64,18 @@ export class SessionRepo {
     // The one statement that decides which connection owns the session: SQLite runs it
     // atomically, so of two connections racing with the same token exactly one changes the row.
     this.#claim = db.prepare('UPDATE sessions SET connected_at = @now WHERE id = @id AND connected_at IS NULL AND token_jti = @jti AND token_expires_at > @now');
+    // docs/calls.md: a token never used ends its call as ended / expired, reason token_expired.
     this.#expire = db.prepare(
-      `UPDATE calls SET status = 'expired', ended_at = (SELECT token_expires_at FROM sessions s WHERE s.id = calls.id), end_reason = 'token_expired'
-       WHERE status = 'pending' AND ended_at IS NULL AND id IN (SELECT id FROM sessions WHERE connected_at IS NULL AND token_expires_at <= ?)`,
+      `UPDATE calls SET status = 'ended', end_status = 'expired', ended_at = (SELECT token_expires_at FROM sessions s WHERE s.id = calls.id), termination_reason = 'token_expired'
+       WHERE status = 'started' AND ended_at IS NULL AND id IN (SELECT id FROM sessions WHERE connected_at IS NULL AND token_expires_at <= ?)`,
     );
     this.#endAbandoned = db.prepare(
-      `UPDATE calls SET status = 'failed', ended_at = ?, end_reason = 'error'
+      `UPDATE calls SET status = 'ended', end_status = 'failed', ended_at = ?, termination_reason = 'error'
        WHERE ended_at IS NULL AND status = 'in_progress' AND id IN (SELECT id FROM sessions WHERE connected_at IS NOT NULL)`,
     );
   }
 
-  /** Stores the session and its call row (status pending) in one transaction. */
+  /** Stores the session and its call row (status started) in one transaction. */
   create(s: NewSession): SessionRecord {
     const row = {
       ...s,
@@ -86,7 +85,17 @@ export class SessionRepo {
       scopes: JSON.stringify(s.scopes),
     };
     this.db.transaction(() => {
-      this.#insertCall.run(row);
+      this.calls.insert({
+        id: s.id,
+        org_id: s.org_id,
+        agent_id: s.agent_id,
+        graph_version_id: s.version_id,
+        sip_trunk_id: row.sip_trunk_id,
+        direction: row.direction,
+        from: s.caller_id,
+        to: s.call_to,
+        created_at: s.created_at,
+      });
       this.#insert.run(row);
     })();
     return this.get(s.id) as SessionRecord;
@@ -113,7 +122,7 @@ export class SessionRepo {
     return this.#endAbandoned.run(now).changes;
   }
 
-  /** Call rows of sessions whose token expired unused become status expired. Returns how many. */
+  /** Call rows of sessions whose token expired unused end (end_status expired). Returns how many. */
   expireUnused(now: string): number {
     return this.#expire.run(now).changes;
   }

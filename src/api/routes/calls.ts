@@ -9,68 +9,201 @@ import type { ApiDeps } from '../context.ts';
 import { DateTime, errorResponses, IdParams, Obj, Uuid } from '../schemas.ts';
 import { DomainError, notFound, validation } from '../../domain/errors.ts';
 import { isUuid } from '../../domain/ids.ts';
-import type { CallDirection } from '../../store/calls.ts';
+import {
+  CALL_OUTCOMES,
+  CALL_SOURCES,
+  CALL_STATUSES,
+  DEFAULT_PAGE_SIZE,
+  END_STATUSES,
+  MAX_AGENT_IDS,
+  MAX_PAGE,
+  MAX_PAGE_SIZE,
+  MAX_SEARCH_LENGTH,
+  MAX_TAG_LENGTH,
+  pagination,
+  parseInstant,
+  toCall,
+  TRANSCRIPT_ENTRY_TYPES,
+  type CallListFilter,
+  type CallOutcome,
+  type CallSource,
+  type CallStatus,
+} from '../../domain/call.ts';
 
 /** A 404 whose message says more than "<what> not found". */
 const notFoundWith = (message: string) => new DomainError('not_found', 'NOT_FOUND', message);
 
-const Nullable = <T extends ReturnType<typeof Type.String>>(t: T) => Type.Union([t, Type.Null()]);
+const Enum = (values: readonly string[], description?: string) => Type.Unsafe<string>({ type: 'string', enum: [...values], ...(description ? { description } : {}) });
+
+// The service document's schemas (spec/service-openapi.json), field for field; a field with no
+// value is absent. Fields of ours follow, marked in their description. Every field a response
+// carries must be named here: the serializer drops the others.
+const TranscriptToolCall = Type.Object(
+  {
+    itemId: Type.Optional(Type.String()),
+    callId: Type.Optional(Type.String()),
+    toolName: Type.Optional(Type.String()),
+    arguments: Type.Optional(Type.String({ description: 'JSON string of arguments.' })),
+    output: Type.Optional(Type.String()),
+    startedAt: Type.Optional(DateTime()),
+    endedAt: Type.Optional(DateTime()),
+  },
+  { title: 'TranscriptToolCall' },
+);
+const TranscriptEntry = Type.Object(
+  {
+    index: Type.Optional(Type.Integer()),
+    role: Type.Optional(Type.String({ description: 'For message rows: user, assistant, or system. Absent for tool rows.' })),
+    message: Type.Optional(Type.String()),
+    type: Type.Optional(Enum(TRANSCRIPT_ENTRY_TYPES)),
+    toolCall: Type.Optional(TranscriptToolCall),
+    toolCallOutput: Type.Optional(Type.String()),
+    createdAt: Type.Optional(DateTime()),
+    durationMs: Type.Optional(Type.Integer()),
+    turnId: Type.Optional(Type.String()),
+    interrupted: Type.Optional(Type.Boolean({ description: 'callbridge: an assistant turn cut by barge-in; message is only what the caller heard.' })),
+  },
+  { title: 'TranscriptEntry' },
+);
+const ContextVariable = Type.Object(
+  {
+    name: Type.Optional(Type.String()),
+    type: Type.Optional(Enum(['system', 'input', 'extracted'])),
+    description: Type.Optional(Type.String()),
+    value: Type.Optional(Type.Unknown()),
+    dataType: Type.Optional(Enum(['string', 'number', 'boolean', 'object', 'array'])),
+    rationale: Type.Optional(Type.String()),
+  },
+  { title: 'ContextVariable' },
+);
 const Call = Type.Object(
   {
     id: Uuid(),
-    agent_id: Nullable(Type.String()),
-    sip_trunk_id: Nullable(Type.String()),
-    direction: Type.String({ enum: ['inbound', 'outbound', 'web'] }),
-    status: Type.String(),
-    from: Type.String(),
-    to: Type.String(),
-    started_at: DateTime(),
-    answered_at: Nullable(DateTime()),
-    ended_at: Nullable(DateTime()),
-    end_reason: Nullable(Type.String()),
-    transcript: Type.Array(Type.Unknown()),
-    summary: Nullable(Type.String()),
-    has_recording: Type.Boolean(),
+    agent_id: Type.Optional(Uuid('absent once the agent was deleted')),
+    graph_version_id: Type.Optional(Uuid('the agent version the session ran')),
+    organization_id: Type.Optional(Uuid()),
+    party_number: Type.Optional(Type.String({ description: 'inbound: the caller; outbound: the number called; api: the session\'s caller_id' })),
+    status: Type.Optional(Enum(CALL_STATUSES)),
+    source: Type.Optional(Enum(CALL_SOURCES)),
+    termination_reason: Type.Optional(Type.String()),
+    extracted_variables: Type.Optional(Type.Array(ContextVariable, { description: 'always empty: nothing extracts variables yet' })),
+    outbound: Type.Optional(Type.Boolean()),
+    created_at: Type.Optional(DateTime()),
+    connected_at: Type.Optional(DateTime()),
+    started_at: Type.Optional(DateTime()),
+    ended_at: Type.Optional(DateTime()),
+    summary: Type.Optional(Type.String()),
+    transcript: Type.Optional(Type.Object({ entries: Type.Array(TranscriptEntry) }, { title: 'Transcript' })),
+    tags: Type.Optional(Type.Array(Type.String())),
+    duration_seconds: Type.Optional(Type.Integer({ description: 'from started_at to ended_at, when both are set' })),
+    direction: Type.Optional(Enum(['inbound', 'outbound', 'web'], 'callbridge: inbound, outbound (phone calls) or web (a session a client opened)')),
+    from: Type.Optional(Type.String({ description: 'callbridge: inbound, the caller; outbound, the caller ID shown; web, the caller_id' })),
+    to: Type.Optional(Type.String({ description: 'callbridge: inbound, the number dialled; outbound, the number called; web, the agent' })),
+    sip_trunk_id: Type.Optional(Uuid('callbridge: the SIP trunk of a phone call')),
+    end_status: Type.Optional(Enum(END_STATUSES, 'callbridge: how an ended call ended')),
+    outcome: Type.Optional(Enum(CALL_OUTCOMES, 'callbridge: the outcome filter\'s bucket of termination_reason')),
+    has_recording: Type.Optional(Type.Boolean({ description: 'callbridge: GET /v1/calls/{id}/recording has a WAV' })),
   },
   { title: 'Call' },
 );
+const PaginatedCallsResponse = Type.Object(
+  {
+    calls: Type.Array(Call),
+    pagination: Type.Object(
+      { page: Type.Integer(), page_size: Type.Integer(), total: Type.Integer(), total_pages: Type.Integer(), has_next: Type.Boolean(), has_prev: Type.Boolean() },
+      { title: 'PaginationInfo' },
+    ),
+  },
+  { title: 'PaginatedCallsResponse' },
+);
+
+const Query = Obj({
+  organization_id: Type.Optional(Uuid('ignored: the API key names the organization')),
+  // The maximum only keeps page x page_size a safe integer; any page past the end is empty.
+  page: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_PAGE, default: 1, description: 'Page number (1-based). Default 1.' })),
+  page_size: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_PAGE_SIZE, default: DEFAULT_PAGE_SIZE, description: `Page size. Default ${DEFAULT_PAGE_SIZE}, maximum ${MAX_PAGE_SIZE}.` })),
+  agent_ids: Type.Optional(Type.String({ description: `Comma-separated agent UUIDs (at most ${MAX_AGENT_IDS}).` })),
+  status: Type.Optional(Enum(CALL_STATUSES)),
+  source: Type.Optional(Enum(CALL_SOURCES)),
+  date_from: Type.Optional(Type.String({ maxLength: 64, description: 'created_at on or after this instant (RFC 3339 / ISO 8601; a date alone: its start, UTC).' })),
+  date_to: Type.Optional(Type.String({ maxLength: 64, description: 'created_at on or before this instant (a date alone: its end, UTC).' })),
+  outbound: Type.Optional(Enum(['true', 'false'])),
+  search: Type.Optional(Type.String({ maxLength: MAX_SEARCH_LENGTH, description: 'Substring of party_number (case-sensitive).' })),
+  tag: Type.Optional(Type.String({ maxLength: MAX_TAG_LENGTH })),
+  outcome: Type.Optional(Enum(CALL_OUTCOMES)),
+});
+
+interface ListQuery {
+  page?: number;
+  page_size?: number;
+  agent_ids?: string;
+  status?: CallStatus;
+  source?: CallSource;
+  date_from?: string;
+  date_to?: string;
+  outbound?: 'true' | 'false';
+  search?: string;
+  tag?: string;
+  outcome?: CallOutcome;
+}
+
+/** The query as a filter; 400 naming the parameter for what the schema cannot say. */
+export function listFilter(q: ListQuery): CallListFilter {
+  const f: CallListFilter = {};
+  const agentIds = q.agent_ids?.split(',').map((s) => s.trim()).filter(Boolean);
+  if (agentIds?.length) {
+    const bad = agentIds.find((a) => !isUuid(a));
+    if (bad !== undefined) throw validation(`querystring.agent_ids: "${bad}" is not a uuid`);
+    if (agentIds.length > MAX_AGENT_IDS) throw validation(`querystring.agent_ids names more than ${MAX_AGENT_IDS} agents`);
+    f.agentIds = [...new Set(agentIds.map((a) => a.toLowerCase()))];
+  }
+  for (const [name, bound] of [['date_from', 'from'], ['date_to', 'to']] as const) {
+    const raw = q[name];
+    if (raw === undefined || raw === '') continue;
+    const iso = parseInstant(raw, bound);
+    if (iso === undefined) throw validation(`querystring.${name} must be an RFC 3339 / ISO 8601 date or date-time, e.g. 2026-01-31T09:00:00Z`);
+    if (bound === 'from') f.dateFrom = iso;
+    else f.dateTo = iso;
+  }
+  if (q.status !== undefined) f.status = q.status;
+  if (q.source !== undefined) f.source = q.source;
+  if (q.outbound !== undefined) f.outbound = q.outbound === 'true';
+  if (q.search) f.search = q.search;
+  if (q.tag) f.tag = q.tag;
+  if (q.outcome !== undefined) f.outcome = q.outcome;
+  return f;
+}
 
 export async function callRoutes(app: FastifyInstance, deps: ApiDeps): Promise<void> {
-  const { store, config } = deps;
+  const { store } = deps;
   const tags = ['calls'];
-  const Query = Obj({
-    agent_ids: Type.Optional(Type.String({ description: 'comma-separated agent ids' })),
-    status: Type.Optional(Type.String({ maxLength: 40 })),
-    direction: Type.Optional(Type.String({ enum: ['inbound', 'outbound', 'web'] })),
-    from: Type.Optional(Type.String({ format: 'date-time', description: 'started at or after' })),
-    to: Type.Optional(Type.String({ format: 'date-time', description: 'started before' })),
-    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: config.limits.max_page_size })),
-    offset: Type.Optional(Type.Integer({ minimum: 0 })),
-  });
 
-  app.get('/v1/calls', { schema: { tags, querystring: Query, response: { 200: Type.Array(Call), ...errorResponses(400, 401) } } }, async (req) => {
-    const q = req.query as { agent_ids?: string; status?: string; direction?: CallDirection; from?: string; to?: string; limit?: number; offset?: number };
-    const agentIds = q.agent_ids?.split(',').map((s) => s.trim()).filter(Boolean);
-    const bad = agentIds?.find((a) => !isUuid(a));
-    if (bad) throw validation(`querystring.agent_ids: "${bad}" is not a uuid`);
-    // Normalise to the stored form (toISOString) so string comparison orders by time.
-    const iso = (s?: string) => (s ? new Date(s).toISOString() : undefined);
-    return store.calls.list(req.org.id, {
-      agentIds,
-      status: q.status,
-      direction: q.direction,
-      from: iso(q.from),
-      to: iso(q.to),
-      limit: q.limit ?? 100,
-      offset: q.offset ?? 0,
-    });
-  });
+  app.get(
+    '/v1/calls',
+    {
+      schema: {
+        tags,
+        description: 'Paginated calls of the organization of the API key, newest first (created_at), filtered by the optional query parameters (docs/calls.md).',
+        querystring: Query,
+        response: { 200: PaginatedCallsResponse, ...errorResponses(400, 401) },
+      },
+    },
+    async (req) => {
+      const q = req.query as ListQuery;
+      const page = q.page ?? 1;
+      const pageSize = q.page_size ?? DEFAULT_PAGE_SIZE;
+      // organization_id is accepted for clients of the service document and ignored: an API key
+      // belongs to one organization, and a parameter must never widen what a key can read.
+      const { calls, total } = store.calls.list(req.org.id, listFilter(q), pageSize, (page - 1) * pageSize);
+      return { calls: calls.map(toCall), pagination: pagination(page, pageSize, total) };
+    },
+  );
 
   app.get('/v1/calls/:id', { schema: { tags, params: IdParams, response: { 200: Call, ...errorResponses(400, 401, 404) } } }, async (req) => {
     const { id } = req.params as { id: string };
     const call = store.calls.get(req.org.id, id);
     if (!call) throw notFound('call');
-    return call;
+    return toCall(call);
   });
 
   app.get(

@@ -1,0 +1,125 @@
+/**
+ * The SQL of GET /v1/calls: a page of ids in list order (created_at, id newest first) and the
+ * total, for one organization and any mix of filters. Built from fixed fragments; every value is
+ * bound. No I/O here, so the tests can EXPLAIN every plan.
+ *
+ * Each filter has an index that serves it alone, in list order and counted on the index only
+ * (migration 3, docs/calls.md). With several filters one of them drives (its index is named with
+ * INDEXED BY so the plan does not depend on statistics) and the others are checked on the way, in
+ * this order of preference:
+ *
+ *   search (trigram index, when selective) > tag > agent_ids > status other than ended >
+ *   outcome > source > outbound > status ended > created_at (no filter, date range, short search)
+ *
+ * The date range is a range on every driver's index (they all end in created_at).
+ */
+import type { CallListFilter } from '../domain/call.ts';
+
+export interface SqlQuery {
+  sql: string;
+  args: unknown[];
+}
+
+/** How `search` is served: the trigram index (selective strings) or a scan of the created_at index. */
+export type SearchPlan = 'fts' | 'scan';
+
+export interface CallListSql {
+  /** `id` of one page, in list order (LIMIT and OFFSET are its last two arguments). */
+  page: SqlQuery;
+  /** One row `{ n }`: how many calls match. */
+  count: SqlQuery;
+}
+
+interface Pred {
+  sql: string;
+  args: unknown[];
+}
+
+/** The FTS5 query of a substring: one phrase (trigram: consecutive trigrams = the substring). */
+export const ftsPhrase = (s: string): string => `"${s.replaceAll('"', '""')}"`;
+
+export function callListSql(orgId: string, f: CallListFilter, search: SearchPlan, limit: number, offset: number): CallListSql {
+  // Predicates on calls c, except the driver's own equality (added by each branch below).
+  const on = (sql: string, ...args: unknown[]): Pred => ({ sql, args });
+  const preds: Record<string, Pred | undefined> = {
+    agent: f.agentIds?.length ? on(`c.agent_id IN (${f.agentIds.map(() => '?').join(', ')})`, ...f.agentIds) : undefined,
+    status: f.status !== undefined ? on('c.status = ?', f.status) : undefined,
+    outcome: f.outcome !== undefined ? on('c.outcome = ?', f.outcome) : undefined,
+    source: f.source !== undefined ? on('c.source = ?', f.source) : undefined,
+    outbound: f.outbound !== undefined ? on('c.outbound = ?', f.outbound ? 1 : 0) : undefined,
+    search: f.search ? on('instr(c.party_number, ?) > 0', f.search) : undefined,
+    // Only when another filter drives (a selective search): the tag is then a key lookup.
+    tag: f.tag ? on('EXISTS (SELECT 1 FROM call_tags tt WHERE tt.call_id = c.id AND tt.tag = ?)', f.tag) : undefined,
+    from: f.dateFrom !== undefined ? on('c.created_at >= ?', f.dateFrom) : undefined,
+    to: f.dateTo !== undefined ? on('c.created_at <= ?', f.dateTo) : undefined,
+  };
+  const others = (...except: string[]): Pred[] => Object.entries(preds).filter(([k, p]) => p !== undefined && !except.includes(k)).map(([, p]) => p as Pred);
+  const where = (ps: Pred[]) => ({ sql: ps.map((p) => p.sql).join(' AND '), args: ps.flatMap((p) => p.args) });
+
+  if (f.search && search === 'fts') {
+    // The trigram index yields the matching calls of every organization; few, or it is not chosen.
+    const w = where([on('f.call_search_fts MATCH ?', ftsPhrase(f.search)), on('c.org_id = ?', orgId), ...others('search')]);
+    const from = 'call_search_fts f CROSS JOIN call_search s ON s.id = f.rowid CROSS JOIN calls c ON c.id = s.call_id';
+    return {
+      page: { sql: `SELECT c.id FROM ${from} WHERE ${w.sql} ORDER BY c.created_at DESC, c.id DESC LIMIT ? OFFSET ?`, args: [...w.args, limit, offset] },
+      count: { sql: `SELECT count(*) AS n FROM ${from} WHERE ${w.sql}`, args: w.args },
+    };
+  }
+
+  if (f.tag) {
+    // call_tags holds org_id and created_at: the tag, the org and the date range are read in
+    // list order from its index; calls is joined only for the other filters.
+    const range = [
+      ...(f.dateFrom !== undefined ? [on('t.created_at >= ?', f.dateFrom)] : []),
+      ...(f.dateTo !== undefined ? [on('t.created_at <= ?', f.dateTo)] : []),
+    ];
+    const rest = others('from', 'to', 'tag');
+    const w = where([on('t.org_id = ?', orgId), on('t.tag = ?', f.tag), ...range, ...rest]);
+    const from = rest.length ? 'call_tags t CROSS JOIN calls c ON c.id = t.call_id' : 'call_tags t';
+    return {
+      page: { sql: `SELECT t.call_id AS id FROM ${from} WHERE ${w.sql} ORDER BY t.created_at DESC, t.call_id DESC LIMIT ? OFFSET ?`, args: [...w.args, limit, offset] },
+      count: { sql: `SELECT count(*) AS n FROM ${from} WHERE ${w.sql}`, args: w.args },
+    };
+  }
+
+  const org = on('c.org_id = ?', orgId);
+  const driver = pickIndex(f);
+  if (driver === 'calls_org_agent' && (f.agentIds?.length ?? 0) > 1) {
+    // Several agents: one arm per agent, each read in list order from the agent index, merged
+    // (SQLite's MERGE of a compound SELECT), so a page never sorts all the agents' calls.
+    const rest = where(others('agent'));
+    const arms = (f.agentIds ?? []).map((a) => ({
+      sql: `SELECT c.created_at, c.id FROM calls c INDEXED BY calls_org_agent WHERE c.org_id = ? AND c.agent_id = ?${rest.sql ? ` AND ${rest.sql}` : ''}`,
+      args: [orgId, a, ...rest.args],
+    }));
+    const w = where([org, ...others()]);
+    return {
+      page: {
+        sql: `SELECT id FROM (${arms.map((a) => a.sql).join(' UNION ALL ')} ORDER BY 1 DESC, 2 DESC LIMIT ? OFFSET ?)`,
+        args: [...arms.flatMap((a) => a.args), limit, offset],
+      },
+      count: { sql: `SELECT count(*) AS n FROM calls c INDEXED BY calls_org_agent WHERE ${w.sql}`, args: w.args },
+    };
+  }
+  const w = where([org, ...others()]);
+  return {
+    page: { sql: `SELECT c.id FROM calls c INDEXED BY ${driver} WHERE ${w.sql} ORDER BY c.created_at DESC, c.id DESC LIMIT ? OFFSET ?`, args: [...w.args, limit, offset] },
+    count: { sql: `SELECT count(*) AS n FROM calls c INDEXED BY ${driver} WHERE ${w.sql}`, args: w.args },
+  };
+}
+
+/** The index that drives a list without a tag or a selective search (see the file comment). */
+export function pickIndex(f: CallListFilter): string {
+  if (f.agentIds?.length) return 'calls_org_agent';
+  if (f.status !== undefined && f.status !== 'ended') return 'calls_org_status';
+  if (f.outcome !== undefined) return 'calls_org_outcome';
+  if (f.source !== undefined) return 'calls_org_source';
+  if (f.outbound !== undefined) return 'calls_org_outbound';
+  if (f.status !== undefined) return 'calls_org_status';
+  return 'calls_org_created';
+}
+
+/** Whether the filter is none at all: the total is then the organization's counter. */
+export function isUnfiltered(f: CallListFilter): boolean {
+  return !f.agentIds?.length && f.status === undefined && f.source === undefined && f.dateFrom === undefined && f.dateTo === undefined && f.outbound === undefined && !f.search && !f.tag && f.outcome === undefined;
+}

@@ -1,0 +1,215 @@
+/**
+ * GET /v1/calls in the store: every filter is served by an index (EXPLAIN QUERY PLAN: no full
+ * scan of calls, the page read in list order, the total counted on the index alone), and any mix
+ * of filters returns exactly what filtering every record by hand returns, on both ways `search`
+ * is served.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import fc from 'fast-check';
+import { openStore, type Store } from '../../src/store/index.ts';
+import { callListSql, type SearchPlan } from '../../src/store/call-list.ts';
+import { CALL_OUTCOMES, CALL_SOURCES, CALL_STATUSES, failedDialEnd, type CallListFilter, type CallRecord } from '../../src/domain/call.ts';
+import { settingsForCreate } from '../../src/domain/agent.ts';
+import { agentDefaults } from '../../src/api/routes/agents.ts';
+import { loadConfig } from '../../src/config.ts';
+import { prng } from '../helpers/prng.ts';
+
+const uuid = (a: number, b: number) => `${String(a).padStart(8, '0')}-0000-4000-8000-${String(b).padStart(12, '0')}`;
+const TAGS = ['vip', 'callback', 'sales', 'x"y'];
+const REASONS = ['client_closed', 'agent_hangup', 'transfer', 'timeout', 'silence_timeout', 'error'];
+
+describe('call list queries', () => {
+  let dir: string;
+  let store: Store;
+  const orgs: string[] = [];
+  const agents: string[][] = [];
+  let records: CallRecord[] = [];
+
+  beforeAll(() => {
+    dir = mkdtempSync(join(tmpdir(), 'call-list-'));
+    store = openStore(dir, '');
+    const settings = settingsForCreate(agentDefaults(loadConfig({}, {})), {});
+    const rand = prng(7);
+    const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rand() * xs.length)] as T;
+    for (let o = 0; o < 3; o++) {
+      orgs.push(store.organizations.createKey(`org-${o}`).org.id);
+      agents.push([]);
+      for (let a = 0; a < 4; a++) {
+        const id = uuid(o + 1, a + 1);
+        store.agents.insert({ id, org_id: orgs[o]!, name: `a${a}`, status: 'active', phone_number_id: null, settings, created_at: '2026-01-01T00:00:00.000Z' });
+        agents[o]!.push(id);
+      }
+    }
+    store.tx(() => {
+      for (let i = 0; i < 900; i++) {
+        const o = i % 7 === 0 ? 1 : i % 11 === 0 ? 2 : 0;
+        const direction = pick(['inbound', 'outbound', 'web'] as const);
+        // Several calls share a created_at: the list then orders them by id.
+        const created = new Date(Date.UTC(2026, 0, 1) + Math.floor(i / 3) * 3_600_000).toISOString();
+        const id = uuid(9, i);
+        store.calls.insert({
+          id,
+          org_id: orgs[o]!,
+          agent_id: pick([...agents[o]!, null]),
+          sip_trunk_id: null,
+          direction,
+          from: direction === 'web' ? pick(['api-client', 'Alice', 'user-42']) : `+1555${String(Math.floor(rand() * 1e7)).padStart(7, '0')}`,
+          to: `+1444${String(Math.floor(rand() * 1e7)).padStart(7, '0')}`,
+          created_at: created,
+        });
+        const fate = rand();
+        if (fate < 0.1) continue; // started
+        if (fate < 0.15 && direction === 'outbound') {
+          store.calls.end(id, { ended_at: created, ...failedDialEnd(pick(['busy', 'auth_failed', 'no_answer']), 486) });
+          continue;
+        }
+        store.calls.markAnswered(id, created);
+        if (fate < 0.25) continue; // in progress
+        store.calls.end(id, { ended_at: created, termination_reason: pick(REASONS) });
+        if (rand() < 0.3) store.calls.addTags(id, [pick(TAGS), pick(TAGS)]);
+      }
+    });
+    records = orgs.flatMap((org) => store.calls.list(org, {}, 10_000, 0).calls);
+  });
+  afterAll(() => {
+    store.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  /** The filter applied by hand to every record: the oracle. */
+  const byHand = (org: string, f: CallListFilter): string[] =>
+    records
+      .filter(
+        (r) =>
+          r.org_id === org &&
+          (!f.agentIds?.length || (r.agent_id !== null && f.agentIds.includes(r.agent_id))) &&
+          (f.status === undefined || r.status === f.status) &&
+          (f.source === undefined || r.source === f.source) &&
+          (f.dateFrom === undefined || r.created_at >= f.dateFrom) &&
+          (f.dateTo === undefined || r.created_at <= f.dateTo) &&
+          (f.outbound === undefined || (r.direction === 'outbound') === f.outbound) &&
+          (!f.search || r.party_number.includes(f.search)) &&
+          (!f.tag || r.tags.includes(f.tag)) &&
+          (f.outcome === undefined || r.outcome === f.outcome),
+      )
+      .sort((a, b) => (a.created_at === b.created_at ? (a.id < b.id ? 1 : -1) : a.created_at < b.created_at ? 1 : -1))
+      .map((r) => r.id);
+
+  const run = (org: string, f: CallListFilter, plan: SearchPlan, limit: number, offset: number) => {
+    const q = callListSql(org, f, plan, limit, offset);
+    return {
+      ids: store.db.prepare(q.page.sql).pluck().all(...q.page.args) as string[],
+      total: store.db.prepare(q.count.sql).pluck().get(...q.count.args) as number,
+    };
+  };
+  const plan = (sql: string, args: unknown[]) => (store.db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(...args) as { detail: string }[]).map((r) => r.detail);
+
+  it('seeded a mix (sanity of the oracle)', () => {
+    expect(records.length).toBe(900);
+    for (const s of CALL_STATUSES.filter((x) => x !== 'connected')) expect(records.some((r) => r.status === s), s).toBe(true);
+    for (const o of CALL_OUTCOMES) expect(records.some((r) => r.outcome === o), o).toBe(true);
+    expect(records.some((r) => r.tags.length > 0)).toBe(true);
+  });
+
+  const FILTERS: Array<[string, CallListFilter, RegExp]> = [
+    ['none', {}, /calls_org_created/],
+    ['agent_ids (one)', { agentIds: [uuid(1, 1)] }, /calls_org_agent/],
+    ['agent_ids (three)', { agentIds: [uuid(1, 1), uuid(1, 2), uuid(1, 3)] }, /calls_org_agent/],
+    ['status', { status: 'in_progress' }, /calls_org_status/],
+    ['status ended', { status: 'ended' }, /calls_org_status/],
+    ['source', { source: 'api' }, /calls_org_source/],
+    ['date range', { dateFrom: '2026-01-03T00:00:00.000Z', dateTo: '2026-01-05T00:00:00.000Z' }, /calls_org_created/],
+    ['outbound', { outbound: true }, /calls_org_outbound/],
+    ['search (short)', { search: '55' }, /calls_org_created/],
+    ['tag', { tag: 'vip' }, /call_tags_org_tag/],
+    ['outcome', { outcome: 'ended_by_agent' }, /calls_org_outcome/],
+    ['agent + status + outcome + dates', { agentIds: [uuid(1, 1)], status: 'ended', outcome: 'transferred', dateFrom: '2026-01-02T00:00:00.000Z' }, /calls_org_agent/],
+  ];
+
+  it.each(FILTERS)('%s: served by its index, read in list order, counted on the index', (_name, f, index) => {
+    const q = callListSql(orgs[0]!, f, 'scan', 20, 0);
+    const page = plan(q.page.sql, q.page.args);
+    const count = plan(q.count.sql, q.count.args);
+    for (const p of [page, count]) {
+      expect(p.join(' | ')).toMatch(index);
+      // SEARCH = an index range; a SCAN of calls (or call_tags) is a full table walk.
+      expect(p.filter((d) => /^SCAN (c|t|calls|call_tags)\b/.test(d))).toEqual([]);
+    }
+    expect(page.filter((d) => d.includes('TEMP B-TREE'))).toEqual([]);
+    expect(count.join(' | ')).toMatch(/COVERING INDEX/);
+    expect(count.filter((d) => /USING INDEX sqlite_autoindex_calls_1|USING PRIMARY KEY/.test(d) && !/COVERING/.test(d))).toEqual([]);
+  });
+
+  it('search by trigram index: no scan of calls, the matches joined by key', () => {
+    const q = callListSql(orgs[0]!, { search: '1555123' }, 'fts', 20, 0);
+    for (const p of [plan(q.page.sql, q.page.args), plan(q.count.sql, q.count.args)]) {
+      expect(p.join(' | ')).toMatch(/SCAN f VIRTUAL TABLE INDEX \d+:M/);
+      expect(p.filter((d) => /^SCAN (c|s|calls)\b/.test(d))).toEqual([]);
+    }
+  });
+
+  it('each filter alone, every organization: the same calls as by hand, in list order', () => {
+    for (const org of orgs) {
+      for (const [name, f] of FILTERS) {
+        const want = byHand(org, f);
+        const got = run(org, f, 'scan', 1000, 0);
+        expect(got.ids, name).toEqual(want);
+        expect(got.total, name).toBe(want.length);
+      }
+    }
+  });
+
+  it('any mix of filters, any page, both search plans: the same calls as by hand', () => {
+    const allAgents = agents.flat();
+    const arb = fc.record(
+      {
+        org: fc.integer({ min: 0, max: 2 }),
+        agentIds: fc.uniqueArray(fc.constantFrom(...allAgents), { maxLength: 3 }),
+        status: fc.constantFrom(...CALL_STATUSES),
+        source: fc.constantFrom(...CALL_SOURCES),
+        dateFrom: fc.integer({ min: 0, max: 300 }).map((h) => new Date(Date.UTC(2026, 0, 1) + h * 3_600_000).toISOString()),
+        dateTo: fc.integer({ min: 0, max: 300 }).map((h) => new Date(Date.UTC(2026, 0, 1) + h * 3_600_000).toISOString()),
+        outbound: fc.boolean(),
+        search: fc.constantFrom('555', '15551', '1', '0', 'Alice', 'ali', 'user-', '"', '444', '+1555'),
+        tag: fc.constantFrom(...TAGS, 'none'),
+        outcome: fc.constantFrom(...CALL_OUTCOMES),
+      },
+      { requiredKeys: ['org'] },
+    );
+    fc.assert(
+      fc.property(arb, fc.integer({ min: 1, max: 30 }), fc.integer({ min: 0, max: 5 }), fc.constantFrom<SearchPlan>('fts', 'scan'), (g, limit, pageNo, searchPlan) => {
+        const { org, ...f } = g;
+        const filter: CallListFilter = { ...f, agentIds: f.agentIds?.length ? f.agentIds : undefined };
+        // The trigram index needs three characters: shorter strings always scan.
+        const planned: SearchPlan = filter.search && [...filter.search].length >= 3 ? searchPlan : 'scan';
+        const want = byHand(orgs[org]!, filter);
+        const got = run(orgs[org]!, filter, planned, limit, pageNo * limit);
+        expect(got.total).toBe(want.length);
+        expect(got.ids).toEqual(want.slice(pageNo * limit, pageNo * limit + limit));
+      }),
+      { numRuns: 400 },
+    );
+  });
+
+  it('CallRepo.list: the counter for the unfiltered total, pages past the end empty', () => {
+    const org = orgs[0]!;
+    const n = records.filter((r) => r.org_id === org).length;
+    expect(store.calls.orgTotal(org)).toBe(n);
+    expect(store.calls.list(org, {}, 20, 0).total).toBe(n);
+    expect(store.calls.list(org, {}, 20, n).calls).toEqual([]);
+    expect(store.calls.list(org, {}, 20, n - 1).calls.map((c) => c.id)).toEqual(byHand(org, {}).slice(n - 1));
+    expect(store.calls.list(org, { search: 'nowhere' }, 20, 0)).toEqual({ calls: [], total: 0 });
+  });
+
+  it('CallRepo.searchPlan: the trigram index only when the match is selective', () => {
+    const org = orgs[0]!;
+    const one = records.find((r) => r.org_id === org && r.party_number.startsWith('+1555'))!;
+    expect(store.calls.searchPlan(org, one.party_number)).toBe('fts');
+    expect(store.calls.searchPlan(org, '+1555')).toBe('scan');
+    expect(store.calls.searchPlan(org, '55')).toBe('scan');
+    expect(store.calls.list(org, { search: one.party_number }, 20, 0).calls.map((c) => c.id)).toEqual(byHand(org, { search: one.party_number }));
+  });
+});
