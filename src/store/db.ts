@@ -4,21 +4,41 @@
  * every write is committed before the API answers.
  */
 import Database from 'better-sqlite3';
-import { mkdirSync } from 'node:fs';
+import { chmodSync, closeSync, existsSync, mkdirSync, openSync } from 'node:fs';
 import { join } from 'node:path';
 import { MIGRATIONS, type Migration } from './migrations.ts';
 
 export type Db = Database.Database;
 
 export function openDatabase(dataDir: string, migrations: Migration[] = MIGRATIONS): Db {
-  mkdirSync(dataDir, { recursive: true, mode: 0o700 });
-  const db = new Database(join(dataDir, 'callbridge.sqlite'));
+  const file = join(dataDir, 'callbridge.sqlite');
+  restrictAccess(dataDir, file);
+  const db = new Database(file);
   db.pragma('journal_mode = WAL');
   db.pragma('synchronous = FULL');
   db.pragma('foreign_keys = ON');
   db.pragma('busy_timeout = 5000');
   migrate(db, migrations);
   return db;
+}
+
+/**
+ * The database holds transcripts, caller numbers and sealed secrets: the data directory is 0700
+ * and the database files 0600, whatever the umask. The main file is created 0600 before SQLite
+ * opens it, because SQLite gives the -wal and -shm files it creates later the main file's mode;
+ * files of an older installation (0644) are tightened at every start.
+ */
+function restrictAccess(dataDir: string, file: string): void {
+  mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  try {
+    chmodSync(dataDir, 0o700);
+  } catch {
+    // A directory someone else owns (a mounted volume): the files below are still 0600.
+  }
+  if (!existsSync(file)) closeSync(openSync(file, 'a', 0o600));
+  for (const f of [file, `${file}-wal`, `${file}-shm`]) {
+    if (existsSync(f)) chmodSync(f, 0o600);
+  }
 }
 
 export function migrate(db: Db, migrations: Migration[]): void {
