@@ -455,8 +455,10 @@ class BridgedCall {
       return;
     }
     this.#o.metrics?.callEnded(call.direction);
-    // The media's final figures come from the thread that ran it (a worker answers a moment later).
-    void (media ?? Promise.resolve(undefined)).then((m) => this.#logQuality(why, m ?? undefined));
+    // The media's final figures come from the thread that ran it (a worker answers a moment
+    // later), and a worker's socket counts arrive at its close.
+    const counted = this.#ws?.finalCounts() ?? Promise.resolve();
+    void Promise.all([media ?? Promise.resolve(undefined), counted]).then(([m]) => this.#logQuality(why, m ?? undefined));
   }
 
   /** One line per call with its quality figures: what an operator greps for at 3 a.m. */

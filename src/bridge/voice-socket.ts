@@ -28,6 +28,8 @@ export interface VoiceSocket {
   /** A worker's counts of what it handled (0 on this thread, where BridgedCall counts). */
   readonly framesIn: number;
   readonly audioOut: number;
+  /** Resolves when framesIn and audioOut are final (at once on this thread; a worker sends them at close). */
+  finalCounts(): Promise<void>;
   send(text: string): void;
   /** Sends a caller frame as input_audio (on this thread; a worker sends its own). */
   sendInputAudio(frame: Int16Array): void;
@@ -55,6 +57,7 @@ export function openVoiceSocket(rtp: CallRtp, url: string, recording: boolean, h
       get audioOut() {
         return remote.audioOut;
       },
+      finalCounts: () => remote.finalCounts(),
       send: (text) => remote.send(text),
       sendInputAudio: () => {},
       close: (code, reason) => remote.close(code, reason),
@@ -72,6 +75,7 @@ export function openVoiceSocket(rtp: CallRtp, url: string, recording: boolean, h
     audioInWorker: false,
     framesIn: 0,
     audioOut: 0,
+    finalCounts: () => Promise.resolve(),
     send: (text) => ws.send(text),
     sendInputAudio: inputAudioSender(ws),
     close: (code, reason) => {

@@ -51,6 +51,9 @@ export function install(host: MediaWorkerExtensionHost): void {
     ws.on('close', (code, reason) => {
       host.takeFrames(id, undefined);
       links.delete(id);
+      // The session may close first (the agent hung up): then no vl.close finds the link, so the
+      // final counts go with the close (the per-call log line reads them).
+      emit(id, { ev: 'counts', audioOut: link.audioOut, framesIn: link.framesIn });
       emit(id, { ev: 'close', code, reason: reason.toString() });
     });
     ws.on(
@@ -81,6 +84,9 @@ export function install(host: MediaWorkerExtensionHost): void {
       return recording;
     });
     host.onClose(id, () => {
+      // The call's media is closing: its counts are final. Sent now, before the worker's answer
+      // to the close, since the main thread stops listening for this call once that arrives.
+      emit(id, { ev: 'counts', audioOut: link.audioOut, framesIn: link.framesIn });
       if (ws.readyState === WebSocket.OPEN || ws.readyState === WebSocket.CONNECTING) ws.close(1000, 'call ended');
     });
   });
@@ -113,6 +119,8 @@ export class RemoteVoiceSocket extends EventEmitter<RemoteVoiceSocketEvents> {
   /** What the worker's fast path handled (`response_audio` messages, `input_audio` frames sent). */
   audioOut = 0;
   framesIn = 0;
+  #countsFinal = false;
+  #countsWaiters: Array<() => void> = [];
 
   constructor(
     private readonly rtp: RemoteRtpSession,
@@ -134,6 +142,23 @@ export class RemoteVoiceSocket extends EventEmitter<RemoteVoiceSocketEvents> {
 
   send(text: string): void {
     if (this.#state === 'open') this.rtp.postToWorker({ t: 'vl.send', data: text });
+  }
+
+  /**
+   * Resolves once the worker has sent its final counts (at close), or after `timeoutMs` (a worker
+   * that died sends none): the counts are read after the media's final figures, which arrive
+   * first on the same port.
+   */
+  finalCounts(timeoutMs = 1000): Promise<void> {
+    if (this.#countsFinal) return Promise.resolve();
+    return new Promise((resolve) => {
+      const timer = setTimeout(resolve, timeoutMs);
+      timer.unref();
+      this.#countsWaiters.push(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
   }
 
   close(code: number, reason: string): void {
@@ -164,6 +189,8 @@ export class RemoteVoiceSocket extends EventEmitter<RemoteVoiceSocketEvents> {
       case 'counts':
         this.audioOut = e.audioOut;
         this.framesIn = e.framesIn;
+        this.#countsFinal = true;
+        for (const wake of this.#countsWaiters.splice(0)) wake();
         return;
       case 'warn':
         this.emit('warn', e.message);

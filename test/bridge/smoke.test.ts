@@ -20,8 +20,9 @@ describe.skipIf(!sippAvailable()).each([0, 2])('call bridge smoke (SIPp, ACL tru
   let d: TestDaemon;
   let trunkId: string;
   let agentId: string;
+  const logLines: string[] = [];
   beforeAll(async () => {
-    d = await startTestDaemon({ rtp: { address: '127.0.0.1', media_threads: mediaThreads } });
+    d = await startTestDaemon({ rtp: { address: '127.0.0.1', media_threads: mediaThreads } }, undefined, {}, logLines);
     agentId = (await d.api('POST', '/v1/agents', { name: 'Front desk', first_message: 'Hello from the bridge.' })).body.id;
     trunkId = (await d.api('POST', '/v1/sip-trunks', { pbx: 'generic', name: 'acl', inbound_auth_type: 'acl', inbound_acl: ['127.0.0.1/32'] })).body.id;
     expect((await d.api('POST', `/v1/sip-trunks/${trunkId}/assignments`, { agent_id: agentId, alternate_number: NUMBER })).status).toBe(201);
@@ -39,17 +40,27 @@ describe.skipIf(!sippAvailable()).each([0, 2])('call bridge smoke (SIPp, ACL tru
     let rec: any;
     const end = Date.now() + 5000;
     for (;;) {
-      const list = await d.api('GET', '/v1/calls?direction=inbound');
-      rec = list.body.find?.((c: any) => c.from === CALLER) ?? list.body.calls?.find?.((c: any) => c.from === CALLER);
+      const list = await d.api('GET', '/v1/calls?outbound=false&source=sip');
+      rec = list.body.calls.find((c: any) => c.from === CALLER);
       if (rec?.ended_at) break;
       if (Date.now() > end) throw new Error(`no ended inbound call record: ${list.text}`);
       await new Promise((res) => setTimeout(res, 100));
     }
-    expect(rec).toMatchObject({ direction: 'inbound', agent_id: agentId, sip_trunk_id: trunkId, from: CALLER, to: NUMBER });
-    expect(rec.answered_at).not.toBeNull();
-    expect(rec.end_reason).toBe('client_closed');
-    expect(rec.transcript[0]).toMatchObject({ role: 'agent', text: 'Hello from the bridge.' });
+    expect(rec).toMatchObject({ direction: 'inbound', source: 'sip', outbound: false, party_number: CALLER, agent_id: agentId, sip_trunk_id: trunkId, from: CALLER, to: NUMBER });
+    expect(rec.started_at).toBeDefined();
+    expect(rec.duration_seconds).toBeGreaterThanOrEqual(0);
+    expect(rec).toMatchObject({ status: 'ended', end_status: 'completed', termination_reason: 'client_closed', outcome: 'ended_by_user' });
+    expect(rec.transcript.entries[0]).toMatchObject({ index: 0, type: 'message', role: 'assistant', message: 'Hello from the bridge.' });
     expect(d.daemon.bridge.active).toBe(0);
+    // The per-call quality line counts the audio that flowed both ways (issue 20: it said
+    // framesIn 0, audioOut 0 when the media ran on a worker thread).
+    let ended: Record<string, unknown> | undefined;
+    for (const until = Date.now() + 3000; ended === undefined && Date.now() < until; await new Promise((res) => setTimeout(res, 50))) {
+      ended = logLines.map((l) => JSON.parse(l) as Record<string, unknown>).find((l) => l.msg === 'bridged call ended' && l.sessionId === rec.id);
+    }
+    expect(ended, logLines.filter((l) => l.includes('bridged call ended')).join('\n')).toBeDefined();
+    expect(ended!.framesIn).toBeGreaterThan(100); // 3 s of caller audio in 20 ms frames
+    expect(ended!.audioOut).toBeGreaterThan(0);
   });
 
   it('outbound: dial through a trunk to a UAS with a 407 challenge is answered and bridged; the session end sends BYE', async () => {
@@ -76,15 +87,16 @@ describe.skipIf(!sippAvailable()).each([0, 2])('call bridge smoke (SIPp, ACL tru
       let rec: any;
       const end = Date.now() + 5000;
       for (;;) {
-        const list = await d.api('GET', `/v1/calls?direction=outbound&agent_ids=${agent.id}`);
-        rec = (Array.isArray(list.body) ? list.body : list.body.calls)[0];
+        const list = await d.api('GET', `/v1/calls?outbound=true&agent_ids=${agent.id}`);
+        rec = list.body.calls[0];
         if (rec?.ended_at) break;
         if (Date.now() > end) throw new Error(`no ended outbound call record: ${list.text}`);
         await new Promise((res) => setTimeout(res, 100));
       }
-      expect(rec).toMatchObject({ direction: 'outbound', agent_id: agent.id, sip_trunk_id: trunk.id, from: '+15550001111', to: '+15550008000', end_reason: 'timeout', status: 'completed' });
-      expect(rec.answered_at).not.toBeNull();
-      expect(rec.transcript[0]).toMatchObject({ role: 'agent', text: 'Hi, this is the clinic.' });
+      expect(rec).toMatchObject({ direction: 'outbound', outbound: true, party_number: '+15550008000', agent_id: agent.id, sip_trunk_id: trunk.id, from: '+15550001111', to: '+15550008000' });
+      expect(rec).toMatchObject({ termination_reason: 'timeout', status: 'ended', end_status: 'completed', outcome: 'ended_by_agent' });
+      expect(rec.started_at).toBeDefined();
+      expect(rec.transcript.entries[0]).toMatchObject({ role: 'assistant', message: 'Hi, this is the clinic.' });
     } finally {
       server.kill();
     }
@@ -132,8 +144,8 @@ describe.skipIf(!sippAvailable()).each([0, 2])('call bridge smoke (SIPp, ACL tru
     expect(r.code, r.describe()).toBe(0);
     expect(r.requests('REFER', 'received')[0]?.header('Refer-To')).toMatch(/^<sip:\+15550007777@127\.0\.0\.1:\d+>$/);
     const rec = await endedRecord(d, agent.id);
-    expect(rec).toMatchObject({ end_reason: 'transfer', status: 'completed' });
-    expect(rec.transcript.map((e: any) => e.text)).toContain('Transferring you now.');
+    expect(rec).toMatchObject({ termination_reason: 'transfer', status: 'ended', end_status: 'completed', outcome: 'transferred' });
+    expect(rec.transcript.entries.map((e: any) => e.message)).toContain('Transferring you now.');
   });
 
   it('transfer fallback: the PBX refuses the REFER; callbridge calls the target through the trunk and relays audio both ways', async () => {
@@ -170,7 +182,7 @@ describe.skipIf(!sippAvailable()).each([0, 2])('call bridge smoke (SIPp, ACL tru
       expect(uas.statuses('sent', 'BYE')).toEqual([200]);
       // The caller's audio went to the target and its echo came back on the new leg.
       expect(relayed).toBeGreaterThan(50);
-      expect((await endedRecord(d, agent.id)).end_reason).toBe('transfer');
+      expect((await endedRecord(d, agent.id)).termination_reason).toBe('transfer');
     } finally {
       target.kill();
     }
@@ -181,7 +193,7 @@ async function endedRecord(d: TestDaemon, agentId: string): Promise<any> {
   const end = Date.now() + 8000;
   for (;;) {
     const list = await d.api('GET', `/v1/calls?agent_ids=${agentId}`);
-    const rec = (Array.isArray(list.body) ? list.body : list.body.calls)[0];
+    const rec = list.body.calls[0];
     if (rec?.ended_at) return rec;
     if (Date.now() > end) throw new Error(`no ended call record for agent ${agentId}: ${list.text}`);
     await new Promise((res) => setTimeout(res, 100));

@@ -34,7 +34,8 @@ export interface TestDaemon {
 }
 
 /** `options` injects what startDaemon takes besides config (a voice runtime factory, tuning). */
-export async function startTestDaemon(overrides: Record<string, unknown> = {}, dataDir?: string, options: DaemonOptions = {}): Promise<TestDaemon> {
+/** `logLines`, when given, receives every log line (JSON) at info level and above, for tests that read them. */
+export async function startTestDaemon(overrides: Record<string, unknown> = {}, dataDir?: string, options: DaemonOptions = {}, logLines?: string[]): Promise<TestDaemon> {
   const dir = dataDir ?? mkdtempSync(join(tmpdir(), 'callbridge-test-'));
   const { sip, drain, ...rest } = overrides as { sip?: Record<string, unknown>; drain?: Record<string, unknown>; rtp?: Record<string, unknown> };
   // CALLBRIDGE_TEST_MEDIA_THREADS=N runs every test daemon's media on N worker threads (unless the test sets it).
@@ -52,7 +53,8 @@ export async function startTestDaemon(overrides: Record<string, unknown> = {}, d
     },
     {},
   );
-  const daemon = await startDaemon(config, createLogger('silent'), () => {}, options);
+  const logger = logLines ? createLogger('info', { write: (line: string) => void logLines.push(line) }) : createLogger('silent');
+  const daemon = await startDaemon(config, logger, () => {}, options);
   const key = readFileSync(join(dir, INITIAL_KEY_FILE), 'utf8').trim();
   const td: TestDaemon = {
     daemon,
@@ -78,7 +80,7 @@ export async function startTestDaemon(overrides: Record<string, unknown> = {}, d
     stop: () => daemon.close(),
     async restart() {
       await daemon.close();
-      return startTestDaemon(overrides, dir, options);
+      return startTestDaemon(overrides, dir, options, logLines);
     },
     async close() {
       await daemon.close();
