@@ -258,6 +258,25 @@ const schema = {
     },
     auth_max_failures: { doc: 'Failed authentications from one source within a minute that block it.', format: 'nat', default: 10, env: 'CALLBRIDGE_SIP_AUTH_MAX_FAILURES' },
     auth_block_secs: { doc: 'How long a source is blocked after too many failed authentications.', format: 'nat', default: 300, env: 'CALLBRIDGE_SIP_AUTH_BLOCK_SECS' },
+    challenge_rate: {
+      doc: 'Digest challenges (401) and blocked-source refusals (403) per second answered to one source address (IPv6: its /64); over it INVITEs are dropped on UDP (the sender retransmits) and answered 503 with Retry-After on TCP/TLS. 0 = no limit.',
+      format: 'nat',
+      default: 20,
+      env: 'CALLBRIDGE_SIP_CHALLENGE_RATE',
+    },
+    challenge_burst: { doc: 'How many challenges one source may get at once before sip.challenge_rate applies (token bucket size).', format: 'nat', default: 40, env: 'CALLBRIDGE_SIP_CHALLENGE_BURST' },
+    acl_min_prefix_v4: {
+      doc: 'Widest IPv4 CIDR a SIP trunk\'s inbound_acl may hold (the smallest prefix length, 1..32); wider ones are refused with 400. /0 is never accepted.',
+      format: 'nat',
+      default: 8,
+      env: 'CALLBRIDGE_SIP_ACL_MIN_PREFIX_V4',
+    },
+    acl_min_prefix_v6: {
+      doc: 'Widest IPv6 CIDR a SIP trunk\'s inbound_acl may hold (the smallest prefix length, 1..128); wider ones are refused with 400. /0 is never accepted.',
+      format: 'nat',
+      default: 32,
+      env: 'CALLBRIDGE_SIP_ACL_MIN_PREFIX_V6',
+    },
     codecs: { doc: 'Codecs accepted and offered, in preference order (PCMU, PCMA, opus).', format: String, default: 'PCMU,PCMA,opus', env: 'CALLBRIDGE_SIP_CODECS' },
     session_expires_secs: { doc: 'RFC 4028 session interval we ask for and grant.', format: 'nat', default: 1800, env: 'CALLBRIDGE_SIP_SESSION_EXPIRES_SECS' },
     min_se_secs: { doc: 'RFC 4028 Min-SE: shorter session intervals are refused with 422.', format: 'nat', default: 90, env: 'CALLBRIDGE_SIP_MIN_SE_SECS' },
@@ -503,6 +522,10 @@ export type Config = {
     digest_algorithms: string;
     auth_max_failures: number;
     auth_block_secs: number;
+    challenge_rate: number;
+    challenge_burst: number;
+    acl_min_prefix_v4: number;
+    acl_min_prefix_v6: number;
     codecs: string;
     session_expires_secs: number;
     min_se_secs: number;
@@ -646,6 +669,9 @@ function crossCheck(config: Config): void {
     if (a !== 'SHA-256' && a !== 'MD5') throw new ConfigError(`invalid configuration: sip.digest_algorithms: "${a}" is not SHA-256 or MD5`);
   }
   if (config.sip.digest_secret !== '' && config.sip.digest_secret.length < 16) throw new ConfigError('invalid configuration: sip.digest_secret must be at least 16 characters');
+  if (config.sip.acl_min_prefix_v4 < 1 || config.sip.acl_min_prefix_v4 > 32) throw new ConfigError('invalid configuration: sip.acl_min_prefix_v4 must be between 1 and 32 (/0 is never accepted)');
+  if (config.sip.acl_min_prefix_v6 < 1 || config.sip.acl_min_prefix_v6 > 128) throw new ConfigError('invalid configuration: sip.acl_min_prefix_v6 must be between 1 and 128 (/0 is never accepted)');
+  if (config.sip.challenge_rate > 0 && config.sip.challenge_burst < 1) throw new ConfigError('invalid configuration: sip.challenge_burst must be at least 1 when sip.challenge_rate is set');
   if (config.sip.t1_ms < 10 || config.sip.t1_ms > 10_000) throw new ConfigError('invalid configuration: sip.t1_ms must be between 10 and 10000');
   if (config.sip.min_se_secs < 90) throw new ConfigError('invalid configuration: sip.min_se_secs must be at least 90 (RFC 4028 section 4)');
   if (config.sip.session_expires_secs < config.sip.min_se_secs) throw new ConfigError('invalid configuration: sip.session_expires_secs is below sip.min_se_secs');

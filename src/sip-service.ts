@@ -145,9 +145,18 @@ export async function startSip(config: Config, store: Store, logger: Logger, reg
     const realtime = ports.threads.filter((t) => t.realtime > 0).length;
     log.info({ threads: ports.size, nice: config.rtp.media_thread_nice, realtime: config.rtp.media_thread_realtime > 0 ? `${realtime} of ${ports.size} threads SCHED_RR ${config.rtp.media_thread_realtime}` : 'off' }, 'RTP media on worker threads');
   }
+  const directory = new StoreDirectory(store, { logger: log });
+  // ACLs wider than the API accepts today (older data): they still route; say so once at start.
+  const aclLimit = { v4: config.sip.acl_min_prefix_v4, v6: config.sip.acl_min_prefix_v6 };
+  for (const { trunkId, cidrs } of directory.wideAclTrunks(aclLimit)) {
+    log.warn(
+      { trunkId, cidrs, minPrefixV4: aclLimit.v4, minPrefixV6: aclLimit.v6 },
+      `SIP trunk ${trunkId} has inbound_acl entries wider than sip.acl_min_prefix_v4 / sip.acl_min_prefix_v6 allow (${cidrs.join(', ')}): they still admit calls, but the API would refuse them now; narrow them`,
+    );
+  }
   const ua = new SipUserAgent({
     listen,
-    directory: new StoreDirectory(store, { logger: log }),
+    directory,
     ports,
     mediaAddress: advertise,
     realm: config.sip.realm,

@@ -307,6 +307,43 @@ export function parseCidr(s: string, field = 'cidr'): Cidr {
   return { version, network: value & prefixMask(bits, prefix), prefix };
 }
 
+/**
+ * The widest CIDRs an inbound_acl may hold, as smallest prefix lengths (config
+ * sip.acl_min_prefix_v4 / _v6, default /8 and /32). An ACL admits its sources without a password,
+ * and when the same carrier number is imported by two organizations the ACL decides whose agent
+ * answers: `0.0.0.0/0` would let any address on the Internet call as this trunk.
+ */
+export interface AclWidthLimit {
+  v4: number;
+  v6: number;
+}
+
+export const DEFAULT_ACL_WIDTH_LIMIT: AclWidthLimit = { v4: 8, v6: 32 };
+
+/** The smallest prefix length allowed for this CIDR's family; never below 1 (/0 is always refused). */
+export function minAclPrefix(c: Pick<Cidr, 'version'>, limit: AclWidthLimit): number {
+  return Math.max(1, c.version === 4 ? limit.v4 : limit.v6);
+}
+
+/** True when the CIDR is wider than the limit allows. */
+export function aclTooWide(c: Cidr, limit: AclWidthLimit): boolean {
+  return c.prefix < minAclPrefix(c, limit);
+}
+
+/**
+ * Refuses an ACL entry wider than the limit (parsed entries; call after normalization).
+ * @throws DomainError (validation, 400) naming the entry's field (`body.inbound_acl.<i>`), the entry and the limit.
+ */
+export function checkAclWidth(acl: readonly string[], limit: AclWidthLimit, field = 'body.inbound_acl'): void {
+  acl.forEach((text, i) => {
+    const c = parseCidr(text, `${field}.${i}`);
+    if (!aclTooWide(c, limit)) return;
+    const min = minAclPrefix(c, limit);
+    const setting = c.version === 4 ? 'sip.acl_min_prefix_v4' : 'sip.acl_min_prefix_v6';
+    throw validation(`${field}.${i} (${text}) is too wide: IPv${c.version} entries may be at most /${min} wide (a prefix of ${min} or more; setting ${setting}; /0 is never accepted)`);
+  });
+}
+
 export function formatCidr(c: Cidr): string {
   return `${c.version === 4 ? bigIntToIpv4(c.network) : bigIntToIpv6(c.network)}/${c.prefix}`;
 }

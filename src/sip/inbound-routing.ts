@@ -4,7 +4,12 @@
  *
  *   1. Source address inside an ACL trunk (inbound_host or an inbound_acl CIDR) and the
  *      Request-URI user routes through that trunk (global `alternate_number`, then the trunk
- *      organization's imported carrier numbers) -> accepted, no challenge.
+ *      organization's imported carrier numbers) -> accepted, no challenge. The most specific
+ *      match wins: trunks are ranked by the prefix length of the CIDR that admits the source (an
+ *      exact inbound_host counts as /32 or /128), and only the best rank that routes the number
+ *      counts. Two organizations' trunks tied at that rank and each routing the number -> 404,
+ *      logged with the tied trunks: guessing would hand one organization's call to another's
+ *      agent (two organizations may import the same carrier number).
  *   2. Otherwise digest: no credentials -> 401 challenge; the username names a digest trunk and
  *      the response checks out -> route by that trunk's assignment `number`, then its
  *      organization's carrier numbers; bad credentials -> 403 (counted per source address).
@@ -26,6 +31,11 @@ export interface InboundTrunk {
   orgId: string;
   name: string;
   authType: 'digest' | 'acl';
+  /**
+   * ACL trunks from aclTrunksFor(): how specifically the trunk admitted the source, as a prefix
+   * length (its longest matching CIDR; 32 or 128 for an exact inbound_host). Absent counts as 0.
+   */
+  specificity?: number;
 }
 
 /** The agent an inbound call goes to, and how it was found. */
@@ -43,7 +53,7 @@ export interface InboundRoute {
 
 /** What routing needs from the store (store-directory.ts implements it). */
 export interface InboundDirectory {
-  /** ACL trunks whose inbound_host (resolved) or inbound_acl CIDRs contain the address. */
+  /** ACL trunks whose inbound_host (resolved) or inbound_acl CIDRs contain the address, with their `specificity`. */
   aclTrunksFor(address: string): InboundTrunk[] | Promise<InboundTrunk[]>;
   /** The digest trunk with this inbound username, and its password (for verification only). */
   digestAccount(username: string): { trunk: InboundTrunk; password: string } | undefined;
@@ -87,6 +97,8 @@ export type InboundDecision =
       detail: Record<string, unknown>;
       /** A 401 is part of every login; the rest is worth a warning. */
       quiet: boolean;
+      /** The outcome counted in metrics when it is not the status's usual one (e.g. ambiguous_route). */
+      outcome?: string;
     };
 
 export interface InboundAuthorizer {
@@ -100,8 +112,49 @@ function challenge(a: InboundAuthorizer, req: InboundRequestInfo, why: string, d
   return { kind: 'reject', status: 401, headers, why, detail, quiet: true };
 }
 
-function reject(status: 400 | 403 | 404 | 480, why: string, detail: Record<string, unknown>): InboundDecision {
-  return { kind: 'reject', status, headers: [], why, detail, quiet: false };
+function reject(status: 400 | 403 | 404 | 480, why: string, detail: Record<string, unknown>, outcome?: string): InboundDecision {
+  return outcome === undefined ? { kind: 'reject', status, headers: [], why, detail, quiet: false } : { kind: 'reject', status, headers: [], why, detail, quiet: false, outcome };
+}
+
+type AclPick =
+  | { kind: 'route'; trunk: InboundTrunk; route: InboundRoute; prefix: number }
+  | { kind: 'tie'; trunkIds: string[]; prefix: number }
+  | { kind: 'none' };
+
+/**
+ * The ACL route, most specific first: trunks ranked by `specificity` (longest prefix first, store
+ * order within a rank); the first rank where some trunk routes the number decides. Within that
+ * rank each organization's trunks are asked together (an alternate_number first, then carrier
+ * numbers, as routeAcl does); routes from two organizations are a tie. One trunk (the common
+ * case) costs one routeAcl call, as before.
+ */
+function pickAclRoute(directory: InboundDirectory, trunks: readonly InboundTrunk[], user: string): AclPick {
+  const ranked = trunks.length === 1 ? trunks : [...trunks].sort((x, y) => (y.specificity ?? 0) - (x.specificity ?? 0));
+  for (let i = 0; i < ranked.length; ) {
+    const prefix = ranked[i]!.specificity ?? 0;
+    let j = i + 1;
+    while (j < ranked.length && (ranked[j]!.specificity ?? 0) === prefix) j++;
+    const byOrg = new Map<string, InboundTrunk[]>();
+    for (let k = i; k < j; k++) {
+      const t = ranked[k]!;
+      const group = byOrg.get(t.orgId);
+      if (group === undefined) byOrg.set(t.orgId, [t]);
+      else group.push(t);
+    }
+    let found: { trunk: InboundTrunk; route: InboundRoute } | undefined;
+    const tied: string[] = [];
+    for (const group of byOrg.values()) {
+      const route = directory.routeAcl(group, user);
+      if (route === undefined) continue;
+      const trunk = group.find((t) => t.id === route.trunkId) ?? group[0]!;
+      tied.push(trunk.id);
+      found ??= { trunk, route };
+    }
+    if (tied.length > 1) return { kind: 'tie', trunkIds: tied, prefix };
+    if (found !== undefined) return { kind: 'route', ...found, prefix };
+    i = j;
+  }
+  return { kind: 'none' };
 }
 
 function routed(trunk: InboundTrunk, route: InboundRoute, auth: 'acl' | 'digest', detail: Record<string, unknown>, username?: string): InboundDecision {
@@ -118,11 +171,17 @@ export async function decideInbound(a: InboundAuthorizer, req: InboundRequestInf
   const aclTrunks = await a.directory.aclTrunksFor(src);
   const base: Record<string, unknown> = { source: src, user };
   if (aclTrunks.length > 0) {
-    const route = a.directory.routeAcl(aclTrunks, user);
+    const pick = pickAclRoute(a.directory, aclTrunks, user);
     const names = aclTrunks.map((t) => t.id);
-    if (route !== undefined) {
-      const trunk = aclTrunks.find((t) => t.id === route.trunkId) ?? aclTrunks[0]!;
-      return routed(trunk, route, 'acl', { ...base, trunkId: trunk.id, auth: 'acl' });
+    if (pick.kind === 'route') return routed(pick.trunk, pick.route, 'acl', { ...base, trunkId: pick.trunk.id, auth: 'acl' });
+    if (pick.kind === 'tie') {
+      // Trunk ids only: the log line must not carry one organization's data into another's view.
+      return reject(
+        404,
+        `ambiguous route: source ${src} is admitted equally specifically (/${pick.prefix}) by ACL trunks ${pick.trunkIds.join(', ')} of different organizations, and each routes "${user}"; refusing rather than guessing (narrow one trunk's inbound_acl or inbound_host)`,
+        { ...base, aclTrunks: names, tiedTrunks: pick.trunkIds, prefix: pick.prefix },
+        'ambiguous_route',
+      );
     }
     if (req.authorization.length === 0 && !a.directory.digestRouteMayExist(user)) {
       return reject(404, `source ${src} matched ACL trunk(s) ${names.join(', ')} but "${user}" is no alternate_number of theirs nor a carrier number of their organization`, {

@@ -10,7 +10,7 @@
  */
 import dns from 'node:dns/promises';
 import { isIP } from 'node:net';
-import { ipInCidr, parseCidr, type Cidr } from '../domain/sip-trunk.ts';
+import { aclTooWide, formatCidr, ipInCidr, parseCidr, type AclWidthLimit, type Cidr } from '../domain/sip-trunk.ts';
 import type { Store } from '../store/index.ts';
 import type { StoredSipTrunk } from '../store/sip-trunks.ts';
 import type { InboundDirectory, InboundRoute, InboundTrunk } from './inbound-routing.ts';
@@ -78,11 +78,33 @@ export class StoreDirectory implements InboundDirectory {
     this.#now = options.now ?? Date.now;
   }
 
+  /**
+   * The ACL trunks admitting `address`, each with how specifically: the prefix length of its
+   * longest matching CIDR, or the full length (32 / 128) when the address is its inbound_host.
+   * In store order; inbound-routing.ts ranks them.
+   */
   async aclTrunksFor(address: string): Promise<InboundTrunk[]> {
     const src = plainAddress(address);
     const out: InboundTrunk[] = [];
     for (const t of this.#store.sipTrunks.listByInboundAuth('acl')) {
-      if (this.#cidrsOf(t).some((c) => ipInCidr(src, c)) || (await this.#hostMatches(t.inbound_host, src))) out.push(toInbound(t));
+      let specificity = -1;
+      for (const c of this.#cidrsOf(t)) if (c.prefix > specificity && ipInCidr(src, c)) specificity = c.prefix;
+      const full = isIP(src) === 6 ? 128 : 32;
+      if (specificity < full && (await this.#hostMatches(t.inbound_host, src))) specificity = full;
+      if (specificity >= 0) out.push({ ...toInbound(t), specificity });
+    }
+    return out;
+  }
+
+  /**
+   * ACL trunks holding CIDRs wider than `limit` (written before the limit existed, or by hand):
+   * they still route, and the daemon warns about them at start.
+   */
+  wideAclTrunks(limit: AclWidthLimit): Array<{ trunkId: string; cidrs: string[] }> {
+    const out: Array<{ trunkId: string; cidrs: string[] }> = [];
+    for (const t of this.#store.sipTrunks.listByInboundAuth('acl')) {
+      const wide = this.#cidrsOf(t).filter((c) => aclTooWide(c, limit));
+      if (wide.length > 0) out.push({ trunkId: t.id, cidrs: wide.map(formatCidr) });
     }
     return out;
   }

@@ -174,7 +174,7 @@ async function handleInvite(ctx: UasContext, tx: ServerTransaction, inbound: Inb
     const line = { ...base, ...decision.detail, status: decision.status };
     if (decision.quiet) ctx.logger.debug(line, `INVITE challenged: ${decision.why}`);
     else ctx.logger.warn(line, `INVITE refused (${decision.status}): ${decision.why}`);
-    if (!decision.quiet) ctx.count(decision.status === 404 ? 'no_route' : decision.status === 480 ? 'agent_inactive' : 'auth_failed');
+    if (!decision.quiet) ctx.count(decision.outcome ?? (decision.status === 404 ? 'no_route' : decision.status === 480 ? 'agent_inactive' : 'auth_failed'));
     respond(tx, req, decision.status, undefined, decision.headers);
     return;
   }

@@ -616,3 +616,71 @@ describe('SIP trunks survive a restart', () => {
     }
   });
 });
+
+describe('ACL width limit (issue 20): sip.acl_min_prefix_v4 / _v6', () => {
+  let d: TestDaemon;
+  beforeAll(async () => {
+    d = await startTestDaemon();
+  });
+  afterAll(() => d?.close());
+
+  it.each([
+    ['0.0.0.0/0', 'body.inbound_acl.0', '/8'],
+    ['10.0.0.0/7', 'body.inbound_acl.0', '/8'],
+    ['::/0', 'body.inbound_acl.0', '/32'],
+    ['2001:db8::/31', 'body.inbound_acl.0', '/32'],
+  ])('create: %s is refused 400 naming the field and the limit', async (cidr, field, limit) => {
+    const r = await d.api('POST', '/v1/sip-trunks', aclTrunk({ inbound_acl: [cidr] }));
+    expect(r.status, r.text).toBe(400);
+    expect(r.body.error).toContain(field);
+    expect(r.body.error).toContain(limit);
+    // A wide entry after a narrow one is named by its own index.
+    const second = await d.api('POST', '/v1/sip-trunks', aclTrunk({ inbound_acl: ['192.0.2.0/24', cidr] }));
+    expect(second.status, second.text).toBe(400);
+    expect(second.body.error).toContain('body.inbound_acl.1');
+  });
+
+  it('create: /8 (IPv4) and /32 (IPv6) are the widest accepted', async () => {
+    const r = await d.api('POST', '/v1/sip-trunks', aclTrunk({ inbound_acl: ['10.0.0.0/8', '2001:db8::/32', '127.0.0.7'] }));
+    expect(r.status, r.text).toBe(201);
+    expect(r.body.inbound_acl).toEqual(['10.0.0.0/8', '2001:db8::/32', '127.0.0.7/32']);
+  });
+
+  it('PATCH: 0.0.0.0/0 and 10.0.0.0/7 are refused 400 and the trunk keeps its ACL; /8 is accepted', async () => {
+    const t = (await d.api('POST', '/v1/sip-trunks', aclTrunk())).body;
+    for (const cidr of ['0.0.0.0/0', '10.0.0.0/7']) {
+      const r = await d.api('PATCH', `/v1/sip-trunks/${t.id}`, { inbound_acl: [cidr] });
+      expect(r.status, r.text).toBe(400);
+      expect(r.body.error).toContain('body.inbound_acl.0');
+      expect(r.body.error).toContain('/8');
+    }
+    expect((await d.api('GET', `/v1/sip-trunks/${t.id}`)).body.inbound_acl).toEqual(['203.0.113.0/24']);
+    const ok = await d.api('PATCH', `/v1/sip-trunks/${t.id}`, { inbound_acl: ['10.0.0.0/8'] });
+    expect(ok.status, ok.text).toBe(200);
+    expect(ok.body.inbound_acl).toEqual(['10.0.0.0/8']);
+  });
+
+  it('the limits are settings; /0 stays refused even with a limit of 0', async () => {
+    const wide = await startTestDaemon({ sip: { acl_min_prefix_v4: 0, acl_min_prefix_v6: 0, enabled: false } }).catch((err: unknown) => err as Error);
+    // 0 is not a valid limit: the start refuses it, naming the setting.
+    expect(wide).toBeInstanceOf(Error);
+    expect(String(wide)).toContain('sip.acl_min_prefix_v4');
+    const loose = await startTestDaemon({ sip: { acl_min_prefix_v4: 1, acl_min_prefix_v6: 1, enabled: false } });
+    try {
+      expect((await loose.api('POST', '/v1/sip-trunks', aclTrunk({ inbound_acl: ['10.0.0.0/7'] }))).status).toBe(201);
+      expect((await loose.api('POST', '/v1/sip-trunks', aclTrunk({ inbound_acl: ['0.0.0.0/0'] }))).status).toBe(400);
+      expect((await loose.api('POST', '/v1/sip-trunks', aclTrunk({ inbound_acl: ['::/0'] }))).status).toBe(400);
+    } finally {
+      await loose.close();
+    }
+    const strict = await startTestDaemon({ sip: { acl_min_prefix_v4: 24, enabled: false } });
+    try {
+      const r = await strict.api('POST', '/v1/sip-trunks', aclTrunk({ inbound_acl: ['198.51.100.0/23'] }));
+      expect(r.status).toBe(400);
+      expect(r.body.error).toContain('/24');
+      expect((await strict.api('POST', '/v1/sip-trunks', aclTrunk({ inbound_acl: ['198.51.100.0/24'] }))).status).toBe(201);
+    } finally {
+      await strict.close();
+    }
+  });
+});

@@ -12,11 +12,13 @@ import { DateTime, errorResponses, IdParams, NullableString, Obj, Pagination, Uu
 import {
   applyTrunkPatch,
   CALLER_ID_TRANSFORM_TYPES,
+  checkAclWidth,
   checkTrunk,
   INBOUND_AUTH_TYPES,
   PBX_TYPES,
   REGISTRATION_STATUSES,
   trunkForCreate,
+  type AclWidthLimit,
   type Pbx,
   type SipTrunkInput,
 } from '../../domain/sip-trunk.ts';
@@ -38,7 +40,7 @@ const Password = (description: string) =>
 const DialString = (description: string) =>
   Type.Optional(NullableString({ pattern: DIAL_STRING_PATTERN, description: `${description}; E.164 or digits, * and #; null = none` }));
 
-function trunkSchemas(maxNameLength: number) {
+function trunkSchemas(maxNameLength: number, acl: AclWidthLimit) {
   const Transform = Obj(
     {
       type: StrEnum(CALLER_ID_TRANSFORM_TYPES),
@@ -55,7 +57,9 @@ function trunkSchemas(maxNameLength: number) {
     name: Type.Optional(NullableString({ maxLength: maxNameLength, description: 'display name; null = none' })),
     inbound_auth_type: Type.Optional(NullableEnum(INBOUND_AUTH_TYPES, 'digest: username/password; acl: source address; none: no inbound calls; null = the PBX preset')),
     inbound_host: Type.Optional(NullableString({ maxLength: 253, description: 'host name or IP the PBX sends from (acl); null = none' })),
-    inbound_acl: Type.Optional(Nullable(Type.Array(Type.String({ maxLength: 64 }), { maxItems: 100, description: 'CIDRs allowed to send calls (acl); null = none' }))),
+    inbound_acl: Type.Optional(
+      Nullable(Type.Array(Type.String({ maxLength: 64 }), { maxItems: 100, description: `CIDRs allowed to send calls (acl), each at most /${acl.v4} (IPv4) or /${acl.v6} (IPv6) wide; null = none` })),
+    ),
     inbound_sip_username: Type.Optional(NullableString({ maxLength: 128, description: 'digest username; unique across all trunks; null = none' })),
     inbound_sip_password: Password('digest password the PBX authenticates with'),
     outbound_host: Type.Optional(NullableString({ maxLength: 300, description: 'host[:port][;transport=udp|tcp|tls]; null = none' })),
@@ -163,7 +167,9 @@ function checkHasNumber(number: string | null, alternate: string | null): void {
 
 export async function sipTrunkRoutes(app: FastifyInstance, deps: ApiDeps): Promise<void> {
   const { store, config } = deps;
-  const { SipTrunkCreate, SipTrunkPatch, SipTrunk } = trunkSchemas(config.limits.max_name_length);
+  // The widest inbound_acl entries accepted (docs/sip-trunks.md): an ACL admits without a password.
+  const aclLimit: AclWidthLimit = { v4: config.sip.acl_min_prefix_v4, v6: config.sip.acl_min_prefix_v6 };
+  const { SipTrunkCreate, SipTrunkPatch, SipTrunk } = trunkSchemas(config.limits.max_name_length, aclLimit);
   const tags = ['sip-trunks'];
 
   app.post(
@@ -172,6 +178,7 @@ export async function sipTrunkRoutes(app: FastifyInstance, deps: ApiDeps): Promi
     async (req, reply) => {
       const input = req.body as SipTrunkInput & { pbx: Pbx };
       const settings = trunkForCreate(input);
+      checkAclWidth(settings.inbound_acl, aclLimit);
       checkTrunk(settings, { inbound: Boolean(input.inbound_sip_password), outbound: Boolean(input.outbound_sip_password) });
       const id = newId();
       const trunk = withConflicts(() =>
@@ -292,6 +299,9 @@ export async function sipTrunkRoutes(app: FastifyInstance, deps: ApiDeps): Promi
           const current = store.sipTrunks.get(req.org.id, id);
           if (!current) throw notFound('sip trunk');
           const settings = applyTrunkPatch(current, input);
+          // Only a sent list is checked: a PATCH of another field leaves an older, wider ACL as it
+          // is (it still routes; the daemon warns about it at start).
+          if (input.inbound_acl) checkAclWidth(settings.inbound_acl, aclLimit);
           checkTrunk(settings, {
             inbound: input.inbound_sip_password === undefined ? current.has_inbound_sip_password : Boolean(input.inbound_sip_password),
             outbound: input.outbound_sip_password === undefined ? current.has_outbound_sip_password : Boolean(input.outbound_sip_password),

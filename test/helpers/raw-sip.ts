@@ -1,0 +1,92 @@
+/**
+ * A bare UDP SIP peer for tests that need exact control and speed: INVITEs written as text, sent
+ * from a socket bound to any loopback address (127.0.0.7...), every response kept as received
+ * (retransmissions included). No transaction layer: nothing is retransmitted or answered unless
+ * the test does it.
+ */
+import { createSocket, type Socket } from 'node:dgram';
+import { randomBytes } from 'node:crypto';
+import { parseMessage, SipResponse } from '../../src/sip/message.ts';
+
+export interface RawInvite {
+  /** Request-URI user (the number dialled). */
+  user: string;
+  /** From user. Default +15559990000. */
+  from?: string;
+  /** From display name (quoted), none by default. */
+  fromName?: string;
+  /** To user; default `user`. */
+  to?: string;
+  callId?: string;
+  headers?: string[];
+  /** SDP offer; default one PCMU/PCMA offer on port 4000. */
+  sdp?: string | null;
+}
+
+export interface RawSipPeer {
+  socket: Socket;
+  address: string;
+  port: number;
+  /** Every response received, in order. */
+  responses: SipResponse[];
+  /** Sends an INVITE to 127.0.0.1:`sipPort`; returns its Call-ID. */
+  invite(sipPort: number, o: RawInvite): string;
+  /** Responses with this Call-ID. */
+  for(callId: string): SipResponse[];
+  close(): Promise<void>;
+}
+
+function offer(address: string): string {
+  return ['v=0', `o=- 1 1 IN IP4 ${address}`, 's=-', `c=IN IP4 ${address}`, 't=0 0', 'm=audio 4000 RTP/AVP 0 8', 'a=rtpmap:0 PCMU/8000', 'a=rtpmap:8 PCMA/8000', 'a=sendrecv', ''].join('\r\n');
+}
+
+export async function startRawSipPeer(address = '127.0.0.1'): Promise<RawSipPeer> {
+  const socket = createSocket('udp4');
+  await new Promise<void>((resolve, reject) => {
+    socket.once('error', reject);
+    socket.bind(0, address, () => resolve());
+  });
+  const port = socket.address().port;
+  const responses: SipResponse[] = [];
+  socket.on('message', (buf) => {
+    try {
+      const m = parseMessage(buf);
+      if (m instanceof SipResponse) responses.push(m);
+    } catch {
+      // not SIP: ignore
+    }
+  });
+  let seq = 0;
+  return {
+    socket,
+    address,
+    port,
+    responses,
+    invite(sipPort, o) {
+      const callId = o.callId ?? `${randomBytes(8).toString('hex')}-${++seq}@${address}`;
+      const body = o.sdp === null ? '' : (o.sdp ?? offer(address));
+      const name = o.fromName === undefined ? '' : `"${o.fromName}" `;
+      const lines = [
+        `INVITE sip:${o.user}@127.0.0.1:${sipPort} SIP/2.0`,
+        `Via: SIP/2.0/UDP ${address}:${port};rport;branch=z9hG4bK${randomBytes(6).toString('hex')}`,
+        `From: ${name}<sip:${o.from ?? '+15559990000'}@${address}:${port}>;tag=${randomBytes(4).toString('hex')}`,
+        `To: <sip:${o.to ?? o.user}@127.0.0.1:${sipPort}>`,
+        `Call-ID: ${callId}`,
+        'CSeq: 1 INVITE',
+        `Contact: <sip:caller@${address}:${port}>`,
+        'Max-Forwards: 70',
+        ...(o.headers ?? []),
+        ...(body === '' ? [] : ['Content-Type: application/sdp']),
+        `Content-Length: ${Buffer.byteLength(body)}`,
+        '',
+        body,
+      ];
+      socket.send(lines.join('\r\n'), sipPort, '127.0.0.1');
+      return callId;
+    },
+    for(callId) {
+      return responses.filter((r) => r.callId === callId);
+    },
+    close: () => new Promise<void>((resolve) => socket.close(() => resolve())),
+  };
+}
