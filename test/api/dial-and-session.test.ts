@@ -60,7 +60,7 @@ describe('POST /v1/agents/{id}/dial', () => {
     }
   });
 
-  it('a valid trunk dial is placed (200, a pending outbound call record); the carrier route answers 503 saying what is missing', async () => {
+  it('a valid trunk dial is placed (200, a started outbound call record); the carrier route answers 503 saying what is missing', async () => {
     const a = await d.api('POST', `/v1/sip-trunks/${trunk.id}/assignments`, { agent_id: agent.id, alternate_number: '4000' });
     expect(a.status).toBe(201);
     const viaTrunk = await dial(`?number=%2B15551234567&sip_trunk_id=${trunk.id}&caller_id=%2B15550000000&first_message=Hi&prompt=Sell`, {
@@ -69,10 +69,13 @@ describe('POST /v1/agents/{id}/dial', () => {
     expect(viaTrunk.status, viaTrunk.text).toBe(200);
     expect(viaTrunk.body).toEqual({ success: true });
     // The record exists when the answer comes; nothing listens on the trunk's host, so it rings.
-    const calls = await d.api('GET', `/v1/calls?direction=outbound&agent_ids=${agent.id}`);
+    const calls = await d.api('GET', `/v1/calls?outbound=true&agent_ids=${agent.id}`);
     expect(calls.status).toBe(200);
-    const rec = (Array.isArray(calls.body) ? calls.body : calls.body.calls).find((c: any) => c.to === '+15551234567');
-    expect(rec).toMatchObject({ direction: 'outbound', agent_id: agent.id, sip_trunk_id: trunk.id, from: '+15550000000', to: '+15551234567', answered_at: null });
+    const rec = calls.body.calls.find((c: any) => c.to === '+15551234567');
+    expect(rec).toMatchObject({ direction: 'outbound', outbound: true, source: 'sip', party_number: '+15551234567', agent_id: agent.id, sip_trunk_id: trunk.id, from: '+15550000000', to: '+15551234567' });
+    // Ringing (started), or already given up on if the loopback port refused it; never answered.
+    expect(['started', 'ended']).toContain(rec.status);
+    expect(rec).not.toHaveProperty('started_at');
 
     carrier.addNumber('AC1', 'tok', '+15557654321');
     const num = await d.api('POST', '/v1/telco/numbers', { phone_number: '+15557654321', account_sid: 'AC1', auth_token: 'tok' });

@@ -48,13 +48,13 @@ describe.skipIf(!sippAvailable())('dial from a carrier number', () => {
       const end = Date.now() + 5000;
       let rec: any;
       for (;;) {
-        rec = (await d.api('GET', `/v1/calls?direction=outbound&agent_ids=${agent.id}`)).body[0];
+        rec = (await d.api('GET', `/v1/calls?outbound=true&agent_ids=${agent.id}`)).body.calls[0];
         if (rec?.ended_at) break;
         if (Date.now() > end) throw new Error('no ended record');
         await new Promise((res) => setTimeout(res, 100));
       }
-      expect(rec).toMatchObject({ sip_trunk_id: trunkId, from: CARRIER_NUMBER, to: '+15550009999', end_reason: 'timeout' });
-      expect(rec.answered_at).not.toBeNull();
+      expect(rec).toMatchObject({ sip_trunk_id: trunkId, from: CARRIER_NUMBER, to: '+15550009999', party_number: '+15550009999', termination_reason: 'timeout', status: 'ended' });
+      expect(rec.started_at).toBeDefined();
     } finally {
       uas.kill();
     }

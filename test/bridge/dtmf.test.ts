@@ -52,23 +52,23 @@ describe.skipIf(!sippAvailable()).each([0, 2])('DTMF through the bridge, rtp.med
       const sipCall = d.daemon.sip!.ua.calls.find((c) => c.from === CALLER)!;
       expect(sipCall).toBeDefined();
       for (const k of ['1', '2', '#']) sipCall.emit('dtmf', k, 'rfc4733');
-      const calls = async () => (await d.api('GET', `/v1/calls?direction=inbound&agent_ids=${agentId}`)).body as any[];
+      const calls = async () => (await d.api('GET', `/v1/calls?outbound=false&agent_ids=${agentId}`)).body.calls as any[];
       // The caller hangs up (hangupAfterMs); the transcript is stored with the call's end.
-      let transcript: Array<{ role: string; text: string }> = [];
+      let transcript: Array<{ role?: string; message: string; type: string }> = [];
       await call.proc.result;
       const end = Date.now() + 5000;
       for (;;) {
         const rec = (await calls())[0];
         if (rec?.ended_at) {
-          transcript = rec.transcript;
+          transcript = rec.transcript.entries;
           break;
         }
         if (Date.now() > end) throw new Error('the call record never ended');
         await new Promise((r) => setTimeout(r, 50));
       }
-      expect(transcript).toContainEqual(expect.objectContaining({ role: 'tool', text: 'send_dtmf: Sent 42.' }));
-      expect(transcript).toContainEqual(expect.objectContaining({ role: 'user', text: '[The caller pressed 12#]' }));
-      expect(transcript).toContainEqual(expect.objectContaining({ role: 'agent', text: 'You said: [The caller pressed 12#].' }));
+      expect(transcript).toContainEqual(expect.objectContaining({ type: 'tool_call', message: 'send_dtmf: Sent 42.', toolCall: { toolName: 'send_dtmf', output: 'Sent 42.' } }));
+      expect(transcript).toContainEqual(expect.objectContaining({ type: 'message', role: 'user', message: '[The caller pressed 12#]' }));
+      expect(transcript).toContainEqual(expect.objectContaining({ type: 'message', role: 'assistant', message: 'You said: [The caller pressed 12#].' }));
     } finally {
       await call.cleanup();
     }

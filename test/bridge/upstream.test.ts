@@ -57,7 +57,7 @@ async function waitFor<T>(what: string, timeoutMs: number, probe: () => Promise<
   }
 }
 
-const list = (body: any): any[] => (Array.isArray(body) ? body : (body?.calls ?? body?.data ?? []));
+const list = (body: any): any[] => body.calls;
 
 describe('upstream session opener: token subject', () => {
   it('reads the uuid sub of a JWT without verifying it; anything else is undefined', () => {
@@ -122,19 +122,21 @@ describe.skipIf(!sipp.ok)(`call bridge to an upstream voice server (two daemons)
 
     // B: the conversation's record, a web session (the public API cannot set direction or trunk).
     const upstream = await waitFor('the ended web session in B', 5000, async () => list((await b.api('GET', '/v1/calls')).body).find((c) => c.from === CALLER && c.ended_at));
-    expect(upstream).toMatchObject({ direction: 'web', agent_id: agent.id, sip_trunk_id: null, from: CALLER, end_reason: 'client_closed' });
-    expect(upstream.answered_at).not.toBeNull();
-    expect(upstream.transcript[0]).toMatchObject({ role: 'agent', text: B_FIRST });
+    expect(upstream).toMatchObject({ direction: 'web', source: 'api', agent_id: agent.id, from: CALLER, party_number: CALLER, termination_reason: 'client_closed' });
+    expect(upstream).not.toHaveProperty('sip_trunk_id');
+    expect(upstream.started_at).toBeDefined();
+    expect(upstream.transcript.entries[0]).toMatchObject({ role: 'assistant', message: B_FIRST });
 
     // A: the phone call's record with the same id, and no voice session of its own.
     const local = list((await a.api('GET', '/v1/calls')).body);
     expect(local).toHaveLength(1);
-    expect(local[0]).toMatchObject({ id: upstream.id, direction: 'inbound', agent_id: agent.id, sip_trunk_id: trunkId, from: CALLER, to: NUMBER, transcript: [] });
+    expect(local[0]).toMatchObject({ id: upstream.id, direction: 'inbound', source: 'sip', agent_id: agent.id, sip_trunk_id: trunkId, from: CALLER, to: NUMBER, transcript: { entries: [] } });
     // The bridge keeps that record itself in upstream mode: answered, ended with why.
-    expect(local[0].status).toBe('completed');
-    expect(local[0].answered_at).not.toBeNull();
-    expect(local[0].ended_at).not.toBeNull();
-    expect(local[0].end_reason).toMatch(/^caller side ended: remote_bye$/);
+    expect(local[0]).toMatchObject({ status: 'ended', end_status: 'completed', outcome: 'ended_by_user' });
+    expect(local[0].started_at).toBeDefined();
+    expect(local[0].ended_at).toBeDefined();
+    expect(local[0].termination_reason).toMatch(/^caller side ended: remote_bye$/);
+    expect(local[0]).not.toHaveProperty('graph_version_id');
     // No session row: A's /v1/connection (which only admits tokens of its own session rows) was
     // never used; A's session server would also have written the transcript on the end.
     expect(a.daemon.store.sessions.get(upstream.id)).toBeUndefined();

@@ -28,7 +28,7 @@
  *   input tick, the WebSocket), plus the outbound queue it must drop. The agent must still be
  *   talking at S (a loud frame within 500 ms before S), else the test fails as meaningless.
  *   After the cut nothing of the first message may be heard, and the reply to the barge-in follows.
- * - BYE from the caller mid-sentence: the session ends (record ended_at and end_reason within
+ * - BYE from the caller mid-sentence: the session ends (record ended_at and termination_reason within
  *   2 s), and callbridge's RTP stops (nothing arrives 500 ms after the 200 to the BYE).
  * - BYE from the agent: timeout_settings.default_timeout 3 s ends the session with reason
  *   timeout; callbridge sends BYE (the waiting scenario answers 200 and exits 0) 3-5 s after the
@@ -393,9 +393,9 @@ describe.skipIf(!sipp.ok || !wired.ok).each([0, 2])(`${bridgeTitle}, rtp.media_t
   async function callRecord(to: string, since: number, deadline: number): Promise<any> {
     let rec: any;
     for (;;) {
-      const res = await d.api('GET', '/v1/calls?direction=inbound&limit=100');
+      const res = await d.api('GET', '/v1/calls?outbound=false&source=sip&page_size=100');
       expect(res.status, res.text).toBe(200);
-      rec = (res.body as any[]).find((c) => c.to === to && Date.parse(c.started_at) >= since - 1000);
+      rec = (res.body.calls as any[]).find((c) => c.to === to && Date.parse(c.created_at) >= since - 1000);
       if ((rec && rec.ended_at) || Date.now() > deadline) return rec;
       await sleep(50);
     }
@@ -410,13 +410,15 @@ describe.skipIf(!sipp.ok || !wired.ok).each([0, 2])(`${bridgeTitle}, rtp.media_t
     expect(rec.to, json).toBe(o.to);
     expect(rec.agent_id, json).toBe(o.agent);
     expect(rec.sip_trunk_id, json).toBe(o.trunk);
-    expect(rec.answered_at, json).toBeTruthy();
+    expect(rec.party_number, json).toBe(CALLER);
+    expect(rec.started_at, json).toBeTruthy();
     expect(rec.ended_at, `ended_at not set within ${RECORD_ENDED_WITHIN_MS} ms of the BYE: ${json}`).toBeTruthy();
+    expect(rec.status, json).toBe('ended');
     expect(Date.parse(rec.ended_at) - o.byeAt, json).toBeLessThanOrEqual(RECORD_ENDED_WITHIN_MS);
-    expect(Date.parse(rec.answered_at)).toBeLessThanOrEqual(Date.parse(rec.ended_at));
-    expect(Date.parse(rec.started_at)).toBeLessThanOrEqual(Date.parse(rec.answered_at));
-    if (o.endReason) expect(rec.end_reason, json).toBe(o.endReason);
-    else expect(rec.end_reason, json).toBeTruthy();
+    expect(Date.parse(rec.started_at)).toBeLessThanOrEqual(Date.parse(rec.ended_at));
+    expect(Date.parse(rec.created_at)).toBeLessThanOrEqual(Date.parse(rec.started_at));
+    if (o.endReason) expect(rec.termination_reason, json).toBe(o.endReason);
+    else expect(rec.termination_reason, json).toBeTruthy();
   }
 
   /** A conversation: first message, the caller's sentence, the agent's reply, the caller's BYE. */
@@ -465,10 +467,10 @@ describe.skipIf(!sipp.ok || !wired.ok).each([0, 2])(`${bridgeTitle}, rtp.media_t
 
       const rec = await callRecord(o.to, since, byeAt + RECORD_ENDED_WITHIN_MS);
       expectCompleteRecord(rec, { to: o.to, agent: agents.front, trunk: o.trunk, byeAt });
-      const transcript = rec.transcript as Array<{ role: string; text: string }>;
-      expect(transcript.some((e) => e.role === 'agent' && e.text.trim() !== ''), JSON.stringify(transcript)).toBe(true);
-      expect(transcript.some((e) => e.role === 'user' && e.text.trim() !== ''), JSON.stringify(transcript)).toBe(true);
-      expect(transcript.filter((e) => e.role === 'agent').length, JSON.stringify(transcript)).toBeGreaterThanOrEqual(2);
+      const transcript = rec.transcript.entries as Array<{ role?: string; message: string }>;
+      expect(transcript.some((e) => e.role === 'assistant' && e.message.trim() !== ''), JSON.stringify(transcript)).toBe(true);
+      expect(transcript.some((e) => e.role === 'user' && e.message.trim() !== ''), JSON.stringify(transcript)).toBe(true);
+      expect(transcript.filter((e) => e.role === 'assistant').length, JSON.stringify(transcript)).toBeGreaterThanOrEqual(2);
     } finally {
       keepAudio(call?.peer, name);
       await call?.cleanup();
@@ -513,8 +515,8 @@ describe.skipIf(!sipp.ok || !wired.ok).each([0, 2])(`${bridgeTitle}, rtp.media_t
       expect(after[0]!.start, ctx).toBeGreaterThan(play.lastLoudAt!);
       const rec = await callRecord(BARGE_NUMBER, since, byeAt + RECORD_ENDED_WITHIN_MS);
       expectCompleteRecord(rec, { to: BARGE_NUMBER, agent: agents.barge, trunk: trunks.acl, byeAt });
-      const transcript = rec.transcript as Array<{ role: string; text: string; interrupted?: boolean }>;
-      expect(transcript.some((e) => e.role === 'agent' && e.interrupted === true), JSON.stringify(transcript)).toBe(true);
+      const transcript = rec.transcript.entries as Array<{ role?: string; message: string; interrupted?: boolean }>;
+      expect(transcript.some((e) => e.role === 'assistant' && e.interrupted === true), JSON.stringify(transcript)).toBe(true);
     } finally {
       keepAudio(call?.peer, 'barge-in');
       await call?.cleanup();

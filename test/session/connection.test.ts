@@ -7,6 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.ts';
 import { SessionTokens } from '../../src/session/tokens.ts';
 import { MAX_CLIENT_FRAME_BYTES, type ServerEvent } from '../../src/session/protocol.ts';
+import { transcriptFromRuntime } from '../../src/domain/call.ts';
 import { connect, daemonTokens, issue, pcmBase64, rejected, scriptedRuntime, waitFor, wsUrl, type ScriptedRuntime } from './helpers.ts';
 
 describe('GET /v1/connection', () => {
@@ -51,7 +52,8 @@ describe('GET /v1/connection', () => {
     expect(s.ctx.orgId).toBe(d.daemon.store.organizations.byApiKey(d.key)!.id);
     const rec = await call(id);
     expect(rec.status).toBe('in_progress');
-    expect(rec.answered_at).not.toBeNull();
+    expect(rec.started_at).toBeDefined();
+    expect(rec).toMatchObject({ source: 'api', party_number: 'web-user', graph_version_id: version.id, outbound: false });
     expect(d.daemon.store.sessions.get(id)!.connected_at).not.toBeNull();
     c.ws.close();
     await c.closed;
@@ -123,7 +125,7 @@ describe('GET /v1/connection', () => {
     await waitFor(() => s.audio.length === 1);
     expect(Array.from(s.audio[0]!)).toEqual([7, 8]);
     expect(c.ws.readyState).toBe(c.ws.OPEN);
-    expect((await call(id)).ended_at).toBeNull();
+    expect((await call(id)).ended_at).toBeUndefined();
     c.ws.close();
     await c.closed;
   });
@@ -133,8 +135,8 @@ describe('GET /v1/connection', () => {
     s.transcript.push({ role: 'agent', text: 'Hello!', at: '2026-01-01T00:00:00.000Z', turn_id: 't1' }, { role: 'user', text: 'Bye', at: '2026-01-01T00:00:02.000Z' });
     c.ws.close(4000, 'done');
     await waitFor(() => s.closeCalls > 0, 3000, 'runtime.close');
-    const ended = await waitForCall(id, (r) => r.ended_at !== null);
-    expect(ended).toMatchObject({ status: 'completed', end_reason: 'client_closed', transcript: s.transcript });
+    const ended = await waitForCall(id, (r) => r.ended_at !== undefined);
+    expect(ended).toMatchObject({ status: 'ended', end_status: 'completed', termination_reason: 'client_closed', transcript: transcriptFromRuntime(s.transcript) });
     expect(s.closeCalls).toBe(1);
     await waitFor(() => d.daemon.app.voiceSessions.activeCount() === 0, 3000, 'no active session');
     // Nothing is sent once the client is gone; sending does not throw.
@@ -153,7 +155,7 @@ describe('GET /v1/connection', () => {
       { type: 'session_started', data: { id } },
       { type: 'session_ended', data: { reason: 'agent_hangup' } },
     ]);
-    expect(await call(id)).toMatchObject({ status: 'completed', end_reason: 'agent_hangup', transcript: s.transcript });
+    expect(await call(id)).toMatchObject({ status: 'ended', end_status: 'completed', termination_reason: 'agent_hangup', transcript: transcriptFromRuntime(s.transcript) });
     expect(s.closeCalls).toBe(0);
     // A summary may come after the end.
     s.io.storeSummary('The caller said goodbye.');
@@ -165,11 +167,11 @@ describe('GET /v1/connection', () => {
     a.s.io.end('transfer', { transferNumber: '+15557654321' });
     expect((await a.c.closed).code).toBe(1000);
     expect(a.c.messages[1]).toEqual({ type: 'session_ended', data: { reason: 'transfer', transfer_number: '+15557654321' } });
-    expect(await call(a.id)).toMatchObject({ status: 'completed', end_reason: 'transfer' });
+    expect(await call(a.id)).toMatchObject({ status: 'ended', end_status: 'completed', termination_reason: 'transfer' });
     const b = await open();
     b.s.io.end('error');
     expect((await b.c.closed).code).toBe(1000);
-    expect(await call(b.id)).toMatchObject({ status: 'failed', end_reason: 'error' });
+    expect(await call(b.id)).toMatchObject({ status: 'ended', end_status: 'failed', termination_reason: 'error' });
   });
 
   describe('refused before the upgrade (HTTP status, { error }, no handshake)', () => {
@@ -315,7 +317,7 @@ describe('GET /v1/connection', () => {
     expect(rt.sessions.filter((s) => s.ctx.sessionId === id)).toHaveLength(1);
     // The first connection is untouched.
     expect(c.ws.readyState).toBe(c.ws.OPEN);
-    expect((await call(id)).ended_at).toBeNull();
+    expect((await call(id)).ended_at).toBeUndefined();
     c.ws.close();
     await c.closed;
   });
@@ -343,7 +345,7 @@ describe('GET /v1/connection', () => {
         expect(s.audio).toHaveLength(0);
         expect(s.toolOutputs).toHaveLength(0);
         await waitFor(() => s.closeCalls === 1, 3000, 'runtime.close');
-        expect(await call(id)).toMatchObject({ status: 'failed', end_reason: 'error' });
+        expect(await call(id)).toMatchObject({ status: 'ended', end_status: 'failed', termination_reason: 'error' });
       });
     }
 
@@ -354,7 +356,7 @@ describe('GET /v1/connection', () => {
       expect(closed.code).toBe(1003);
       expect(closed.reason).toBe('binary frames are not accepted: send JSON text');
       expect(s.audio).toHaveLength(0);
-      expect(await call(id)).toMatchObject({ end_reason: 'error' });
+      expect(await call(id)).toMatchObject({ termination_reason: 'error' });
     });
 
     it('1009 for a frame over 1 MiB; one just under 1 MiB is accepted', async () => {
@@ -377,7 +379,7 @@ describe('GET /v1/connection', () => {
       expect(closed.code).toBe(1009);
       expect(s.audio).toHaveLength(0);
       await waitFor(() => s.closeCalls === 1, 3000, 'runtime.close');
-      expect(await call(id)).toMatchObject({ status: 'failed', end_reason: 'error' });
+      expect(await call(id)).toMatchObject({ status: 'ended', end_status: 'failed', termination_reason: 'error' });
     });
   });
 
@@ -405,7 +407,7 @@ describe('GET /v1/connection: runtime failures, liveness, slow clients, shutdown
         { type: 'session_started', data: { id: t.id } },
         { type: 'session_ended', data: { reason: 'error' } },
       ]);
-      expect((await d.api('GET', `/v1/calls/${t.id}`)).body).toMatchObject({ status: 'failed', end_reason: 'error' });
+      expect((await d.api('GET', `/v1/calls/${t.id}`)).body).toMatchObject({ status: 'ended', end_status: 'failed', termination_reason: 'error' });
       expect(d.daemon.app.voiceSessions.activeCount()).toBe(0);
     } finally {
       await d.close();
@@ -445,7 +447,7 @@ describe('GET /v1/connection: runtime failures, liveness, slow clients, shutdown
       expect(c2.messages[1]).toEqual({ type: 'session_ended', data: { reason: 'error' } });
       const s2 = await rt.session(t2.id);
       expect(s2.closeCalls).toBe(1);
-      expect((await d.api('GET', `/v1/calls/${t2.id}`)).body).toMatchObject({ status: 'failed', end_reason: 'error' });
+      expect((await d.api('GET', `/v1/calls/${t2.id}`)).body).toMatchObject({ status: 'ended', end_status: 'failed', termination_reason: 'error' });
       expect(d.daemon.app.voiceSessions.activeCount()).toBe(0);
     } finally {
       await d.close();
@@ -469,7 +471,7 @@ describe('GET /v1/connection: runtime failures, liveness, slow clients, shutdown
       (cs.ws as any)._socket.pause();
       const ss = await rt.session(silent.id);
       await waitFor(() => ss.closeCalls === 1, 5000, 'ping timeout');
-      expect(d.daemon.store.calls.get(ss.ctx.orgId, silent.id)).toMatchObject({ end_reason: 'client_closed', status: 'completed' });
+      expect(d.daemon.store.calls.get(ss.ctx.orgId, silent.id)).toMatchObject({ termination_reason: 'client_closed', status: 'ended', end_status: 'completed' });
       expect(d.daemon.store.calls.get(ss.ctx.orgId, alive.id)!.ended_at).toBeNull();
 
       // Stopped reading while the runtime keeps sending: bounded, then ended with reason error.
@@ -484,7 +486,7 @@ describe('GET /v1/connection: runtime failures, liveness, slow clients, shutdown
         if (i % 20 === 19) await new Promise((r) => setTimeout(r, 1));
       }
       await waitFor(() => sl.closeCalls === 1, 5000, 'slow client end');
-      expect(d.daemon.store.calls.get(sl.ctx.orgId, slow.id)).toMatchObject({ end_reason: 'error', status: 'failed' });
+      expect(d.daemon.store.calls.get(sl.ctx.orgId, slow.id)).toMatchObject({ termination_reason: 'error', status: 'ended', end_status: 'failed' });
       expect(d.daemon.store.calls.get(ss.ctx.orgId, alive.id)!.ended_at).toBeNull();
       ca.ws.close();
       await ca.closed;
@@ -517,7 +519,7 @@ describe('GET /v1/connection: runtime failures, liveness, slow clients, shutdown
     try {
       const rec = (await d2.api('GET', `/v1/calls/${t.id}`)).body;
       // The transcript shows the end was stored by the shutdown, not guessed at the next start.
-      expect(rec).toMatchObject({ status: 'failed', end_reason: 'error', transcript: s.transcript });
+      expect(rec).toMatchObject({ status: 'ended', end_status: 'failed', termination_reason: 'error', transcript: transcriptFromRuntime(s.transcript) });
     } finally {
       await d2.close();
     }

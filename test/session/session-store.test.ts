@@ -51,11 +51,15 @@ describe('SessionRepo and the call end', () => {
     ...over,
   });
 
-  it('create writes the session and a pending web call row together', () => {
+  it('create writes the session and a started web call row together', () => {
     const s = store.sessions.create(newSession());
     expect(s.connected_at).toBeNull();
     expect(s.variables).toEqual([{ key: 'k', value: 'v' }]);
-    expect(store.calls.get(orgId, s.id)).toMatchObject({ direction: 'web', status: 'pending', from: 'api-client', to: 'Agent', started_at: '2026-01-01T00:00:00.000Z' });
+    expect(store.calls.get(orgId, s.id)).toMatchObject({ direction: 'web', source: 'api', status: 'started', from: 'api-client', to: 'Agent', party_number: 'api-client', created_at: '2026-01-01T00:00:00.000Z', started_at: null });
+    // The session's agent version is the call's graph_version_id.
+    const versioned = store.sessions.create(newSession({ version_id: '7c9e6679-7425-40de-944b-e07fc1f90ae7' }));
+    expect(store.calls.get(orgId, versioned.id)!.graph_version_id).toBe('7c9e6679-7425-40de-944b-e07fc1f90ae7');
+    expect(store.calls.get(orgId, s.id)!.graph_version_id).toBeNull();
     // A failing session insert leaves no call row behind (one transaction).
     const dup = newSession({ id: s.id });
     expect(() => store.sessions.create(dup)).toThrow();
@@ -74,18 +78,27 @@ describe('SessionRepo and the call end', () => {
     expect(store.sessions.get(s.id)!.connected_at).toBe(before);
   });
 
-  it('end: status from the reason, only the first end counts; summary any time', () => {
+  it('end: ended, end_status and outcome from the reason, only the first end counts; summary any time', () => {
     const a = store.sessions.create(newSession());
     expect(store.calls.markAnswered(a.id, '2026-01-01T00:00:01.000Z')).toBe(true);
-    expect(store.calls.get(orgId, a.id)).toMatchObject({ status: 'in_progress', answered_at: '2026-01-01T00:00:01.000Z' });
-    expect(store.calls.end(a.id, { ended_at: '2026-01-01T00:01:00.000Z', end_reason: 'agent_hangup', transcript: [{ role: 'agent', text: 'bye' }] })).toBe(true);
-    expect(store.calls.end(a.id, { ended_at: '2026-01-01T00:02:00.000Z', end_reason: 'error', transcript: [] })).toBe(false);
+    expect(store.calls.get(orgId, a.id)).toMatchObject({ status: 'in_progress', started_at: '2026-01-01T00:00:01.000Z' });
+    const bye = [{ index: 0, role: 'assistant', message: 'bye', type: 'message' as const }];
+    expect(store.calls.end(a.id, { ended_at: '2026-01-01T00:01:00.000Z', termination_reason: 'agent_hangup', transcript: bye })).toBe(true);
+    expect(store.calls.end(a.id, { ended_at: '2026-01-01T00:02:00.000Z', termination_reason: 'error', transcript: [] })).toBe(false);
     expect(store.calls.markAnswered(a.id, '2026-01-01T00:03:00.000Z')).toBe(false);
     expect(store.calls.setSummary(a.id, 'short call')).toBe(true);
-    expect(store.calls.get(orgId, a.id)).toMatchObject({ status: 'completed', end_reason: 'agent_hangup', ended_at: '2026-01-01T00:01:00.000Z', transcript: [{ role: 'agent', text: 'bye' }], summary: 'short call' });
+    expect(store.calls.get(orgId, a.id)).toMatchObject({
+      status: 'ended',
+      end_status: 'completed',
+      outcome: 'ended_by_agent',
+      termination_reason: 'agent_hangup',
+      ended_at: '2026-01-01T00:01:00.000Z',
+      transcript: { entries: bye },
+      summary: 'short call',
+    });
     const b = store.sessions.create(newSession());
-    store.calls.end(b.id, { ended_at: '2026-01-01T00:01:00.000Z', end_reason: 'error', transcript: [] });
-    expect(store.calls.get(orgId, b.id)!.status).toBe('failed');
+    store.calls.end(b.id, { ended_at: '2026-01-01T00:01:00.000Z', termination_reason: 'error', transcript: [] });
+    expect(store.calls.get(orgId, b.id)).toMatchObject({ status: 'ended', end_status: 'failed', outcome: null });
   });
 
   it('expireUnused marks unused expired tokens; endAbandoned ends sessions a stopped daemon left open', () => {
@@ -95,12 +108,12 @@ describe('SessionRepo and the call end', () => {
     expect(store.sessions.claim(open.id, 'jti-1', '2026-02-01T00:01:00.000Z')).toBe(true);
     store.calls.markAnswered(open.id, '2026-02-01T00:01:00.000Z');
     expect(store.sessions.expireUnused('2026-02-01T00:15:00.000Z')).toBeGreaterThanOrEqual(1);
-    expect(store.calls.get(orgId, unused.id)).toMatchObject({ status: 'expired', end_reason: 'token_expired', ended_at: '2026-02-01T00:10:00.000Z' });
-    expect(store.calls.get(orgId, later.id)!.status).toBe('pending');
+    expect(store.calls.get(orgId, unused.id)).toMatchObject({ status: 'ended', end_status: 'expired', termination_reason: 'token_expired', ended_at: '2026-02-01T00:10:00.000Z' });
+    expect(store.calls.get(orgId, later.id)!.status).toBe('started');
     expect(store.calls.get(orgId, open.id)!.status).toBe('in_progress');
     expect(store.sessions.endAbandoned('2026-02-01T01:00:00.000Z')).toBe(1);
-    expect(store.calls.get(orgId, open.id)).toMatchObject({ status: 'failed', end_reason: 'error', ended_at: '2026-02-01T01:00:00.000Z' });
-    expect(store.calls.get(orgId, later.id)!.status).toBe('pending');
+    expect(store.calls.get(orgId, open.id)).toMatchObject({ status: 'ended', end_status: 'failed', termination_reason: 'error', ended_at: '2026-02-01T01:00:00.000Z' });
+    expect(store.calls.get(orgId, later.id)!.status).toBe('started');
   });
 });
 

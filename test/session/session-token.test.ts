@@ -29,10 +29,11 @@ describe('POST /v1/session-token', () => {
     const id = decodeJwt(r.body.token).sub as string;
     const call = await d.api('GET', `/v1/calls/${id}`);
     expect(call.status).toBe(200);
-    expect(call.body).toMatchObject({ id, agent_id: agent.id, direction: 'web', status: 'pending', from: 'api-client', to: 'Talker', answered_at: null, ended_at: null, end_reason: null, transcript: [] });
+    expect(call.body).toMatchObject({ id, agent_id: agent.id, direction: 'web', source: 'api', status: 'started', party_number: 'api-client', from: 'api-client', to: 'Talker', outbound: false, transcript: { entries: [] } });
+    for (const k of ['started_at', 'ended_at', 'termination_reason', 'graph_version_id']) expect(call.body, k).not.toHaveProperty(k);
     const s = d.daemon.store.sessions.get(id)!;
     expect(s).toMatchObject({ agent_id: agent.id, version_id: null, caller_id: 'api-client', transport: 'websocket', chat_id: null, first_message: null, prompt: null, variables: [], scopes: ['voice'], connected_at: null });
-    expect((await d.api('GET', '/v1/calls?direction=web')).body.map((c: any) => c.id)).toContain(id);
+    expect((await d.api('GET', '/v1/calls?source=api&outbound=false')).body.calls.map((c: any) => c.id)).toContain(id);
   });
 
   it('keeps the overrides, variables, caller_id and chat_id of the request', async () => {
@@ -52,12 +53,15 @@ describe('POST /v1/session-token', () => {
     expect(d.daemon.store.sessions.get(byDefault.id)!.version_id).toBe(v1.id);
     const chosen = await issue(d, { agent_id: a.id, version_id: v2.id });
     expect(chosen.claims.version).toBe(v2.id);
+    // The call record names the version as graph_version_id.
+    expect((await d.api('GET', `/v1/calls/${byDefault.id}`)).body.graph_version_id).toBe(v1.id);
+    expect((await d.api('GET', `/v1/calls/${chosen.id}`)).body.graph_version_id).toBe(v2.id);
     // No published version: null in the claims and the record.
     expect((await issue(d, { agent_id: agent.id })).claims.version).toBeNull();
   });
 
   it('404 for a missing or inactive agent and a version of another agent; nothing stored', async () => {
-    const before = (await d.api('GET', '/v1/calls')).body.length;
+    const before = (await d.api('GET', '/v1/calls')).body.pagination.total;
     expect((await d.api('POST', '/v1/session-token', { agent_id: MISSING })).status).toBe(404);
     const off = (await d.api('POST', '/v1/agents', { name: 'Off', status: 'inactive' })).body;
     const r = await d.api('POST', '/v1/session-token', { agent_id: off.id });
@@ -68,7 +72,7 @@ describe('POST /v1/session-token', () => {
     expect((await d.api('POST', '/v1/session-token', { agent_id: agent.id, version_id: v.id })).status).toBe(404);
     // another organization's agent is not found either
     expect((await d.api('POST', '/v1/session-token', { agent_id: agent.id }, { key: d.newOrgKey('other') })).status).toBe(404);
-    expect((await d.api('GET', '/v1/calls')).body.length).toBe(before);
+    expect((await d.api('GET', '/v1/calls')).body.pagination.total).toBe(before);
   });
 
   it('claims: sub, org, agent, version, scopes (chat adds "chat"), jti, iat, exp = iat + 600, HS256 with the data-dir secret', async () => {

@@ -100,9 +100,9 @@ describe('voice session with zero configuration', () => {
 
     client.close();
     await client.waitClosed();
-    const rec = await waitForRecord(td, sessionId, (r) => r.end_reason !== null);
-    expect(rec.end_reason).toBe('client_closed');
-    expect(rec.transcript.map((e: { role: string }) => e.role)).toEqual(['agent', 'user', 'agent']);
+    const rec = await waitForRecord(td, sessionId, (r) => r.termination_reason !== undefined);
+    expect(rec.termination_reason).toBe('client_closed');
+    expect(rec.transcript.entries.map((e: { role?: string }) => e.role)).toEqual(['assistant', 'user', 'assistant']);
   });
 });
 
@@ -149,7 +149,7 @@ describe('noise suppression and call summary', () => {
     expect(reply.data.text).toMatch(/^You said: \(speech, \d\.\d seconds\)\.$/);
     client.close();
     // local/echo's summary of the transcript (its SUMMARIZE rule), stored after the end.
-    const rec = await waitForRecord(td, sessionId, (r) => r.summary !== null);
+    const rec = await waitForRecord(td, sessionId, (r) => r.summary !== undefined);
     expect(rec.summary).toMatch(/^Summary: /);
     expect(rec.summary).toContain('(speech,');
   });
@@ -251,12 +251,13 @@ describe('voice session with a streaming recognizer', () => {
     expect(client.types()[0]).toBe('session_started');
     expect(client.types().at(-1)).toBe('session_ended');
 
-    const rec = await waitForRecord(td, sessionId, (r) => r.end_reason !== null);
-    expect(rec.end_reason).toBe('agent_hangup');
-    const roles = rec.transcript.map((e: { role: string }) => e.role);
-    expect(roles).toContain('tool');
-    const cut = rec.transcript.find((e: { interrupted?: boolean }) => e.interrupted === true);
-    expect(cut?.text).toBe(heard!.data.text);
+    const rec = await waitForRecord(td, sessionId, (r) => r.termination_reason !== undefined);
+    expect(rec.termination_reason).toBe('agent_hangup');
+    expect(rec.outcome).toBe('ended_by_agent');
+    expect(rec.transcript.entries.map((e: { type: string }) => e.type)).toContain('tool_call');
+    const cut = rec.transcript.entries.find((e: { interrupted?: boolean }) => e.interrupted === true);
+    expect(cut).toMatchObject({ role: 'assistant', type: 'message' });
+    expect(cut?.message).toBe(heard!.data.text);
   });
 });
 
@@ -333,7 +334,7 @@ describe('first-message interruption window, timeouts', () => {
     const ended = await client.waitForType('session_ended', 6000);
     expect(ended.data).toEqual({ reason: 'timeout' });
     expect(performance.now() - t0).toBeGreaterThan(1500);
-    expect((await waitForRecord(td, sessionId, (r) => r.end_reason !== null)).end_reason).toBe('timeout');
+    expect((await waitForRecord(td, sessionId, (r) => r.termination_reason !== undefined)).termination_reason).toBe('timeout');
   });
 
   it('default_timeout with transfer_call says the transfer message, then ends with reason transfer and the number', async () => {
