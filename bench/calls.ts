@@ -1,0 +1,200 @@
+/**
+ * bench/calls: GET /v1/calls page latency (p50/p99) with 1,000,000 calls in the database, for no
+ * filter, a page deep in the list, each filter of the service document, search (the trigram index
+ * and the short-string fallback) and a combination; baseline: the same requests against a
+ * database of 1,000 calls filled the same way, in the same run.
+ *
+ *   1. two data directories are filled by bench/lib/calls-fill.ts (a child running the daemon's
+ *      store code: migrations, triggers, indexes; one transaction, prepared statements): BENCH_CALLS
+ *      (1,000,000) and BENCH_CALLS_BASELINE (1,000) calls over 4 organizations; the bench reads
+ *      the largest (half of the calls);
+ *   2. a daemon per directory (bin/callbridge.js start, SIP off), as an operator starts it;
+ *   3. per query: a warm-up, then BENCH_CALLS_REQUESTS (200) requests one after another on one
+ *      keep-alive connection, against the large database then the baseline; latency from the send
+ *      to the end of the body.
+ *
+ * Every response must be a 200 with `{ calls, pagination }` and the same page size on both
+ * databases (a full page where the filter matches enough calls): otherwise run() throws.
+ * Target (issue 19): a page stays fast at 1,000,000 calls; reported, not asserted.
+ */
+import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { createServer, type AddressInfo } from 'node:net';
+import http from 'node:http';
+import { cpus, loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { formatValue, printFigures, table, type Figure } from './lib/result.ts';
+import { envNumber } from './lib/env.ts';
+import { ROOT, startChild, stopChild, waitForLine, type Child } from './lib/child.ts';
+import type { FillResult } from './lib/calls-fill.ts';
+
+const HOST = '127.0.0.1';
+
+async function freePort(): Promise<number> {
+  return new Promise<number>((resolve, reject) => {
+    const srv = createServer();
+    srv.once('error', reject);
+    srv.listen(0, HOST, () => {
+      const p = (srv.address() as AddressInfo).port;
+      srv.close(() => resolve(p));
+    });
+  });
+}
+
+interface Db {
+  label: string;
+  dir: string;
+  fill: FillResult;
+  base: string;
+  daemon?: Child;
+}
+
+/** Fills a data directory in a child process; resolves with what it wrote. */
+async function fillDir(label: string, n: number, log: (s: string) => void): Promise<Db> {
+  const dir = mkdtempSync(join(tmpdir(), `callbridge-bench-calls-${label}-`));
+  const out = join(dir, '..', `${dir.split('/').pop()}.fill.json`);
+  const child = startChild(`fill-${label}`, ['--import', 'tsx', join(ROOT, 'bench', 'lib', 'calls-fill.ts'), dir, String(n), out], {});
+  const t0 = performance.now();
+  await waitForLine(child, /^FILLED$/m, 30 * 60_000);
+  await child.exited;
+  const fill = JSON.parse(readFileSync(out, 'utf8')) as FillResult;
+  rmSync(out, { force: true });
+  const bytes = ['callbridge.sqlite', 'callbridge.sqlite-wal'].reduce((sum, f) => sum + (statSync(join(dir, f), { throwIfNoEntry: false })?.size ?? 0), 0);
+  log(`  ${label}: ${n.toLocaleString('en')} calls (${fill.orgCalls.toLocaleString('en')} in the measured organization) in ${((performance.now() - t0) / 1000).toFixed(1)} s, database ${(bytes / 1e6).toFixed(0)} MB\n`);
+  return { label, dir, fill, base: '' };
+}
+
+async function startDaemon(db: Db): Promise<void> {
+  const port = await freePort();
+  db.daemon = startChild(`daemon-${db.label}`, [join(ROOT, 'bin', 'callbridge.js'), 'start'], {
+    CALLBRIDGE_DATA_DIR: db.dir,
+    CALLBRIDGE_HTTP_HOST: HOST,
+    CALLBRIDGE_HTTP_PORT: String(port),
+    CALLBRIDGE_SIP_ENABLED: 'false',
+    CALLBRIDGE_LOG_LEVEL: 'warn',
+  });
+  db.base = `http://${HOST}:${port}`;
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    if (db.daemon.proc.exitCode !== null) throw new Error(`daemon ${db.label} exited:\n${db.daemon.output()}`);
+    const ok = await fetch(`${db.base}/readyz`).then((r) => r.status === 200, () => false);
+    if (ok) return;
+    if (Date.now() > deadline) throw new Error(`daemon ${db.label} not ready within 60 s:\n${db.daemon.output()}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+interface Answer {
+  ms: number;
+  status: number;
+  body: string;
+}
+
+function get(agent: http.Agent, url: string, key: string): Promise<Answer> {
+  return new Promise((resolve, reject) => {
+    const t0 = performance.now();
+    const req = http.get(url, { agent, headers: { authorization: `Bearer ${key}` } }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.once('error', reject);
+      res.once('end', () => resolve({ ms: performance.now() - t0, status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8') }));
+    });
+    req.setTimeout(30_000, () => req.destroy(new Error(`timeout: ${url}`)));
+    req.once('error', reject);
+  });
+}
+
+/** Nearest-rank percentile of ascending samples. */
+const percentile = (sorted: number[], q: number): number => sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))] ?? Number.NaN;
+
+interface Measured {
+  p50: number;
+  p99: number;
+  /** pagination.total and the page's length, from the first answer. */
+  total: number;
+  page: number;
+}
+
+async function measure(agent: http.Agent, db: Db, query: string, n: number): Promise<Measured> {
+  const url = `${db.base}/v1/calls${query}`;
+  const first = await get(agent, url, db.fill.key);
+  if (first.status !== 200) throw new Error(`GET ${url} (${db.label}): ${first.status} ${first.body.slice(0, 300)}`);
+  const body = JSON.parse(first.body) as { calls: unknown[]; pagination: { total: number } };
+  for (let i = 0; i < 4; i++) await get(agent, url, db.fill.key);
+  const samples: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const a = await get(agent, url, db.fill.key);
+    if (a.status !== 200) throw new Error(`GET ${url} (${db.label}): ${a.status} ${a.body.slice(0, 300)}`);
+    samples.push(a.ms);
+  }
+  samples.sort((x, y) => x - y);
+  return { p50: percentile(samples, 0.5), p99: percentile(samples, 0.99), total: body.pagination.total, page: body.calls.length };
+}
+
+export async function run(): Promise<void> {
+  const n = Math.round(envNumber('BENCH_CALLS', 1_000_000));
+  const baseN = Math.round(envNumber('BENCH_CALLS_BASELINE', 1000));
+  const requests = Math.round(envNumber('BENCH_CALLS_REQUESTS', 200));
+  const log = (s: string) => process.stdout.write(s);
+  log(`machine: ${cpus().length} CPUs (${cpus()[0]?.model.trim() ?? 'unknown'}), node ${process.version}, load average ${loadavg().map((l) => l.toFixed(2)).join(' ')}\n`);
+  log(`filling: ${n.toLocaleString('en')} calls, and ${baseN.toLocaleString('en')} for the baseline\n`);
+  const dbs: Db[] = [];
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  try {
+    const base = await fillDir('baseline', baseN, log);
+    dbs.push(base);
+    const big = await fillDir('large', n, log);
+    dbs.push(big);
+    await startDaemon(big);
+    await startDaemon(base);
+
+    // The same queries on both; ids and numbers come from each database's own fill.
+    const queries = (f: FillResult): Array<[string, string, string]> => {
+      const month = (m: number, d: number) => new Date(Date.UTC(2025, m, d)).toISOString();
+      const digits = f.samplePartyNumber.slice(-7);
+      return [
+        ['none', '', 'no filter (the total is the organization counter)'],
+        ['deep_page', `?page=${Math.max(1, Math.floor(f.orgCalls / 20 / 2))}`, 'the middle page of the list'],
+        ['agent', `?agent_ids=${f.agentIds[1]}`, 'one agent (a tenth of the calls)'],
+        ['agents3', `?agent_ids=${f.agentIds.slice(0, 3).join(',')}`, 'three agents (40 % of the calls)'],
+        ['status_ended', '?status=ended', 'status ended (99.9 % of the calls)'],
+        ['status_in_progress', '?status=in_progress', 'status in_progress (the newest 0.07 %)'],
+        ['source', '?source=api', 'source api (30 %)'],
+        ['dates', `?date_from=${month(2, 1)}&date_to=${month(2, 31)}`, 'one month of twelve'],
+        ['outbound', '?outbound=true', 'outbound (28 %)'],
+        ['tag', '?tag=vip', 'tag (2.5 %)'],
+        ['outcome', '?outcome=transferred', 'outcome transferred (5 %)'],
+        ['search', `?search=${encodeURIComponent(digits)}`, `search "${digits}" (7 digits: trigram index)`],
+        ['search_short', '?search=12', 'search "12" (2 characters: index scan)'],
+        ['combined', `?agent_ids=${f.agentIds[0]}&status=ended&outcome=ended_by_user&date_from=${month(2, 1)}&date_to=${month(5, 30)}`, 'agent + status + outcome + 4 months'],
+      ];
+    };
+    const bigQ = queries(big.fill);
+    const baseQ = queries(base.fill);
+    log(`measuring: ${requests} sequential requests per query and database, one keep-alive connection\n`);
+    const rows = [['query', 'p50 ms', 'p99 ms', 'total', 'baseline p50', 'baseline p99', 'baseline total', 'what']];
+    const figures: Figure[] = [];
+    for (const [i, [name, q, what]] of bigQ.entries()) {
+      log(`  ${name}...\n`);
+      const l = await measure(agent, big, q, requests);
+      const b = await measure(agent, base, baseQ[i]![1], requests);
+      // A query that found nothing, or pages of different sizes, would measure something else.
+      if (l.total === 0 || l.page !== Math.min(20, l.total) || b.page !== Math.min(20, b.total)) {
+        throw new Error(`${name}: unexpected answer (large: total ${l.total}, page ${l.page}; baseline: total ${b.total}, page ${b.page})`);
+      }
+      rows.push([name, formatValue(l.p50), formatValue(l.p99), String(l.total), formatValue(b.p50), formatValue(b.p99), String(b.total), what]);
+      figures.push({ name: `calls_list_${name}_p50`, value: l.p50, unit: 'ms', baseline: b.p50, note: `${what}; baseline ${baseN} calls` });
+      figures.push({ name: `calls_list_${name}_p99`, value: l.p99, unit: 'ms', baseline: b.p99, note: `${what}; baseline ${baseN} calls` });
+    }
+    log(`\n${table(rows)}\n`);
+    printFigures(`GET /v1/calls with ${n.toLocaleString('en')} calls (baseline: ${baseN.toLocaleString('en')})`, figures);
+    const worst = Math.max(...figures.filter((f) => f.name.endsWith('_p99')).map((f) => f.value));
+    log(`\nworst p99: ${formatValue(worst)} ms\n`);
+  } finally {
+    agent.destroy();
+    for (const db of dbs) {
+      if (db.daemon) await stopChild(db.daemon);
+      rmSync(db.dir, { recursive: true, force: true });
+    }
+  }
+}
