@@ -95,7 +95,7 @@ function installSipMetrics(registry: Registry, ua: SipUserAgent, ports: { inUse:
   });
   const outcomes = new Counter({
     name: 'callbridge_sip_call_outcomes_total',
-    help: 'Inbound INVITE and outbound dial outcomes (routed, no_route, auth_failed, agent_inactive, draining, dial_busy...) and call ends (ended_<reason>).',
+    help: 'Inbound INVITE and outbound dial outcomes (routed, no_route, ambiguous_route, auth_failed, auth_blocked, throttled, agent_inactive, over_limit, draining, dial_busy...) and call ends (ended_<reason>).',
     labelNames: ['outcome'] as const,
     registers: [registry],
   });
@@ -163,6 +163,7 @@ export async function startSip(config: Config, store: Store, logger: Logger, reg
     ...(config.sip.digest_secret !== '' ? { digestSecret: config.sip.digest_secret } : {}),
     digestAlgorithms: list(config.sip.digest_algorithms) as DigestAlgorithm[],
     authRateLimit: { maxFailures: Math.max(1, config.sip.auth_max_failures), blockMs: config.sip.auth_block_secs * 1000 },
+    challengeRateLimit: config.sip.challenge_rate > 0 ? { ratePerSecond: config.sip.challenge_rate, burst: config.sip.challenge_burst } : false,
     codecs: list(config.sip.codecs) as CodecName[],
     mediaTimeoutMs: config.rtp.media_timeout_secs * 1000,
     ringTimeoutMs: config.sip.ring_timeout_secs * 1000,

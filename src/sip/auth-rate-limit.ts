@@ -58,6 +58,8 @@ interface Entry {
   failures: number[];
   /** When the current block ends; 0 when not blocked. */
   blockedUntil: number;
+  /** Requests refused during the current block (refusedWhileBlocked). */
+  refused: number;
 }
 
 const EVICTION_SCAN = 64;
@@ -187,7 +189,7 @@ export class AuthRateLimiter {
     }
     if (entry === undefined) {
       this.#makeRoom(now);
-      entry = { failures: [], blockedUntil: 0 };
+      entry = { failures: [], blockedUntil: 0, refused: 0 };
     }
     this.#dropOld(entry, now);
     entry.failures.push(now);
@@ -195,9 +197,22 @@ export class AuthRateLimiter {
     if (entry.failures.length >= this.maxFailures) {
       entry.failures = [];
       entry.blockedUntil = now + this.blockMs;
+      entry.refused = 0;
       return { blocked: true, newlyBlocked: true, failures: 0, blockedUntil: entry.blockedUntil };
     }
     return { blocked: false, newlyBlocked: false, failures: entry.failures.length, blockedUntil: undefined };
+  }
+
+  /**
+   * Counts a request refused because the source is blocked. `first` is true for the first one of
+   * the block: log that one, count the rest (a blocked flooder must not write a line per INVITE).
+   * Undefined when the source is not blocked.
+   */
+  refusedWhileBlocked(address: string): { first: boolean; refused: number } | undefined {
+    if (this.blockedUntil(address) === undefined) return undefined;
+    const entry = this.#entries.get(this.keyOf(address))!;
+    entry.refused++;
+    return { first: entry.refused === 1, refused: entry.refused };
   }
 
   /**

@@ -15,6 +15,11 @@
  *      organization's carrier numbers; bad credentials -> 403 (counted per source address).
  *   3. No route -> 404; the routed agent is not active -> 480.
  *
+ * Answers that cost a source nothing (a 401 challenge, a 403 because it is blocked) are rate
+ * limited per source (challenge-rate-limit.ts): over the bucket the decision is 'throttle', which
+ * the UAS drops (UDP) or answers 503 (TCP/TLS). A blocked source's refusals are logged once per
+ * block (AuthRateLimiter.refusedWhileBlocked), the rest only counted.
+ *
  * An ACL source whose number does not route is still challenged when some digest trunk routes
  * that number (a PBX may use both kinds from one address); otherwise it gets 404 at once, because
  * an ACL-only PBX cannot answer a challenge and "401" would hide the real problem.
@@ -24,6 +29,7 @@
  */
 import type { DigestServer } from './digest.ts';
 import type { AuthRateLimiter } from './auth-rate-limit.ts';
+import type { ChallengeRateLimiter } from './challenge-rate-limit.ts';
 
 /** A trunk as inbound routing sees it. */
 export interface InboundTrunk {
@@ -99,15 +105,47 @@ export type InboundDecision =
       quiet: boolean;
       /** The outcome counted in metrics when it is not the status's usual one (e.g. ambiguous_route). */
       outcome?: string;
+      /** Counted, not logged: a blocked source's refusals after the first of its block. */
+      unlogged?: boolean;
+    }
+  | {
+      /**
+       * The source is over its challenge rate (sip.challenge_rate): no 401/403 for it now. The
+       * UAS drops the INVITE on UDP and answers 503 with Retry-After on TCP/TLS.
+       */
+      kind: 'throttle';
+      retryAfter: number;
+      why: string;
+      detail: Record<string, unknown>;
+      /** Log this one (the first of the source's window); the rest are only counted. */
+      log: boolean;
     };
 
 export interface InboundAuthorizer {
   directory: InboundDirectory;
   digest: DigestServer;
   limiter: AuthRateLimiter;
+  /** Per-source rate of challenges and blocked refusals; undefined: no limit. */
+  challenges?: ChallengeRateLimiter | undefined;
+}
+
+/** Undefined when the source may get another challenge or blocked refusal now; else the throttle decision. */
+function throttled(a: InboundAuthorizer, src: string, detail: Record<string, unknown>): InboundDecision | undefined {
+  const t = a.challenges?.take(src);
+  if (t === undefined) return undefined;
+  const limit = a.challenges!;
+  return {
+    kind: 'throttle',
+    retryAfter: t.retryAfterSecs,
+    log: t.log,
+    why: `source ${src} is over the challenge rate limit (sip.challenge_rate ${limit.ratePerSecond}/s, burst ${limit.burst}): its INVITEs that would be challenged or refused are dropped (UDP) or answered 503 (TCP/TLS) until it slows down; counted as outcome "throttled", logged at most once a minute per source`,
+    detail: t.suppressed > 0 ? { ...detail, throttledSinceLastLog: t.suppressed } : detail,
+  };
 }
 
 function challenge(a: InboundAuthorizer, req: InboundRequestInfo, why: string, detail: Record<string, unknown>, stale = false): InboundDecision {
+  const over = throttled(a, req.sourceAddress, detail);
+  if (over !== undefined) return over;
   const headers = a.digest.challenge({ stale, binding: req.sourceAddress }).map((v): [string, string] => ['WWW-Authenticate', v]);
   return { kind: 'reject', status: 401, headers, why, detail, quiet: true };
 }
@@ -193,7 +231,17 @@ export async function decideInbound(a: InboundAuthorizer, req: InboundRequestInf
   }
 
   if (a.limiter.isBlocked(src)) {
-    return reject(403, `source ${src} is blocked after repeated failed authentication`, { ...base, blocked: true });
+    const over = throttled(a, src, { ...base, blocked: true });
+    if (over !== undefined) return over;
+    const refusal = a.limiter.refusedWhileBlocked(src);
+    const decision = reject(
+      403,
+      `source ${src} is blocked after repeated failed authentication (sip.auth_block_secs); its further INVITEs during this block get 403 and are counted as outcome "auth_blocked", not logged`,
+      { ...base, blocked: true },
+      'auth_blocked',
+    );
+    if (decision.kind === 'reject' && refusal?.first === false) decision.unlogged = true;
+    return decision;
   }
   if (req.authorization.length === 0) {
     return challenge(a, req, aclTrunks.length > 0 ? `source ${src} in an ACL trunk without a route for "${user}": challenging for a digest trunk` : `source ${src} is in no ACL trunk and sent no credentials: challenging`, base);

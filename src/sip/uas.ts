@@ -10,6 +10,7 @@
 import { createCallRtp, type CallPorts, type PortSource } from '../media/media-host.ts';
 import type { CodecName } from '../media/codecs.ts';
 import type { AuthRateLimiter } from './auth-rate-limit.ts';
+import type { ChallengeRateLimiter } from './challenge-rate-limit.ts';
 import { SipCall, type CallLogger } from './call.ts';
 import type { DialogManager, Dialog } from './dialog.ts';
 import type { DigestServer } from './digest.ts';
@@ -35,6 +36,8 @@ export interface UasContext {
   directory: InboundDirectory;
   digest: DigestServer;
   limiter: AuthRateLimiter;
+  /** Per-source rate of challenges and blocked refusals (sip.challenge_rate); undefined: none. */
+  challenges?: ChallengeRateLimiter | undefined;
   ports: PortSource;
   mediaAddress: string;
   codecs: readonly CodecName[];
@@ -170,9 +173,24 @@ async function handleInvite(ctx: UasContext, tx: ServerTransaction, inbound: Inb
     sourceAddress: src,
   });
   if (tx.finalResponse !== undefined || tx.terminated) return; // CANCELled while we looked
+  if (decision.kind === 'throttle') {
+    // Over the source's challenge rate. UDP: no answer at all. A 503 (or the 401) would be
+    // retransmitted by Timer G until ACKed, so a flooder that never ACKs would get ten datagrams
+    // per INVITE; silence costs nothing, and an honest sender's INVITE retransmissions (Timer A:
+    // 0.5, 1, 2... s) are its retry, which finds a token again. TCP/TLS: no retransmission, so
+    // silence would leave an honest client waiting for Timer B (32 s); a 503 with Retry-After
+    // is one write (RFC 3261 21.5.4).
+    ctx.count('throttled');
+    if (decision.log) ctx.logger.warn({ ...base, ...decision.detail, transport: inbound.source.protocol }, `INVITE ${inbound.source.protocol === 'udp' ? 'dropped' : 'refused (503)'}: ${decision.why}`);
+    if (inbound.source.protocol === 'udp') tx.close();
+    else respond(tx, req, 503, 'Service Unavailable', [['Retry-After', String(decision.retryAfter)]]);
+    return;
+  }
   if (decision.kind === 'reject') {
     const line = { ...base, ...decision.detail, status: decision.status };
-    if (decision.quiet) ctx.logger.debug(line, `INVITE challenged: ${decision.why}`);
+    if (decision.unlogged === true) {
+      // counted below, not logged (a blocked source's refusals after the first of the block)
+    } else if (decision.quiet) ctx.logger.debug(line, `INVITE challenged: ${decision.why}`);
     else ctx.logger.warn(line, `INVITE refused (${decision.status}): ${decision.why}`);
     if (!decision.quiet) ctx.count(decision.outcome ?? (decision.status === 404 ? 'no_route' : decision.status === 480 ? 'agent_inactive' : 'auth_failed'));
     respond(tx, req, decision.status, undefined, decision.headers);

@@ -15,6 +15,7 @@ import type { PortSource } from '../media/media-host.ts';
 import { DEFAULT_CODEC_PREFERENCES } from './sdp.ts';
 import type { CodecName } from '../media/codecs.ts';
 import { AuthRateLimiter, type AuthRateLimiterOptions } from './auth-rate-limit.ts';
+import { ChallengeRateLimiter, type ChallengeRateLimiterOptions } from './challenge-rate-limit.ts';
 import type { HangupReason, SipCall } from './call.ts';
 import { DialogManager } from './dialog.ts';
 import { DigestServer, type DigestAlgorithm } from './digest.ts';
@@ -40,6 +41,8 @@ export interface SipUserAgentOptions {
   /** Offered digest algorithms, most preferred first. Default SHA-256 then MD5 (RFC 8760 2.4). */
   digestAlgorithms?: readonly DigestAlgorithm[];
   authRateLimit?: AuthRateLimiterOptions;
+  /** Per-source rate of 401 challenges and blocked 403s (challenge-rate-limit.ts); default 20/s, burst 40; false: none. */
+  challengeRateLimit?: ChallengeRateLimiterOptions | false;
   /** Codecs we accept, in order. Default PCMU, PCMA, opus. */
   codecs?: readonly CodecName[];
   /** RTP silence that hangs a call up; 0 disables. Default 30 s. */
@@ -73,6 +76,8 @@ export class SipUserAgent extends EventEmitter<SipUserAgentEvents> {
   readonly dialogs: DialogManager;
   readonly digest: DigestServer;
   readonly limiter: AuthRateLimiter;
+  /** Undefined when challengeRateLimit is false. */
+  readonly challenges: ChallengeRateLimiter | undefined;
   readonly #opts: SipUserAgentOptions;
   readonly #outbound: OutboundContext;
   readonly #calls = new Map<string, SipCall>();
@@ -94,11 +99,13 @@ export class SipUserAgent extends EventEmitter<SipUserAgentEvents> {
       algorithms: opts.digestAlgorithms ?? ['SHA-256', 'MD5'],
     });
     this.limiter = new AuthRateLimiter(opts.authRateLimit);
+    this.challenges = opts.challengeRateLimit === false ? undefined : new ChallengeRateLimiter(opts.challengeRateLimit);
     const ctx: UasContext = {
       dialogs: this.dialogs,
       directory: opts.directory,
       digest: this.digest,
       limiter: this.limiter,
+      challenges: this.challenges,
       ports: opts.ports,
       mediaAddress: opts.mediaAddress,
       codecs: opts.codecs ?? DEFAULT_CODEC_PREFERENCES,
