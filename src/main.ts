@@ -127,8 +127,9 @@ export async function startDaemon(
   url = `http://${host === '0.0.0.0' ? '127.0.0.1' : host}:${port}`;
   logger.info({ url, dataDir: config.data_dir, region: config.region.self }, 'callbridge listening');
   // Every routed inbound call becomes a voice session of its agent, through our own
-  // /v1/connection (the bridge is a client of the public protocol).
-  sip?.ua.onInboundCall((call) => bridge.handleInbound(call));
+  // /v1/connection (the bridge is a client of the public protocol). The bridge's call limits
+  // are checked before the INVITE rings (503 Retry-After / 486, no 18x).
+  sip?.ua.onInboundCall((call) => bridge.handleInbound(call), { admit: (route) => bridge.admit(route) });
 
   let closing: Promise<void> | undefined;
   return {

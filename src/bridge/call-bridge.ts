@@ -21,8 +21,10 @@ import { startBridgeMedia } from '../media/media-host.ts';
 import { MediaTicker } from '../media/media-ticker.ts';
 import { callerHeardGaps } from '../media/outbound-path.ts';
 import type { SipCall } from '../sip/call.ts';
+import type { InboundRoute } from '../sip/inbound-routing.ts';
 import type { DialFailureReason } from '../sip/outbound-call.ts';
 import { outboundTrunkFromStore } from '../sip/store-directory.ts';
+import type { AdmissionRefusal } from '../sip/uas.ts';
 import type { SipUserAgent } from '../sip/user-agent.ts';
 import type { Store } from '../store/index.ts';
 import type { BridgeMetrics } from './bridge-metrics.ts';
@@ -72,6 +74,9 @@ interface ServerMessage {
   data?: { reason?: string; transfer_number?: string; id?: string; digits?: string };
 }
 
+/** Retry-After of the 503 over bridge.max_calls: calls last minutes, but capacity frees up call by call. */
+const LIMIT_RETRY_AFTER_SECS = 5;
+
 export class CallBridge {
   readonly #o: CallBridgeOptions;
   readonly #calls = new Set<BridgedCall>();
@@ -104,14 +109,33 @@ export class CallBridge {
     return this.#calls.size;
   }
 
+  /**
+   * Admission of a routed inbound INVITE before it rings (SipUserAgent.onInboundCall's `admit`):
+   * over bridge.max_calls 503 with Retry-After (RFC 3261 21.5.4: the whole service is busy, try
+   * later), over bridge.max_calls_per_trunk 486 Busy Here (21.4.24: this trunk is); the UAS sends
+   * either before any 18x, so the caller hears no ringing that ends in a refusal.
+   */
+  admit(route: Pick<InboundRoute, 'trunkId'>): AdmissionRefusal | undefined {
+    const over = this.#overLimit(route.trunkId);
+    if (over === undefined) return undefined;
+    this.#o.metrics?.failure(`limit_${over}`);
+    const l = this.#o.limits!;
+    return over === 'global'
+      ? { status: 503, reason: 'Too many calls', retryAfter: LIMIT_RETRY_AFTER_SECS, why: `the concurrent call limit bridge.max_calls (${l.maxCalls}) is reached` }
+      : { status: 486, reason: 'Trunk busy', why: `the concurrent call limit of trunk ${route.trunkId} (bridge.max_calls_per_trunk ${l.maxCallsPerTrunk}) is reached` };
+  }
+
   /** Takes a routed inbound call (SipUserAgent.onInboundCall): rings until the session is up. */
   handleInbound(call: SipCall): void {
+    // admit() refused calls over the limits before they rang; this catches the few admitted
+    // meanwhile (between admission and delivery the UAS allocates RTP ports, which may await).
     const over = this.#overLimit(call.route?.trunkId);
     if (over !== undefined) {
       this.#o.logger.warn({ callId: call.id, from: call.from, to: call.to, trunkId: call.route?.trunkId, limit: over }, `INVITE refused: ${over} concurrent call limit reached`);
       this.#o.metrics?.failure(`limit_${over}`);
       // RFC 3261 21.5.4 / 21.4.24: 503 with Retry-After for the whole service, 486 for one trunk.
-      call.reject(over === 'global' ? 503 : 486, over === 'global' ? 'Too many calls' : 'Trunk busy');
+      if (over === 'global') call.reject(503, 'Too many calls', [['Retry-After', String(LIMIT_RETRY_AFTER_SECS)]]);
+      else call.reject(486, 'Trunk busy');
       return;
     }
     this.#track(new BridgedCall(call, this.#o, (b) => this.#calls.delete(b)), (b) => void b.start());

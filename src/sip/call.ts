@@ -257,12 +257,12 @@ export class SipCall extends EventEmitter<SipCallEvents> {
     return true;
   }
 
-  /** Inbound before answer: a final 3xx-6xx (default 480 Temporarily Unavailable). */
-  reject(status = 480, reason?: string): void {
+  /** Inbound before answer: a final 3xx-6xx (default 480 Temporarily Unavailable), with extra headers (Retry-After). */
+  reject(status = 480, reason?: string, headers: [string, string][] = []): void {
     if (this.direction !== 'inbound' || this.#end !== undefined || this.answeredAt !== undefined) return;
     this.#end = { reason: 'rejected', by: 'local', status };
     try {
-      this.dialog.reject(status, reason === undefined ? {} : { reason });
+      this.dialog.reject(status, { ...(reason === undefined ? {} : { reason }), ...(headers.length > 0 ? { headers } : {}) });
     } catch (err) {
       this.#logger?.debug({ err, callId: this.id }, 'reject not sent');
     }

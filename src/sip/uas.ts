@@ -1,7 +1,8 @@
 /**
- * The UAS core for requests outside any dialog (RFC 3261 8.2): a new INVITE is authenticated
- * and routed (inbound-routing.ts), gets its RTP ports and SDP answer, rings (180) and is handed
- * to whoever registered for calls; OPTIONS is answered 200 with what we support (11.2); other
+ * The UAS core for requests outside any dialog (RFC 3261 8.2): a new INVITE is checked (identity
+ * lengths), authenticated and routed (inbound-routing.ts), admitted by whoever takes calls
+ * (capacity: refused before any provisional response), gets its RTP ports and SDP answer, rings
+ * (180) and is handed to whoever registered for calls; OPTIONS is answered 200 with what we support (11.2); other
  * methods get 405 with Allow (8.2.1); while draining, INVITEs get 503 with Retry-After.
  *
  * Every refused INVITE is logged exactly once with why (which trunk matched, which auth step
@@ -14,7 +15,7 @@ import type { ChallengeRateLimiter } from './challenge-rate-limit.ts';
 import { SipCall, type CallLogger } from './call.ts';
 import type { DialogManager, Dialog } from './dialog.ts';
 import type { DigestServer } from './digest.ts';
-import { decideInbound, type InboundDirectory } from './inbound-routing.ts';
+import { decideInbound, type InboundDirectory, type InboundRoute, type InboundTrunk } from './inbound-routing.ts';
 import { createResponse, generateTag, type SipRequest } from './message.ts';
 import { isSdpError, LocalSdpSession, SdpNegotiationError, type NegotiatedAnswer, type NegotiatedMedia, type SdpOffer } from './sdp.ts';
 import type { ServerTransaction } from './transaction.ts';
@@ -29,6 +30,25 @@ export const SUPPORTED = 'timer, replaces, norefersub';
 export interface UasLogger extends CallLogger {
   error(obj: object, msg?: string): void;
 }
+
+/** Why a routed INVITE is not taken (capacity), answered before any provisional response. */
+export interface AdmissionRefusal {
+  /** 3xx-6xx, e.g. 503 (the whole service is full) or 486 (this trunk is). */
+  status: number;
+  reason?: string;
+  /** Seconds for a Retry-After header (RFC 3261 20.33), e.g. with a 503. */
+  retryAfter?: number;
+  /** One sentence for the log line. */
+  why: string;
+  /** The outcome counted in metrics; default over_limit. */
+  outcome?: string;
+}
+
+/**
+ * Called for each routed INVITE before any provisional response: undefined takes the call,
+ * a refusal answers it at once (no 18x: a caller should not hear ringing that ends in busy).
+ */
+export type AdmitCall = (route: InboundRoute, trunk: InboundTrunk) => AdmissionRefusal | undefined;
 
 /** What a new inbound INVITE needs; the user agent owns all of it. */
 export interface UasContext {
@@ -52,6 +72,8 @@ export interface UasContext {
   sessionClock?: TransactionTimers;
   /** Called with the new call after 180 was sent; returns false when nobody takes calls. */
   deliver(call: SipCall): boolean;
+  /** Admission of a routed INVITE before it rings (the call handler's; see AdmitCall). */
+  admit(route: InboundRoute, trunk: InboundTrunk): AdmissionRefusal | undefined;
   /** Bookkeeping of setups and failures (metrics). */
   count(outcome: string): void;
 }
@@ -194,6 +216,14 @@ async function handleInvite(ctx: UasContext, tx: ServerTransaction, inbound: Inb
     else ctx.logger.warn(line, `INVITE refused (${decision.status}): ${decision.why}`);
     if (!decision.quiet) ctx.count(decision.outcome ?? (decision.status === 404 ? 'no_route' : decision.status === 480 ? 'agent_inactive' : 'auth_failed'));
     respond(tx, req, decision.status, undefined, decision.headers);
+    return;
+  }
+
+  const refusal = ctx.admit(decision.route, decision.trunk);
+  if (refusal !== undefined) {
+    ctx.logger.warn({ ...base, trunkId: decision.trunk.id, agentId: decision.route.agentId, status: refusal.status }, `INVITE refused (${refusal.status}): ${refusal.why}`);
+    ctx.count(refusal.outcome ?? 'over_limit');
+    respond(tx, req, refusal.status, refusal.reason, refusal.retryAfter === undefined ? [] : [['Retry-After', String(refusal.retryAfter)]]);
     return;
   }
 

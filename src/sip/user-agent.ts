@@ -26,7 +26,7 @@ import { SipTransportLayer, type SipTransportListen } from './transport.ts';
 import type { Endpoint } from './transport-types.ts';
 import type { SessionTimerConfig } from './session-timer.ts';
 import { placeCall, type DialOptions, type DialResult, type OutboundContext } from './outbound-call.ts';
-import { handleOutOfDialog, type UasContext, type UasLogger } from './uas.ts';
+import { handleOutOfDialog, type AdmitCall, type UasContext, type UasLogger } from './uas.ts';
 
 export interface SipUserAgentOptions {
   listen: SipTransportListen[];
@@ -70,6 +70,11 @@ export type SipUserAgentEvents = {
 
 export type InboundCallHandler = (call: SipCall) => void;
 
+export interface InboundCallOptions {
+  /** Admission before any provisional response (e.g. concurrent call limits); see AdmitCall. */
+  admit?: AdmitCall;
+}
+
 export class SipUserAgent extends EventEmitter<SipUserAgentEvents> {
   readonly transport: SipTransportLayer;
   readonly layer: TransactionLayer;
@@ -83,6 +88,7 @@ export class SipUserAgent extends EventEmitter<SipUserAgentEvents> {
   readonly #calls = new Map<string, SipCall>();
   readonly #counters = new Map<string, number>();
   #handler: InboundCallHandler | undefined;
+  #admit: AdmitCall | undefined;
   #retryAfter: number | undefined;
   #started = false;
   #closing: Promise<void> | undefined;
@@ -116,6 +122,7 @@ export class SipUserAgent extends EventEmitter<SipUserAgentEvents> {
       sessionTimer: opts.sessionTimer ?? {},
       ...(opts.sessionClock ? { sessionClock: opts.sessionClock } : {}),
       deliver: (call) => this.#deliver(call),
+      admit: (route, trunk) => (this.#handler === undefined ? undefined : this.#admit?.(route, trunk)),
       count: (outcome) => this.#count(outcome),
     };
     this.dialogs.on('new-request', (tx, inbound) => handleOutOfDialog(ctx, tx, inbound));
@@ -182,9 +189,14 @@ export class SipUserAgent extends EventEmitter<SipUserAgentEvents> {
     return Object.fromEntries(this.#counters);
   }
 
-  /** Who takes inbound calls. Without a handler, routed calls are refused 480. */
-  onInboundCall(handler: InboundCallHandler | undefined): void {
+  /**
+   * Who takes inbound calls. Without a handler, routed calls are refused 480. `admit` is asked
+   * about each routed INVITE before it rings, so a refusal (503 Retry-After, 486) comes without
+   * a 180.
+   */
+  onInboundCall(handler: InboundCallHandler | undefined, opts: InboundCallOptions = {}): void {
     this.#handler = handler;
+    this.#admit = opts.admit;
   }
 
   /** From now on new INVITEs get 503 with Retry-After: `retryAfterSecs`; calls go on. */
