@@ -129,8 +129,11 @@ export interface InboundAuthorizer {
   challenges?: ChallengeRateLimiter | undefined;
 }
 
-/** Undefined when the source may get another challenge or blocked refusal now; else the throttle decision. */
-function throttled(a: InboundAuthorizer, src: string, detail: Record<string, unknown>): InboundDecision | undefined {
+/**
+ * Undefined when the source may get another cheap refusal now (a challenge, a blocked 403, a 400
+ * to a malformed INVITE); else the throttle decision. Takes a token.
+ */
+export function throttled(a: Pick<InboundAuthorizer, 'challenges'>, src: string, detail: Record<string, unknown>): Extract<InboundDecision, { kind: 'throttle' }> | undefined {
   const t = a.challenges?.take(src);
   if (t === undefined) return undefined;
   const limit = a.challenges!;

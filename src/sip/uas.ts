@@ -15,7 +15,7 @@ import type { ChallengeRateLimiter } from './challenge-rate-limit.ts';
 import { SipCall, type CallLogger } from './call.ts';
 import type { DialogManager, Dialog } from './dialog.ts';
 import type { DigestServer } from './digest.ts';
-import { decideInbound, type InboundDirectory, type InboundRoute, type InboundTrunk } from './inbound-routing.ts';
+import { decideInbound, throttled, type InboundDecision, type InboundDirectory, type InboundRoute, type InboundTrunk } from './inbound-routing.ts';
 import { createResponse, generateTag, type SipRequest } from './message.ts';
 import { isSdpError, LocalSdpSession, SdpNegotiationError, type NegotiatedAnswer, type NegotiatedMedia, type SdpOffer } from './sdp.ts';
 import type { ServerTransaction } from './transaction.ts';
@@ -158,6 +158,45 @@ function awaitingAnswer(offer: SdpOffer): NegotiatedMedia {
   };
 }
 
+/**
+ * The longest From/To user, display name and Request-URI user an INVITE may carry. Telephone
+ * numbers are at most 15 digits (E.164) and SIP usernames rarely pass 64 characters; the caller's
+ * number and name are stored with the call record and shown to the agent, so they are bounded
+ * rather than stored as sent (a 3,000-character From user was).
+ */
+export const MAX_IDENTITY_LENGTH = 128;
+
+/** Which identity field of the INVITE is too long (the 400's reason phrase names it), if any. */
+function identityTooLong(req: SipRequest, user: string, from: string): 'From' | 'To' | 'Request-URI' | undefined {
+  if (from.length > MAX_IDENTITY_LENGTH || (req.from.displayName?.length ?? 0) > MAX_IDENTITY_LENGTH) return 'From';
+  const to = req.to;
+  const toUser = to.uri.kind === 'sip' ? (to.uri.user ?? '') : to.uri.toString();
+  if (toUser.length > MAX_IDENTITY_LENGTH || (to.displayName?.length ?? 0) > MAX_IDENTITY_LENGTH) return 'To';
+  if (user.length > MAX_IDENTITY_LENGTH) return 'Request-URI';
+  return undefined;
+}
+
+/** A value for a log line: cut at MAX_IDENTITY_LENGTH, so no field of a request is logged whole however long. */
+function clip(s: string): string {
+  return s.length > MAX_IDENTITY_LENGTH ? `${s.slice(0, MAX_IDENTITY_LENGTH)}…` : s;
+}
+
+/**
+ * Over the source's challenge rate (sip.challenge_rate). UDP: no answer at all. A 503 (or the
+ * 401) would be retransmitted by Timer G until ACKed, so a flooder that never ACKs would get ten
+ * datagrams per INVITE; silence costs nothing, and an honest sender's INVITE retransmissions
+ * (Timer A: 0.5, 1, 2... s) are its retry, which finds a token again. TCP/TLS: no retransmission,
+ * so silence would leave an honest client waiting for Timer B (32 s); a 503 with Retry-After is
+ * one write (RFC 3261 21.5.4).
+ */
+function throttle(ctx: UasContext, tx: ServerTransaction, inbound: Inbound<SipRequest>, base: Record<string, unknown>, decision: Extract<InboundDecision, { kind: 'throttle' }>): void {
+  ctx.count('throttled');
+  const udp = inbound.source.protocol === 'udp';
+  if (decision.log) ctx.logger.warn({ ...base, ...decision.detail, transport: inbound.source.protocol }, `INVITE ${udp ? 'dropped' : 'refused (503)'}: ${decision.why}`);
+  if (udp) tx.close();
+  else respond(tx, inbound.message, 503, 'Service Unavailable', [['Retry-After', String(decision.retryAfter)]]);
+}
+
 function userOf(req: SipRequest): string {
   return req.uri.kind === 'sip' ? (req.uri.user ?? '') : req.uri.kind === 'tel' ? req.uri.toString().slice(4).split(';')[0]! : '';
 }
@@ -171,7 +210,8 @@ async function handleInvite(ctx: UasContext, tx: ServerTransaction, inbound: Inb
   const req = inbound.message;
   const src = inbound.source.address;
   const user = userOf(req);
-  const base = { callId: req.callId, source: `${inbound.source.protocol}:${src}:${inbound.source.port}`, user, from: fromUser(req) };
+  const from = fromUser(req);
+  const base = { callId: clip(req.callId), source: `${inbound.source.protocol}:${src}:${inbound.source.port}`, user: clip(user), from: clip(from) };
 
   const retryAfter = ctx.draining();
   if (retryAfter !== undefined) {
@@ -186,6 +226,17 @@ async function handleInvite(ctx: UasContext, tx: ServerTransaction, inbound: Inb
     respond(tx, req, 416);
     return;
   }
+  // Before authentication: nothing of an over-long identity is routed, stored or logged whole.
+  // Within the source's challenge rate, since it is as cheap to send as an INVITE to be challenged.
+  const tooLong = identityTooLong(req, user, from);
+  if (tooLong !== undefined) {
+    const over = throttled(ctx, src, { field: tooLong });
+    if (over !== undefined) return throttle(ctx, tx, inbound, base, over);
+    ctx.logger.info({ ...base, status: 400, field: tooLong }, `INVITE refused (400): the ${tooLong} user or display name is longer than ${MAX_IDENTITY_LENGTH} characters`);
+    ctx.count('bad_request');
+    respond(tx, req, 400, `${tooLong} too long`);
+    return;
+  }
 
   const decision = await decideInbound(ctx, {
     method: req.method,
@@ -195,19 +246,7 @@ async function handleInvite(ctx: UasContext, tx: ServerTransaction, inbound: Inb
     sourceAddress: src,
   });
   if (tx.finalResponse !== undefined || tx.terminated) return; // CANCELled while we looked
-  if (decision.kind === 'throttle') {
-    // Over the source's challenge rate. UDP: no answer at all. A 503 (or the 401) would be
-    // retransmitted by Timer G until ACKed, so a flooder that never ACKs would get ten datagrams
-    // per INVITE; silence costs nothing, and an honest sender's INVITE retransmissions (Timer A:
-    // 0.5, 1, 2... s) are its retry, which finds a token again. TCP/TLS: no retransmission, so
-    // silence would leave an honest client waiting for Timer B (32 s); a 503 with Retry-After
-    // is one write (RFC 3261 21.5.4).
-    ctx.count('throttled');
-    if (decision.log) ctx.logger.warn({ ...base, ...decision.detail, transport: inbound.source.protocol }, `INVITE ${inbound.source.protocol === 'udp' ? 'dropped' : 'refused (503)'}: ${decision.why}`);
-    if (inbound.source.protocol === 'udp') tx.close();
-    else respond(tx, req, 503, 'Service Unavailable', [['Retry-After', String(decision.retryAfter)]]);
-    return;
-  }
+  if (decision.kind === 'throttle') return throttle(ctx, tx, inbound, base, decision);
   if (decision.kind === 'reject') {
     const line = { ...base, ...decision.detail, status: decision.status };
     if (decision.unlogged === true) {
@@ -304,7 +343,7 @@ async function handleInvite(ctx: UasContext, tx: ServerTransaction, inbound: Inb
     media: answer,
     rtp,
     sdp: { session: sdp, localAddress: ctx.mediaAddress, localPort: ports.rtpPort, preferences: ctx.codecs },
-    from: fromUser(req),
+    from,
     to: user,
     trunk: { id: decision.trunk.id, orgId: decision.trunk.orgId, name: decision.trunk.name },
     route: decision.route,
