@@ -259,7 +259,7 @@ const schema = {
     auth_max_failures: { doc: 'Failed authentications from one source within a minute that block it.', format: 'nat', default: 10, env: 'CALLBRIDGE_SIP_AUTH_MAX_FAILURES' },
     auth_block_secs: { doc: 'How long a source is blocked after too many failed authentications.', format: 'nat', default: 300, env: 'CALLBRIDGE_SIP_AUTH_BLOCK_SECS' },
     challenge_rate: {
-      doc: 'Digest challenges (401) and blocked-source refusals (403) per second answered to one source address (IPv6: its /64); over it INVITEs are dropped on UDP (the sender retransmits) and answered 503 with Retry-After on TCP/TLS. 0 = no limit.',
+      doc: 'Digest challenges (401) and other refusals that cost the sender nothing (403 to a blocked source, 400 to an over-long caller identity) per second answered to one source address (IPv6: its /64); over it INVITEs are dropped on UDP (the sender retransmits) and answered 503 with Retry-After on TCP/TLS. 0 = no limit.',
       format: 'nat',
       default: 20,
       env: 'CALLBRIDGE_SIP_CHALLENGE_RATE',
