@@ -227,6 +227,12 @@ const schema = {
       default: '',
       env: 'CALLBRIDGE_PUBLIC_URL',
     },
+    fair_share_ms: {
+      doc: 'Most milliseconds of REST request work (auth, SQLite reads, JSON parsing, handlers, serialization) run in one event-loop turn; the requests left wait for the next turn, and SIP signaling, voice sessions and /readyz, which share the main thread, are served in between (docs/api-fair-share.md). /healthz, /readyz, /metrics and the voice WebSocket are never held. 0 = no limit: requests run as they arrive.',
+      format: 'nat',
+      default: 4,
+      env: 'CALLBRIDGE_HTTP_FAIR_SHARE_MS',
+    },
   },
   sip: {
     host: { doc: 'Address SIP listens on (UDP and TCP).', format: 'host', default: '0.0.0.0', env: 'CALLBRIDGE_SIP_HOST' },
@@ -507,7 +513,7 @@ const schema = {
 export type Config = {
   data_dir: string;
   log_level: string;
-  http: { host: string; port: number; body_limit: number; public_url: string };
+  http: { host: string; port: number; body_limit: number; public_url: string; fair_share_ms: number };
   sip: {
     host: string;
     port: number;

@@ -2,10 +2,10 @@
  * The Fastify application: validation, errors, region pinning, auth, metrics, OpenAPI and one
  * plugin per resource. Built without listening so tests and main.ts decide where it listens.
  */
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from 'fastify';
 import swagger from '@fastify/swagger';
 import { randomUUID } from 'node:crypto';
-import type { Registry } from 'prom-client';
+import { Counter, Gauge, type Registry } from 'prom-client';
 import type { ApiDeps } from './context.ts';
 import type { Logger } from '../log.ts';
 import { installErrorHandler } from './errors.ts';
@@ -22,7 +22,8 @@ import { sipTrunkRoutes } from './routes/sip-trunks.ts';
 import { callRoutes } from './routes/calls.ts';
 import { dialRoutes } from './routes/dial.ts';
 import { sessionTokenRoutes } from './routes/session-token.ts';
-import { registerSessionServer } from '../session/server.ts';
+import { CONNECTION_PATH, registerSessionServer } from '../session/server.ts';
+import { FairShare } from './fair-share.ts';
 
 export const API_VERSION = '0.2.4';
 
@@ -32,16 +33,66 @@ export const API_VERSION = '0.2.4';
  * request, including those that carry nothing (publish, dial without variables, every DELETE).
  * A route whose schema requires a body still answers 400 for it, at validation.
  */
-function installJsonBodyParser(app: FastifyInstance): void {
+function installJsonBodyParser(app: FastifyInstance, fairShare: FairShare): void {
   const parseJson = app.getDefaultJsonParser('error', 'error');
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, body, done) => {
-    const text = typeof body === 'string' ? body : body.toString('utf8');
-    if (text === '') {
-      done(null, undefined);
+    // The fair share's gate of a request with a JSON body (see installFairShare): the parse,
+    // validation, handler and serialization that follow run in one turn.
+    fairShare.admit(() => {
+      const text = typeof body === 'string' ? body : body.toString('utf8');
+      if (text === '') {
+        done(null, undefined);
+        return;
+      }
+      parseJson(req, text, done);
+    });
+  });
+}
+
+/** Routes the fair share never holds: probes, metrics and the voice socket answer under any REST load. */
+const UNSCHEDULED_ROUTES = new Set(['/healthz', '/readyz', '/metrics', CONNECTION_PATH]);
+
+/** Whether the request's body will go through our JSON parser (a method that carries one, application/json). */
+function hasJsonBody(req: FastifyRequest): boolean {
+  const m = req.method;
+  if (m === 'GET' || m === 'HEAD' || m === 'TRACE') return false;
+  const ct = req.headers['content-type'];
+  return ct !== undefined && (ct.split(';')[0] as string).trim().toLowerCase() === 'application/json';
+}
+
+/**
+ * REST requests run in turns of at most http.fair_share_ms on the main thread (src/api/fair-share.ts),
+ * so that SIP signaling, the voice sessions and /readyz are served between turns however many
+ * requests wait. Each request passes one gate: its first hook here (before region pinning and
+ * auth, whose SQLite read then runs in the turn), or, when it has a JSON body, the body parser
+ * (the body arrives after onRequest; parsing, validation, handler and serialization then run in
+ * the turn). What stays outside: reading and parsing the HTTP request itself.
+ */
+function installFairShare(app: FastifyInstance, fairShare: FairShare, registry: Registry): void {
+  app.addHook('onRequest', (req, _reply, done) => {
+    if (!fairShare.enabled || UNSCHEDULED_ROUTES.has(req.routeOptions.url ?? '') || hasJsonBody(req)) {
+      done();
       return;
     }
-    parseJson(req, text, done);
+    fairShare.admit(() => done());
+  });
+  new Gauge({
+    name: 'callbridge_http_requests_waiting',
+    help: 'REST requests waiting for a turn of the fair share (http.fair_share_ms).',
+    registers: [registry],
+    collect() {
+      this.set(fairShare.stats.queued);
+    },
+  });
+  new Counter({
+    name: 'callbridge_http_fair_share_yields_total',
+    help: 'Turns of REST work that used up http.fair_share_ms with requests still waiting (the event loop then served the network before the next turn).',
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(fairShare.stats.yields);
+    },
   });
 }
 
@@ -60,7 +111,10 @@ export async function buildApp(deps: ApiDeps, registry: Registry = createRegistr
 
   // The API speaks JSON only: a text/plain body is 415, not a string that fails validation later.
   app.removeContentTypeParser('text/plain');
-  installJsonBodyParser(app);
+  const fairShare = new FairShare({ budgetMs: deps.config.http.fair_share_ms, onError: (err) => app.log.error({ err }, 'REST request task failed') });
+  installJsonBodyParser(app, fairShare);
+  // Before region pinning and auth: the first onRequest hook (installFairShare).
+  installFairShare(app, fairShare, registry);
   installValidation(app);
   installErrorHandler(app);
   installRegionPinning(app, deps.config);
