@@ -1,0 +1,593 @@
+/**
+ * bench/signaling: how long SIP signaling and /readyz wait while the REST API is saturated
+ * (issue 20, finding 9: "REST load stalls SIP"). Target: OPTIONS and INVITE->first response p99
+ * under 20 ms under REST saturation.
+ *
+ *   autocannon (own process) --HTTP--> daemon (own process) <--UDP-- SIP prober (this process)
+ *     GET /v1/agents?limit=100, BENCH_SIGNALING_CONNECTIONS (100)    OPTIONS and INVITE, each at
+ *     keep-alive connections, closed loop                            BENCH_SIGNALING_RATE (20)/s
+ *                                                                 <--HTTP-- GET /readyz, same rate
+ *
+ * The daemon runs as an operator starts it (`node --single-threaded-gc bin/callbridge.js start`,
+ * SIP and HTTP on 127.0.0.1), with 100 agents in its organization and an ACL trunk for
+ * 127.0.0.1/32 routing NUMBER to the first of them. Probes, sent evenly spaced from this process
+ * (open loop: a slow answer does not delay the next probe):
+ *   - OPTIONS out of dialog: sent -> 200 received.
+ *   - INVITE with an SDP offer to NUMBER: sent -> first response received (180 Ringing after
+ *     auth, routing and the RTP ports; callbridge sends 100 Trying only when its answer takes
+ *     over 200 ms, RFC 3261 17.2.1). The prober then CANCELs (ACKing the 487), or ACKs and BYEs
+ *     a 200 that overtook the CANCEL.
+ *   - GET /readyz over keep-alive sockets: sent -> body received.
+ * A probe unanswered after PROBE_TIMEOUT_MS counts as lost (Infinity in the percentiles).
+ *
+ * Two daemons, measured in turns: callbridge with its defaults, and the same with
+ * http.fair_share_ms 0 ("unscheduled": REST requests run as they arrive, as before the fair
+ * share). For each, BENCH_SIGNALING_ROUNDS (2) rounds of three slices of BENCH_SIGNALING_SECS (6)
+ * s: probes with no REST load (the baseline of the latency figures), probes under REST saturation
+ * (autocannon started 1 s before the probes, so the load is at full speed) and REST alone. The
+ * REST throughput figure is autocannon's completed requests per second in the loaded slices, its
+ * baseline the unscheduled daemon's (a fair share that starved REST would show there).
+ * BENCH_SIGNALING_COMPARE=0 measures the first daemon only (REST throughput baseline: REST alone).
+ *
+ * BENCH_SIGNALING_DAEMON_ENV='K=V,K=V' adds environment variables to both daemons (e.g.
+ * CALLBRIDGE_HTTP_FAIR_SHARE_MS=2 for the first; the second keeps 0). Loopback only; every child
+ * is stopped by PID in a finally.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createSocket, type Socket } from 'node:dgram';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import http from 'node:http';
+import { createRequire } from 'node:module';
+import { cpus, loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { freeSipPort } from '../test/interop/sipp.ts';
+import { cpuSeconds, mainThreadCpuSeconds, ROOT, startChild, stopChild, type Child } from './lib/child.ts';
+import { envNumber } from './lib/env.ts';
+import { formatValue, printFigures, table, type Figure } from './lib/result.ts';
+
+const HOST = '127.0.0.1';
+const NUMBER = '+15550002000';
+const AGENTS = 100;
+const PROBE_TIMEOUT_MS = 5000;
+const TARGET_MS = 20;
+const AUTOCANNON = createRequire(import.meta.url).resolve('autocannon/autocannon.js');
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+/** Nearest-rank percentile of ascending samples. */
+function percentile(sorted: readonly number[], q: number): number {
+  if (sorted.length === 0) return Number.NaN;
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))] as number;
+}
+
+async function waitUntil(child: Child, what: string, timeoutMs: number, check: () => Promise<boolean>): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (child.proc.exitCode !== null || child.proc.signalCode !== null) {
+      throw new Error(`${child.name} exited (${child.proc.exitCode ?? child.proc.signalCode}) before ${what}:\n${child.output()}`);
+    }
+    if (await check().catch(() => false)) return;
+    if (Date.now() > deadline) throw new Error(`${child.name}: no ${what} within ${timeoutMs} ms:\n${child.output()}`);
+    await sleep(100);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The prober: raw SIP over UDP and GET /readyz, open loop.
+
+type Kind = 'options' | 'invite' | 'readyz';
+
+interface Samples {
+  /** Round trips in ms, one per probe answered. */
+  options: number[];
+  invite: number[];
+  readyz: number[];
+  /** Probes with no answer within PROBE_TIMEOUT_MS. */
+  lost: Record<Kind, number>;
+  /** INVITEs answered by something other than 1xx or 487/200 at first (status -> count). */
+  inviteFirst: Map<number, number>;
+}
+
+interface Pending {
+  kind: 'options' | 'invite';
+  sentAt: number;
+  /** INVITE: what CANCEL, ACK and BYE repeat. */
+  via?: string;
+  from?: string;
+  to?: string;
+  answered?: boolean;
+  cancelled?: boolean;
+}
+
+/** First header of that name (compact forms too), without the name. */
+function header(text: string, long: string, compact?: string): string | undefined {
+  const re = new RegExp(`^(?:${long}${compact ? `|${compact}` : ''})[ \\t]*:[ \\t]*(.*)$`, 'im');
+  return re.exec(text)?.[1]?.trim();
+}
+
+class Prober {
+  readonly #sock: Socket;
+  readonly #sipPort: number;
+  readonly #readyzUrl: URL;
+  readonly #agent = new http.Agent({ keepAlive: true, maxSockets: 16 });
+  readonly #pending = new Map<string, Pending>();
+  #samples: Samples = Prober.empty();
+  #timers: NodeJS.Timeout[] = [];
+  #seq = 0;
+  readonly #localPort: number;
+  #readyzOpen = 0;
+
+  private constructor(sock: Socket, sipPort: number, readyzUrl: string) {
+    this.#sock = sock;
+    this.#sipPort = sipPort;
+    this.#readyzUrl = new URL(readyzUrl);
+    this.#localPort = sock.address().port;
+    sock.on('message', (buf) => this.#onMessage(buf.toString('latin1')));
+  }
+
+  static empty(): Samples {
+    return { options: [], invite: [], readyz: [], lost: { options: 0, invite: 0, readyz: 0 }, inviteFirst: new Map() };
+  }
+
+  static async open(sipPort: number, readyzUrl: string): Promise<Prober> {
+    const sock = createSocket('udp4');
+    await new Promise<void>((resolve, reject) => {
+      sock.once('error', reject);
+      sock.bind(0, HOST, () => resolve());
+    });
+    return new Prober(sock, sipPort, readyzUrl);
+  }
+
+  /** Starts probing at `rate` per second of each kind, the three kinds spread over the period. */
+  start(rate: number): void {
+    this.#samples = Prober.empty();
+    const period = 1000 / rate;
+    const every = (offset: number, fn: () => void) => {
+      const t = setTimeout(() => {
+        fn();
+        this.#timers.push(setInterval(fn, period));
+      }, offset);
+      this.#timers.push(t);
+    };
+    every(0, () => this.#options());
+    every(period / 3, () => this.#invite());
+    every((2 * period) / 3, () => this.#readyz());
+  }
+
+  /** Stops sending, waits for the answers still due (PROBE_TIMEOUT_MS at most), returns the samples. */
+  async stop(): Promise<Samples> {
+    for (const t of this.#timers) clearTimeout(t);
+    this.#timers = [];
+    const deadline = performance.now() + PROBE_TIMEOUT_MS;
+    while (performance.now() < deadline && ([...this.#pending.values()].some((p) => !p.answered) || this.#readyzOpen > 0)) await sleep(20);
+    const s = this.#samples;
+    for (const [id, p] of this.#pending) {
+      if (!p.answered) s.lost[p.kind]++;
+      // Calls in progress get their CANCEL; anything left is forgotten after this slice.
+      if (p.kind === 'invite' && !p.cancelled) this.#cancel(id, p);
+    }
+    this.#pending.clear();
+    s.readyz.push(...Array<number>(this.#readyzOpen).fill(Number.POSITIVE_INFINITY));
+    s.lost.readyz += this.#readyzOpen;
+    return s;
+  }
+
+  async close(): Promise<void> {
+    for (const t of this.#timers) clearTimeout(t);
+    this.#agent.destroy();
+    await new Promise<void>((resolve) => this.#sock.close(() => resolve()));
+  }
+
+  #send(text: string): void {
+    this.#sock.send(text, this.#sipPort, HOST);
+  }
+
+  #common(kind: string): { n: number; via: string; from: string; callId: string } {
+    const n = ++this.#seq;
+    return {
+      n,
+      via: `SIP/2.0/UDP ${HOST}:${this.#localPort};rport;branch=z9hG4bK${kind}${n}x${randomBytes(4).toString('hex')}`,
+      from: `<sip:prober@${HOST}:${this.#localPort}>;tag=${randomBytes(4).toString('hex')}`,
+      callId: `${kind}-${n}-${randomBytes(6).toString('hex')}@${HOST}`,
+    };
+  }
+
+  #options(): void {
+    const { via, from, callId } = this.#common('o');
+    const uri = `sip:probe@${HOST}:${this.#sipPort}`;
+    const msg = [`OPTIONS ${uri} SIP/2.0`, `Via: ${via}`, `From: ${from}`, `To: <${uri}>`, `Call-ID: ${callId}`, 'CSeq: 1 OPTIONS', 'Max-Forwards: 70', 'Accept: application/sdp', 'Content-Length: 0', '', ''].join('\r\n');
+    this.#pending.set(callId, { kind: 'options', sentAt: performance.now() });
+    this.#send(msg);
+  }
+
+  #inviteUri(): string {
+    return `sip:${NUMBER}@${HOST}:${this.#sipPort}`;
+  }
+
+  #invite(): void {
+    const { via, from, callId } = this.#common('i');
+    const uri = this.#inviteUri();
+    const to = `<${uri}>`;
+    const sdp = ['v=0', `o=- 1 1 IN IP4 ${HOST}`, 's=-', `c=IN IP4 ${HOST}`, 't=0 0', 'm=audio 4000 RTP/AVP 0 8', 'a=rtpmap:0 PCMU/8000', 'a=rtpmap:8 PCMA/8000', 'a=sendrecv', ''].join('\r\n');
+    const msg = [
+      `INVITE ${uri} SIP/2.0`,
+      `Via: ${via}`,
+      `From: ${from}`,
+      `To: ${to}`,
+      `Call-ID: ${callId}`,
+      'CSeq: 1 INVITE',
+      `Contact: <sip:prober@${HOST}:${this.#localPort}>`,
+      'Max-Forwards: 70',
+      'Content-Type: application/sdp',
+      `Content-Length: ${Buffer.byteLength(sdp)}`,
+      '',
+      sdp,
+    ].join('\r\n');
+    this.#pending.set(callId, { kind: 'invite', sentAt: performance.now(), via, from, to });
+    this.#send(msg);
+  }
+
+  #cancel(callId: string, p: Pending): void {
+    p.cancelled = true;
+    this.#send([`CANCEL ${this.#inviteUri()} SIP/2.0`, `Via: ${p.via}`, `From: ${p.from}`, `To: ${p.to}`, `Call-ID: ${callId}`, 'CSeq: 1 CANCEL', 'Max-Forwards: 70', 'Content-Length: 0', '', ''].join('\r\n'));
+  }
+
+  /** ACK of a final response to the INVITE: same branch for a non-2xx (17.1.1.3), a new one for a 2xx (13.2.2.4). */
+  #ack(callId: string, p: Pending, toWithTag: string, twoXx: boolean): void {
+    const via = twoXx ? this.#common('a').via : p.via;
+    this.#send([`ACK ${this.#inviteUri()} SIP/2.0`, `Via: ${via}`, `From: ${p.from}`, `To: ${toWithTag}`, `Call-ID: ${callId}`, 'CSeq: 1 ACK', 'Max-Forwards: 70', 'Content-Length: 0', '', ''].join('\r\n'));
+  }
+
+  #bye(callId: string, p: Pending, toWithTag: string): void {
+    const { via } = this.#common('b');
+    this.#send([`BYE ${this.#inviteUri()} SIP/2.0`, `Via: ${via}`, `From: ${p.from}`, `To: ${toWithTag}`, `Call-ID: ${callId}`, 'CSeq: 2 BYE', 'Max-Forwards: 70', 'Content-Length: 0', '', ''].join('\r\n'));
+  }
+
+  #onMessage(text: string): void {
+    const now = performance.now();
+    const status = /^SIP\/2\.0 (\d{3})/.exec(text)?.[1];
+    if (status === undefined) return; // a request (a BYE of ours crossing, an in-dialog request): ignored
+    const code = Number(status);
+    const callId = header(text, 'Call-ID', 'i');
+    const cseq = header(text, 'CSeq');
+    if (callId === undefined || cseq === undefined) return;
+    const p = this.#pending.get(callId);
+    if (!p) return;
+    const method = cseq.split(/\s+/)[1];
+    if (p.kind === 'options') {
+      if (method !== 'OPTIONS' || p.answered) return;
+      p.answered = true;
+      this.#samples.options.push(now - p.sentAt);
+      this.#pending.delete(callId);
+      return;
+    }
+    if (method !== 'INVITE') return; // 200 to our CANCEL or BYE
+    if (!p.answered) {
+      p.answered = true;
+      this.#samples.invite.push(now - p.sentAt);
+      if (code >= 200 && code !== 200) this.#samples.inviteFirst.set(code, (this.#samples.inviteFirst.get(code) ?? 0) + 1);
+    }
+    const to = header(text, 'To', 't') ?? p.to ?? '';
+    if (code < 200) {
+      if (!p.cancelled) this.#cancel(callId, p);
+      return;
+    }
+    this.#ack(callId, p, to, code === 200);
+    if (code === 200) this.#bye(callId, p, to);
+    this.#pending.delete(callId);
+  }
+
+  #readyz(): void {
+    const t0 = performance.now();
+    this.#readyzOpen++;
+    let done = false;
+    const end = (ok: boolean) => {
+      if (done) return;
+      done = true;
+      this.#readyzOpen--;
+      if (ok) this.#samples.readyz.push(performance.now() - t0);
+      else {
+        this.#samples.readyz.push(Number.POSITIVE_INFINITY);
+        this.#samples.lost.readyz++;
+      }
+    };
+    const req = http.get({ agent: this.#agent, host: this.#readyzUrl.hostname, port: this.#readyzUrl.port, path: this.#readyzUrl.pathname }, (res) => {
+      res.resume();
+      res.once('end', () => end(res.statusCode === 200));
+      res.once('error', () => end(false));
+    });
+    req.setTimeout(PROBE_TIMEOUT_MS, () => req.destroy(new Error('timeout')));
+    req.once('error', () => end(false));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// REST load: the autocannon CLI in its own process, so that its work does not delay the prober.
+
+interface LoadResult {
+  rps: number;
+  completed: number;
+  seconds: number;
+  p50: number;
+  p99: number;
+  non2xx: number;
+  errors: number;
+}
+
+interface Load {
+  proc: ChildProcess;
+  result: Promise<LoadResult>;
+  stop(): void;
+}
+
+function startLoad(url: string, key: string, connections: number, seconds: number): Load {
+  const args = [AUTOCANNON, '-c', String(connections), '-d', String(seconds), '-p', '1', '-j', '-H', `authorization=Bearer ${key}`, url];
+  const proc = spawn(process.execPath, args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  let err = '';
+  proc.stdout?.setEncoding('utf8').on('data', (d: string) => (out += d));
+  proc.stderr?.setEncoding('utf8').on('data', (d: string) => (err = (err + d).slice(-4000)));
+  const result = new Promise<LoadResult>((resolve, reject) => {
+    proc.once('error', reject);
+    proc.once('close', (code) => {
+      const line = out.trim().split('\n').pop() ?? '';
+      try {
+        const r = JSON.parse(line) as {
+          requests: { total: number; average: number };
+          latency: { p50: number; p99: number };
+          duration: number;
+          non2xx: number;
+          errors: number;
+          timeouts: number;
+        };
+        resolve({ rps: r.requests.total / r.duration, completed: r.requests.total, seconds: r.duration, p50: r.latency.p50, p99: r.latency.p99, non2xx: r.non2xx, errors: r.errors + r.timeouts });
+      } catch {
+        reject(new Error(`autocannon exited ${code} without its JSON result:\n${out.slice(-2000)}\n${err}`));
+      }
+    });
+  });
+  const stop = () => {
+    if (proc.exitCode === null && proc.signalCode === null && proc.pid !== undefined) process.kill(proc.pid, 'SIGKILL');
+  };
+  return { proc, result, stop };
+}
+
+// ---------------------------------------------------------------------------------------------
+
+interface Slice {
+  label: 'idle' | 'loaded' | 'rest only';
+  samples: Samples;
+  load?: LoadResult;
+  /** The daemon's main-thread CPU share during the slice (1 = one core). */
+  mainCpu: number;
+  /** The daemon's whole-process CPU share during the slice. */
+  procCpu: number;
+}
+
+function merge(list: Samples[]): Samples {
+  const out = Prober.empty();
+  for (const s of list) {
+    out.options.push(...s.options);
+    out.invite.push(...s.invite);
+    out.readyz.push(...s.readyz);
+    for (const k of ['options', 'invite', 'readyz'] as const) out.lost[k] += s.lost[k];
+    for (const [c, n] of s.inviteFirst) out.inviteFirst.set(c, (out.inviteFirst.get(c) ?? 0) + n);
+  }
+  for (const k of ['options', 'invite', 'readyz'] as const) out[k].sort((a, b) => a - b);
+  return out;
+}
+
+function daemonEnvExtra(): Record<string, string> {
+  const raw = process.env.BENCH_SIGNALING_DAEMON_ENV ?? '';
+  const env: Record<string, string> = {};
+  for (const pair of raw.split(',').map((s) => s.trim()).filter(Boolean)) {
+    const i = pair.indexOf('=');
+    if (i <= 0) throw new RangeError(`BENCH_SIGNALING_DAEMON_ENV: "${pair}" is not K=V`);
+    env[pair.slice(0, i)] = pair.slice(i + 1);
+  }
+  return env;
+}
+
+/** One daemon under test, ready: agents, trunk, prober. */
+interface Target {
+  label: string;
+  daemon: Child;
+  base: string;
+  key: string;
+  listUrl: string;
+  prober: Prober;
+  slices: Slice[];
+}
+
+async function startTarget(label: string, env: Record<string, string>, dataDir: string): Promise<Target> {
+  const port = await freeSipPort();
+  const sipPort = await freeSipPort();
+  const daemon = startChild(label, ['--single-threaded-gc', join(ROOT, 'bin', 'callbridge.js'), 'start'], {
+    CALLBRIDGE_DATA_DIR: dataDir,
+    CALLBRIDGE_HTTP_HOST: HOST,
+    CALLBRIDGE_HTTP_PORT: String(port),
+    CALLBRIDGE_SIP_HOST: HOST,
+    CALLBRIDGE_SIP_PORT: String(sipPort),
+    CALLBRIDGE_LOG_LEVEL: 'error',
+    ...env,
+  });
+  const base = `http://${HOST}:${port}`;
+  await waitUntil(daemon, 'GET /readyz 200', 30_000, async () => (await fetch(`${base}/readyz`)).status === 200);
+  const key = readFileSync(join(dataDir, 'initial-api-key'), 'utf8').trim();
+  const post = async (path: string, body: unknown): Promise<{ id: string }> => {
+    const res = await fetch(base + path, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const text = await res.text();
+    if (res.status !== 201) throw new Error(`POST ${path}: ${res.status} ${text}`);
+    return JSON.parse(text) as { id: string };
+  };
+  const agents: string[] = [];
+  for (let i = 0; i < AGENTS; i++) agents.push((await post('/v1/agents', { name: `bench-signaling-${i}` })).id);
+  const trunk = await post('/v1/sip-trunks', { pbx: 'generic', name: 'bench signaling', inbound_auth_type: 'acl', inbound_acl: [`${HOST}/32`] });
+  await post(`/v1/sip-trunks/${trunk.id}/assignments`, { agent_id: agents[0], alternate_number: NUMBER });
+  const listUrl = `${base}/v1/agents?limit=100`;
+  const page = await fetch(listUrl, { headers: { authorization: `Bearer ${key}` } });
+  const pageBody = await page.text();
+  if (page.status !== 200 || (JSON.parse(pageBody) as unknown[]).length !== AGENTS) throw new Error(`GET /v1/agents?limit=100: ${page.status}, ${pageBody.slice(0, 200)}`);
+  process.stdout.write(`${label}: pid ${daemon.proc.pid}, HTTP ${base}, SIP udp:${HOST}:${sipPort}${Object.keys(env).length > 0 ? `, env ${JSON.stringify(env)}` : ''}; the agent page is ${Buffer.byteLength(pageBody)} bytes\n`);
+  const prober = await Prober.open(sipPort, `${base}/readyz`);
+  return { label, daemon, base, key, listUrl, prober, slices: [] };
+}
+
+/** What a target's slices add up to. */
+function summarize(t: Target) {
+  const idle = merge(t.slices.filter((s) => s.label === 'idle').map((s) => s.samples));
+  const loaded = merge(t.slices.filter((s) => s.label === 'loaded').map((s) => s.samples));
+  const sumLoad = (label: Slice['label']) => {
+    const l = t.slices.filter((s) => s.label === label).flatMap((s) => (s.load ? [s.load] : []));
+    const completed = l.reduce((a, r) => a + r.completed, 0);
+    const seconds = l.reduce((a, r) => a + r.seconds, 0);
+    return { rps: completed / seconds, bad: l.reduce((a, r) => a + r.non2xx + r.errors, 0), p99: Math.max(...l.map((r) => r.p99)) };
+  };
+  const cpu = (label: Slice['label']) => {
+    const l = t.slices.filter((s) => s.label === label);
+    return `${formatValue(l.reduce((a, s) => a + s.procCpu, 0) / l.length)} / ${formatValue(l.reduce((a, s) => a + s.mainCpu, 0) / l.length)}`;
+  };
+  return { idle, loaded, restLoaded: sumLoad('loaded'), restOnly: sumLoad('rest only'), cpu };
+}
+
+export async function run(): Promise<void> {
+  const secs = envNumber('BENCH_SIGNALING_SECS', 6);
+  const rounds = Math.round(envNumber('BENCH_SIGNALING_ROUNDS', 2));
+  const connections = Math.round(envNumber('BENCH_SIGNALING_CONNECTIONS', 100));
+  const rate = envNumber('BENCH_SIGNALING_RATE', 20);
+  const compare = process.env.BENCH_SIGNALING_COMPARE !== '0';
+  const extraEnv = daemonEnvExtra();
+  const load = () => loadavg().map((l) => l.toFixed(2)).join(' ');
+  process.stdout.write(
+    `machine: ${cpus().length} CPUs (${cpus()[0]?.model.trim() ?? 'unknown'}), node ${process.version}, load average ${load()}\n` +
+      `REST load: autocannon (own process), ${connections} connections, GET /v1/agents?limit=100 (${AGENTS} agents); ` +
+      `probes: OPTIONS, INVITE (then CANCEL) and GET /readyz, ${rate}/s each, open loop; per daemon ${rounds} rounds of ${secs} s idle, ${secs} s loaded, ${secs} s REST only` +
+      `${compare ? '; daemons (their turns interleaved): the defaults, and http.fair_share_ms 0 (REST unscheduled)' : ''}\n`,
+  );
+
+  const dirs: string[] = [];
+  const targets: Target[] = [];
+  let current: Load | undefined;
+  const killAll = () => {
+    current?.stop();
+    for (const t of targets) if (t.daemon.proc.pid !== undefined && t.daemon.proc.exitCode === null && t.daemon.proc.signalCode === null) process.kill(t.daemon.proc.pid, 'SIGKILL');
+  };
+  process.once('exit', killAll);
+  try {
+    const wanted: [string, Record<string, string>][] = [['callbridge', extraEnv]];
+    if (compare) wanted.push(['unscheduled', { ...extraEnv, CALLBRIDGE_HTTP_FAIR_SHARE_MS: '0' }]);
+    for (const [label, env] of wanted) {
+      const dir = mkdtempSync(join(tmpdir(), 'callbridge-bench-signaling-'));
+      dirs.push(dir);
+      targets.push(await startTarget(label, env, dir));
+    }
+
+    // Warm-up: the REST path and the SIP path compiled, the bridge's first sessions opened.
+    for (const t of targets) {
+      process.stdout.write(`  ${t.label}: warm-up (REST load and probes, 3 s)...\n`);
+      current = startLoad(t.listUrl, t.key, connections, 3);
+      t.prober.start(rate);
+      await current.result;
+      current = undefined;
+      await t.prober.stop();
+    }
+
+    const measure = async (t: Target, label: Slice['label'], round: number): Promise<void> => {
+      process.stdout.write(`  ${t.label}: ${label}, round ${round}/${rounds} (${secs} s)...`);
+      const pid = t.daemon.proc.pid;
+      let loadRun: Load | undefined;
+      if (label !== 'idle') {
+        loadRun = current = startLoad(t.listUrl, t.key, connections, secs + 2);
+        await sleep(1000); // autocannon's start and the connections' first requests
+      }
+      const cpu0 = cpuSeconds(pid);
+      const main0 = mainThreadCpuSeconds(pid);
+      const t0 = performance.now();
+      if (label !== 'rest only') t.prober.start(rate);
+      await sleep(secs * 1000);
+      const wall = (performance.now() - t0) / 1000;
+      const procCpu = (cpuSeconds(pid) - cpu0) / wall;
+      const mainCpu = (mainThreadCpuSeconds(pid) - main0) / wall;
+      const samples = label === 'rest only' ? Prober.empty() : await t.prober.stop();
+      const loadResult = loadRun ? await loadRun.result : undefined;
+      current = undefined;
+      const s = merge([samples]);
+      t.slices.push({ label, samples: s, mainCpu, procCpu, ...(loadResult ? { load: loadResult } : {}) });
+      const q = (a: number[]) => `${formatValue(percentile(a, 0.5))}/${formatValue(percentile(a, 0.99))}`;
+      process.stdout.write(
+        (label === 'rest only' ? '' : ` OPTIONS p50/p99 ${q(s.options)} ms, INVITE ${q(s.invite)} ms, readyz ${q(s.readyz)} ms`) +
+          (loadResult ? `${label === 'rest only' ? '' : ';'} REST ${formatValue(loadResult.rps)} req/s` : '') +
+          `; daemon CPU ${formatValue(procCpu)} (main thread ${formatValue(mainCpu)})\n`,
+      );
+      if (label !== 'idle') await sleep(500); // let autocannon's connections close before the next slice
+    };
+    for (let round = 1; round <= rounds; round++) {
+      for (const t of targets) {
+        await measure(t, 'idle', round);
+        await measure(t, 'loaded', round);
+        await measure(t, 'rest only', round);
+      }
+    }
+
+    const sums = targets.map((t) => ({ t, ...summarize(t) }));
+    const rows = [['daemon', 'slices', 'probe', 'n', 'p50 ms', 'p90 ms', 'p99 ms', 'max ms', 'lost']];
+    for (const x of sums) {
+      for (const [label, s] of [['idle', x.idle], ['loaded', x.loaded]] as const) {
+        for (const k of ['options', 'invite', 'readyz'] as const) {
+          const a = s[k];
+          rows.push([x.t.label, label, k, String(a.length), formatValue(percentile(a, 0.5)), formatValue(percentile(a, 0.9)), formatValue(percentile(a, 0.99)), formatValue(a[a.length - 1] ?? Number.NaN), String(s.lost[k])]);
+        }
+      }
+    }
+    process.stdout.write(`\n${table(rows)}\n`);
+    for (const x of sums) {
+      const firsts = merge([x.idle, x.loaded]).inviteFirst;
+      process.stdout.write(
+        `  ${x.t.label}: REST during the loaded slices ${formatValue(x.restLoaded.rps)} req/s (autocannon p99 ${formatValue(x.restLoaded.p99)} ms, whole ms), REST alone ${formatValue(x.restOnly.rps)} req/s (p99 ${formatValue(x.restOnly.p99)} ms); ` +
+          `daemon CPU share, whole process / main thread: idle ${x.cpu('idle')}, loaded ${x.cpu('loaded')}, REST only ${x.cpu('rest only')}; ` +
+          `INVITE first responses other than 1xx: ${firsts.size === 0 ? 'none' : [...firsts].map(([c, n]) => `${c} x${n}`).join(', ')}\n`,
+      );
+    }
+    process.stdout.write(`  load average after the run: ${load()}\n`);
+
+    const main = sums[0]!;
+    const off = sums[1];
+    const p99 = (a: number[]) => percentile(a, 0.99);
+    const figures: Figure[] = [
+      { name: 'sip_options_p99_under_rest_load', value: p99(main.loaded.options), unit: 'ms', baseline: p99(main.idle.options), note: 'OPTIONS -> 200; baseline: no REST load' },
+      { name: 'sip_invite_100_p99_under_rest_load', value: p99(main.loaded.invite), unit: 'ms', baseline: p99(main.idle.invite), note: 'INVITE -> first response (180); baseline: no REST load' },
+      { name: 'readyz_p99_under_rest_load', value: p99(main.loaded.readyz), unit: 'ms', baseline: p99(main.idle.readyz), note: 'GET /readyz; baseline: no REST load' },
+    ];
+    if (off) {
+      figures.push(
+        { name: 'rest_rps_under_rest_load', value: main.restLoaded.rps, unit: 'req/s', baseline: off.restLoaded.rps, note: `GET /v1/agents?limit=100, ${connections} connections, with the probes; baseline: the unscheduled daemon` },
+        { name: 'sip_options_p99_under_rest_load_unscheduled', value: p99(off.loaded.options), unit: 'ms', baseline: p99(off.idle.options), note: 'http.fair_share_ms 0; baseline: no REST load' },
+        { name: 'sip_invite_100_p99_under_rest_load_unscheduled', value: p99(off.loaded.invite), unit: 'ms', baseline: p99(off.idle.invite), note: 'http.fair_share_ms 0; baseline: no REST load' },
+        { name: 'readyz_p99_under_rest_load_unscheduled', value: p99(off.loaded.readyz), unit: 'ms', baseline: p99(off.idle.readyz), note: 'http.fair_share_ms 0; baseline: no REST load' },
+      );
+    } else {
+      figures.push({ name: 'rest_rps_under_rest_load', value: main.restLoaded.rps, unit: 'req/s', baseline: main.restOnly.rps, note: `GET /v1/agents?limit=100, ${connections} connections, with the probes; baseline: the same load without probes` });
+    }
+    const verdict = (v: number) => (v < TARGET_MS ? 'met' : 'NOT MET');
+    process.stdout.write(
+      `\ntargets (under REST saturation, p99 < ${TARGET_MS} ms):\n` +
+        `  OPTIONS: ${verdict(figures[0]!.value)} (${formatValue(figures[0]!.value)} ms)\n` +
+        `  INVITE -> first response: ${verdict(figures[1]!.value)} (${formatValue(figures[1]!.value)} ms)\n`,
+    );
+    printFigures('bench/signaling figures (ratio = value / baseline; for latency lower is better)', figures);
+    for (const x of sums) {
+      const lost = (['options', 'invite', 'readyz'] as const).reduce((a, k) => a + x.idle.lost[k] + x.loaded.lost[k], 0);
+      if (lost > 0) process.stdout.write(`\nWARNING: ${x.t.label}: ${lost} probes got no answer within ${PROBE_TIMEOUT_MS} ms (counted as Infinity in the percentiles)\n`);
+    }
+    const bad = sums.reduce((a, x) => a + x.restLoaded.bad + x.restOnly.bad, 0);
+    if (bad > 0) throw new Error(`bench/signaling: ${bad} REST requests failed or were not 2xx; the figures are not valid`);
+  } finally {
+    current?.stop();
+    for (const t of targets) await t.prober.close().catch(() => undefined);
+    for (const t of targets) await stopChild(t.daemon).catch(() => undefined);
+    process.removeListener('exit', killAll);
+    for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+  }
+}
