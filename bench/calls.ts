@@ -10,8 +10,9 @@
  *      the largest (half of the calls);
  *   2. a daemon per directory (bin/callbridge.js start, SIP off), as an operator starts it;
  *   3. per query: a warm-up, then BENCH_CALLS_REQUESTS (200) requests one after another on one
- *      keep-alive connection, against the large database then the baseline; latency from the send
- *      to the end of the body.
+ *      keep-alive connection (fewer, but at least 50, once BENCH_CALLS_QUERY_SECS (6) have
+ *      passed), against the large database then the baseline; latency from the send to the end
+ *      of the body.
  *
  * Every response must be a 200 with `{ calls, pagination }` and the same page size on both
  * databases (a full page where the filter matches enough calls): otherwise run() throws.
@@ -29,6 +30,7 @@ import { ROOT, startChild, stopChild, waitForLine, type Child } from './lib/chil
 import type { FillResult } from './lib/calls-fill.ts';
 
 const HOST = '127.0.0.1';
+const MIN_SAMPLES = 50;
 
 async function freePort(): Promise<number> {
   return new Promise<number>((resolve, reject) => {
@@ -115,14 +117,16 @@ interface Measured {
   page: number;
 }
 
-async function measure(agent: http.Agent, db: Db, query: string, n: number): Promise<Measured> {
+/** Requests one after another: n of them, or fewer when they take more than budgetMs (at least MIN_SAMPLES). */
+async function measure(agent: http.Agent, db: Db, query: string, n: number, budgetMs: number): Promise<Measured> {
   const url = `${db.base}/v1/calls${query}`;
   const first = await get(agent, url, db.fill.key);
   if (first.status !== 200) throw new Error(`GET ${url} (${db.label}): ${first.status} ${first.body.slice(0, 300)}`);
   const body = JSON.parse(first.body) as { calls: unknown[]; pagination: { total: number } };
   for (let i = 0; i < 4; i++) await get(agent, url, db.fill.key);
   const samples: number[] = [];
-  for (let i = 0; i < n; i++) {
+  const until = performance.now() + budgetMs;
+  for (let i = 0; i < n && (i < MIN_SAMPLES || performance.now() < until); i++) {
     const a = await get(agent, url, db.fill.key);
     if (a.status !== 200) throw new Error(`GET ${url} (${db.label}): ${a.status} ${a.body.slice(0, 300)}`);
     samples.push(a.ms);
@@ -135,6 +139,7 @@ export async function run(): Promise<void> {
   const n = Math.round(envNumber('BENCH_CALLS', 1_000_000));
   const baseN = Math.round(envNumber('BENCH_CALLS_BASELINE', 1000));
   const requests = Math.round(envNumber('BENCH_CALLS_REQUESTS', 200));
+  const budgetMs = envNumber('BENCH_CALLS_QUERY_SECS', 6) * 1000;
   const log = (s: string) => process.stdout.write(s);
   log(`machine: ${cpus().length} CPUs (${cpus()[0]?.model.trim() ?? 'unknown'}), node ${process.version}, load average ${loadavg().map((l) => l.toFixed(2)).join(' ')}\n`);
   log(`filling: ${n.toLocaleString('en')} calls, and ${baseN.toLocaleString('en')} for the baseline\n`);
@@ -171,13 +176,13 @@ export async function run(): Promise<void> {
     };
     const bigQ = queries(big.fill);
     const baseQ = queries(base.fill);
-    log(`measuring: ${requests} sequential requests per query and database, one keep-alive connection\n`);
+    log(`measuring: ${requests} sequential requests per query and database (fewer, at least ${MIN_SAMPLES}, past ${budgetMs / 1000} s), one keep-alive connection\n`);
     const rows = [['query', 'p50 ms', 'p99 ms', 'total', 'baseline p50', 'baseline p99', 'baseline total', 'what']];
     const figures: Figure[] = [];
     for (const [i, [name, q, what]] of bigQ.entries()) {
       log(`  ${name}...\n`);
-      const l = await measure(agent, big, q, requests);
-      const b = await measure(agent, base, baseQ[i]![1], requests);
+      const l = await measure(agent, big, q, requests, budgetMs);
+      const b = await measure(agent, base, baseQ[i]![1], requests, budgetMs);
       // A query that found nothing, or pages of different sizes, would measure something else.
       if (l.total === 0 || l.page !== Math.min(20, l.total) || b.page !== Math.min(20, b.total)) {
         throw new Error(`${name}: unexpected answer (large: total ${l.total}, page ${l.page}; baseline: total ${b.total}, page ${b.page})`);

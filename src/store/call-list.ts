@@ -38,7 +38,12 @@ interface Pred {
 /** The FTS5 query of a substring: one phrase (trigram: consecutive trigrams = the substring). */
 export const ftsPhrase = (s: string): string => `"${s.replaceAll('"', '""')}"`;
 
-export function callListSql(orgId: string, f: CallListFilter, search: SearchPlan, limit: number, offset: number): CallListSql {
+/**
+ * `order` desc is the list's order; asc reads the same list from its oldest end (the repository
+ * reads a page in the older half that way, then reverses it).
+ */
+export function callListSql(orgId: string, f: CallListFilter, search: SearchPlan, limit: number, offset: number, order: 'desc' | 'asc' = 'desc'): CallListSql {
+  const dir = order === 'asc' ? 'ASC' : 'DESC';
   // Predicates on calls c, except the driver's own equality (added by each branch below).
   const on = (sql: string, ...args: unknown[]): Pred => ({ sql, args });
   const preds: Record<string, Pred | undefined> = {
@@ -61,7 +66,7 @@ export function callListSql(orgId: string, f: CallListFilter, search: SearchPlan
     const w = where([on('f.call_search_fts MATCH ?', ftsPhrase(f.search)), on('c.org_id = ?', orgId), ...others('search')]);
     const from = 'call_search_fts f CROSS JOIN call_search s ON s.id = f.rowid CROSS JOIN calls c ON c.id = s.call_id';
     return {
-      page: { sql: `SELECT c.id FROM ${from} WHERE ${w.sql} ORDER BY c.created_at DESC, c.id DESC LIMIT ? OFFSET ?`, args: [...w.args, limit, offset] },
+      page: { sql: `SELECT c.id FROM ${from} WHERE ${w.sql} ORDER BY c.created_at ${dir}, c.id ${dir} LIMIT ? OFFSET ?`, args: [...w.args, limit, offset] },
       count: { sql: `SELECT count(*) AS n FROM ${from} WHERE ${w.sql}`, args: w.args },
     };
   }
@@ -77,7 +82,7 @@ export function callListSql(orgId: string, f: CallListFilter, search: SearchPlan
     const w = where([on('t.org_id = ?', orgId), on('t.tag = ?', f.tag), ...range, ...rest]);
     const from = rest.length ? 'call_tags t CROSS JOIN calls c ON c.id = t.call_id' : 'call_tags t';
     return {
-      page: { sql: `SELECT t.call_id AS id FROM ${from} WHERE ${w.sql} ORDER BY t.created_at DESC, t.call_id DESC LIMIT ? OFFSET ?`, args: [...w.args, limit, offset] },
+      page: { sql: `SELECT t.call_id AS id FROM ${from} WHERE ${w.sql} ORDER BY t.created_at ${dir}, t.call_id ${dir} LIMIT ? OFFSET ?`, args: [...w.args, limit, offset] },
       count: { sql: `SELECT count(*) AS n FROM ${from} WHERE ${w.sql}`, args: w.args },
     };
   }
@@ -95,7 +100,7 @@ export function callListSql(orgId: string, f: CallListFilter, search: SearchPlan
     const w = where([org, ...others()]);
     return {
       page: {
-        sql: `SELECT id FROM (${arms.map((a) => a.sql).join(' UNION ALL ')} ORDER BY 1 DESC, 2 DESC LIMIT ? OFFSET ?)`,
+        sql: `SELECT id FROM (${arms.map((a) => a.sql).join(' UNION ALL ')} ORDER BY 1 ${dir}, 2 ${dir} LIMIT ? OFFSET ?)`,
         args: [...arms.flatMap((a) => a.args), limit, offset],
       },
       count: { sql: `SELECT count(*) AS n FROM calls c INDEXED BY calls_org_agent WHERE ${w.sql}`, args: w.args },
@@ -103,7 +108,7 @@ export function callListSql(orgId: string, f: CallListFilter, search: SearchPlan
   }
   const w = where([org, ...others()]);
   return {
-    page: { sql: `SELECT c.id FROM calls c INDEXED BY ${driver} WHERE ${w.sql} ORDER BY c.created_at DESC, c.id DESC LIMIT ? OFFSET ?`, args: [...w.args, limit, offset] },
+    page: { sql: `SELECT c.id FROM calls c INDEXED BY ${driver} WHERE ${w.sql} ORDER BY c.created_at ${dir}, c.id ${dir} LIMIT ? OFFSET ?`, args: [...w.args, limit, offset] },
     count: { sql: `SELECT count(*) AS n FROM calls c INDEXED BY ${driver} WHERE ${w.sql}`, args: w.args },
   };
 }
@@ -119,7 +124,21 @@ export function pickIndex(f: CallListFilter): string {
   return 'calls_org_created';
 }
 
-/** Whether the filter is none at all: the total is then the organization's counter. */
-export function isUnfiltered(f: CallListFilter): boolean {
-  return !f.agentIds?.length && f.status === undefined && f.source === undefined && f.dateFrom === undefined && f.dateTo === undefined && f.outbound === undefined && !f.search && !f.tag && f.outcome === undefined;
+/** The dimensions of call_counts (migration 3). */
+export type CounterDim = 'all' | 'status' | 'source' | 'outbound' | 'outcome' | 'agent';
+
+/**
+ * The counters whose sum is the total of this filter, when it filters by nothing or by exactly
+ * one of status, source, outbound, outcome or agent_ids (no dates, search or tag).
+ */
+export function counterOf(f: CallListFilter): { dim: CounterDim; vals: string[] } | undefined {
+  if (f.dateFrom !== undefined || f.dateTo !== undefined || f.search || f.tag) return undefined;
+  const dims: Array<{ dim: CounterDim; vals: string[] }> = [];
+  if (f.agentIds?.length) dims.push({ dim: 'agent', vals: [...new Set(f.agentIds)] });
+  if (f.status !== undefined) dims.push({ dim: 'status', vals: [f.status] });
+  if (f.source !== undefined) dims.push({ dim: 'source', vals: [f.source] });
+  if (f.outbound !== undefined) dims.push({ dim: 'outbound', vals: [f.outbound ? '1' : '0'] });
+  if (f.outcome !== undefined) dims.push({ dim: 'outcome', vals: [f.outcome] });
+  if (dims.length === 0) return { dim: 'all', vals: [''] };
+  return dims.length === 1 ? dims[0] : undefined;
 }

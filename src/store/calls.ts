@@ -23,7 +23,7 @@ import {
   type Transcript,
   type TranscriptEntry,
 } from '../domain/call.ts';
-import { callListSql, ftsPhrase, isUnfiltered, type SearchPlan } from './call-list.ts';
+import { callListSql, counterOf, ftsPhrase, type CounterDim, type SearchPlan, type SqlQuery } from './call-list.ts';
 
 export type { CallDirection, CallRecord } from '../domain/call.ts';
 
@@ -125,7 +125,7 @@ export class CallRepo {
   readonly #end;
   readonly #setSummary;
   readonly #byIds;
-  readonly #orgTotal;
+  readonly #counter;
   readonly #ftsProbe;
   readonly #addTag;
   /** Prepared list statements by SQL text; the combinations of filters are finite. */
@@ -146,7 +146,7 @@ export class CallRepo {
     );
     this.#setSummary = db.prepare('UPDATE calls SET summary = ? WHERE id = ?');
     this.#byIds = db.prepare(`${SELECT_CALL} WHERE c.id IN (SELECT value FROM json_each(?))`);
-    this.#orgTotal = db.prepare('SELECT n FROM call_counts WHERE org_id = ?').pluck();
+    this.#counter = db.prepare('SELECT n FROM call_counts WHERE org_id = ? AND dim = ? AND val = ?').pluck();
     this.#ftsProbe = db.prepare('SELECT count(*) FROM (SELECT 1 FROM call_search_fts WHERE call_search_fts MATCH ? LIMIT ?)').pluck();
     this.#addTag = db.prepare('INSERT OR IGNORE INTO call_tags (call_id, org_id, tag, created_at) SELECT id, org_id, ?, created_at FROM calls WHERE id = ?');
   }
@@ -225,18 +225,45 @@ export class CallRepo {
 
   /** How many calls the organization has (a counter, not a count). */
   orgTotal(orgId: string): number {
-    return (this.#orgTotal.get(orgId) as number | undefined) ?? 0;
+    return this.#count(orgId, 'all', '');
   }
 
-  /** One page, newest first (created_at, then id), and how many calls match in all. */
+  /** A counter of call_counts (migration 3); 0 when it has never been written. */
+  #count(orgId: string, dim: CounterDim, val: string): number {
+    return (this.#counter.get(orgId, dim, val) as number | undefined) ?? 0;
+  }
+
+  /** The total of a list filtered by nothing or one counted dimension alone: from the counters. */
+  #countedTotal(orgId: string, f: CallListFilter): number | undefined {
+    const c = counterOf(f);
+    return c && c.vals.reduce((sum, v) => sum + this.#count(orgId, c.dim, v), 0);
+  }
+
+  /**
+   * One page, newest first (created_at, then id), and how many calls match in all, read in one
+   * transaction (one snapshot: the total and the page agree). A page in the older half of the
+   * list is read from the oldest end, in the other direction, so no page skips more than half.
+   */
   list(orgId: string, f: CallListFilter, limit: number, offset: number): CallPage {
-    const q = callListSql(orgId, f, this.searchPlan(orgId, f.search), limit, offset);
-    const total = isUnfiltered(f) ? this.orgTotal(orgId) : (this.#prepare(q.count.sql).pluck().get(...q.count.args) as number);
-    if (offset >= total) return { calls: [], total };
-    const ids = this.#prepare(q.page.sql).pluck().all(...q.page.args) as string[];
-    if (ids.length === 0) return { calls: [], total };
-    const byId = new Map((this.#byIds.all(JSON.stringify(ids)) as CallRow[]).map((r) => [r.id, r]));
-    return { calls: ids.flatMap((id) => (byId.has(id) ? [fromRow(byId.get(id) as CallRow)] : [])), total };
+    return this.db.transaction((): CallPage => {
+      const plan = this.searchPlan(orgId, f.search);
+      const counted = this.#countedTotal(orgId, f);
+      const total = counted ?? (this.#run(callListSql(orgId, f, plan, limit, offset).count, 'get') as number);
+      if (offset >= total) return { calls: [], total };
+      const fromEnd = offset + limit / 2 > total / 2;
+      const q = fromEnd ? callListSql(orgId, f, plan, Math.min(limit, total - offset), Math.max(0, total - offset - limit), 'asc') : callListSql(orgId, f, plan, limit, offset);
+      const got = this.#run(q.page, 'all') as string[];
+      const ids = fromEnd ? got.reverse() : got;
+      if (ids.length === 0) return { calls: [], total };
+      const byId = new Map((this.#byIds.all(JSON.stringify(ids)) as CallRow[]).map((r) => [r.id, r]));
+      return { calls: ids.flatMap((id) => (byId.has(id) ? [fromRow(byId.get(id) as CallRow)] : [])), total };
+    })();
+  }
+
+  /** Runs a list statement (first column only). */
+  #run(q: SqlQuery, how: 'get' | 'all'): unknown {
+    const st = this.#prepare(q.sql).pluck();
+    return how === 'get' ? st.get(...q.args) : st.all(...q.args);
   }
 
   #prepare(sql: string): ReturnType<Db['prepare']> {

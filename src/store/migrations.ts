@@ -269,17 +269,59 @@ export const MIGRATIONS: Migration[] = [
         UPDATE call_search SET party_number = new.party_number WHERE call_id = new.id;
       END;
 
-      -- The unfiltered total of an organization, kept by triggers: O(1) instead of a count.
+      -- Totals kept by triggers, so that the total of a list filtered by nothing or by one of
+      -- these alone is a lookup, not a count: per organization, all its calls (dim 'all') and
+      -- its calls per status, source, outbound (0/1), outcome ('' = none) and agent ('' = none).
       CREATE TABLE call_counts (
-        org_id TEXT PRIMARY KEY REFERENCES organizations(id) ON DELETE CASCADE,
-        n INTEGER NOT NULL
+        org_id TEXT NOT NULL REFERENCES organizations(id) ON DELETE CASCADE,
+        dim TEXT NOT NULL,
+        val TEXT NOT NULL,
+        n INTEGER NOT NULL,
+        PRIMARY KEY (org_id, dim, val)
       ) WITHOUT ROWID;
-      INSERT INTO call_counts (org_id, n) SELECT org_id, count(*) FROM calls GROUP BY org_id;
+      INSERT INTO call_counts (org_id, dim, val, n)
+        SELECT org_id, 'all', '', count(*) FROM calls GROUP BY org_id
+        UNION ALL SELECT org_id, 'status', status, count(*) FROM calls GROUP BY org_id, status
+        UNION ALL SELECT org_id, 'source', source, count(*) FROM calls GROUP BY org_id, source
+        UNION ALL SELECT org_id, 'outbound', outbound, count(*) FROM calls GROUP BY org_id, outbound
+        UNION ALL SELECT org_id, 'outcome', coalesce(outcome, ''), count(*) FROM calls GROUP BY org_id, coalesce(outcome, '')
+        UNION ALL SELECT org_id, 'agent', coalesce(agent_id, ''), count(*) FROM calls GROUP BY org_id, coalesce(agent_id, '');
       CREATE TRIGGER calls_count_ai AFTER INSERT ON calls BEGIN
-        INSERT INTO call_counts (org_id, n) VALUES (new.org_id, 1) ON CONFLICT (org_id) DO UPDATE SET n = n + 1;
+        INSERT INTO call_counts (org_id, dim, val, n) VALUES
+          (new.org_id, 'all', '', 1),
+          (new.org_id, 'status', new.status, 1),
+          (new.org_id, 'source', new.source, 1),
+          (new.org_id, 'outbound', new.outbound, 1),
+          (new.org_id, 'outcome', coalesce(new.outcome, ''), 1),
+          (new.org_id, 'agent', coalesce(new.agent_id, ''), 1)
+        ON CONFLICT (org_id, dim, val) DO UPDATE SET n = n + 1;
       END;
       CREATE TRIGGER calls_count_ad AFTER DELETE ON calls BEGIN
-        UPDATE call_counts SET n = n - 1 WHERE org_id = old.org_id;
+        UPDATE call_counts SET n = n - 1 WHERE org_id = old.org_id AND (
+          dim = 'all'
+          OR (dim = 'status' AND val = old.status)
+          OR (dim = 'source' AND val = old.source)
+          OR (dim = 'outbound' AND val = CAST(old.outbound AS TEXT))
+          OR (dim = 'outcome' AND val = coalesce(old.outcome, ''))
+          OR (dim = 'agent' AND val = coalesce(old.agent_id, '')));
+      END;
+      -- A call moves between values: answered, ended, its agent deleted (SET NULL).
+      CREATE TRIGGER calls_count_au AFTER UPDATE OF status, source, outbound, outcome, agent_id ON calls BEGIN
+        UPDATE call_counts SET n = n - 1 WHERE org_id = old.org_id AND (
+          (dim = 'status' AND val = old.status AND old.status IS NOT new.status)
+          OR (dim = 'source' AND val = old.source AND old.source IS NOT new.source)
+          OR (dim = 'outbound' AND val = CAST(old.outbound AS TEXT) AND old.outbound IS NOT new.outbound)
+          OR (dim = 'outcome' AND val = coalesce(old.outcome, '') AND old.outcome IS NOT new.outcome)
+          OR (dim = 'agent' AND val = coalesce(old.agent_id, '') AND old.agent_id IS NOT new.agent_id));
+        INSERT INTO call_counts (org_id, dim, val, n)
+          SELECT new.org_id, d, v, 1 FROM (
+            SELECT 'status' AS d, new.status AS v WHERE old.status IS NOT new.status
+            UNION ALL SELECT 'source', new.source WHERE old.source IS NOT new.source
+            UNION ALL SELECT 'outbound', new.outbound WHERE old.outbound IS NOT new.outbound
+            UNION ALL SELECT 'outcome', coalesce(new.outcome, '') WHERE old.outcome IS NOT new.outcome
+            UNION ALL SELECT 'agent', coalesce(new.agent_id, '') WHERE old.agent_id IS NOT new.agent_id
+          ) WHERE true
+          ON CONFLICT (org_id, dim, val) DO UPDATE SET n = n + 1;
       END;
     `,
   },
