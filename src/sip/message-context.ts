@@ -16,8 +16,8 @@
  *   CSeq: fourteen INVITE                  --> CSeq: fourteen INVITE
  *                                              Content-Length: 0
  *
- * The transport sends it where RFC 3261 18.2.2 says (the top Via's received/rport, or the
- * packet's source). An ACK is never answered (RFC 3261 17.2.1: there is no transaction to
+ * The transport sends it to the packet's source (the RFC 3261 18.2.2 route of the top Via only
+ * for a trusted proxy, docs/sip-transport.md). An ACK is never answered (RFC 3261 17.2.1: there is no transaction to
  * answer), nor is a response.
  */
 import { SipParseError, type ResponseContext } from './errors.ts';
@@ -45,7 +45,12 @@ export function tryExtractResponseContext(input: Uint8Array | string): ResponseC
   }
   let i = 0;
   while (i < text.length && (text.charCodeAt(i) === 0x0d || text.charCodeAt(i) === 0x0a)) i++;
-  const lines = text.slice(i).split(/\r?\n/);
+  text = text.slice(i);
+  // Lines end in CRLF, as for the parser: a bare LF inside a line must not make a header here
+  // either, or the 400 would echo an injected Via ("Subject: hi<LF>Via: ..."). Only a message
+  // with no CR at all is read by LF, so that a sender writing LF line ends throughout still
+  // gets its own Via, From, To, Call-ID and CSeq back and can match the 400.
+  const lines = text.indexOf('\r') >= 0 ? text.split('\r\n') : text.split('\n');
   const first = lines[0] ?? '';
   const sp = first.indexOf(' ');
   if (sp <= 0) return undefined;
@@ -55,8 +60,12 @@ export function tryExtractResponseContext(input: Uint8Array | string): ResponseC
   let current: [string, string] | undefined;
   const fields: [string, string][] = [];
   for (let k = 1; k < lines.length; k++) {
-    const line = lines[k]!;
+    let line = lines[k]!;
     if (line.length === 0) break;
+    // What follows a bare LF or CR inside a line is dropped: it is no header of its own, and
+    // the value before it is what a matching client transaction knows (a Via's branch).
+    const bare = line.search(/[\r\n]/);
+    if (bare >= 0) line = line.slice(0, bare);
     const c = line.charCodeAt(0);
     if ((c === 0x20 || c === 0x09) && current) {
       current[1] += ' ' + trimWs(line);

@@ -17,6 +17,12 @@
  * if it can (err.context, message-context.ts) and closes the connection; the framer stays
  * failed and throws the same error again.
  *
+ * Header lines end in CRLF and the header section at the first CRLF CRLF (RFC 3261 7), as for
+ * the parser. A bare LF in the header section breaks the framing: a sender that ends lines
+ * with LF may end its header section with LF LF, and then nobody knows where its message (and
+ * the next one) begins. That is a SipParseError too (400 "bare LF in header section" when the
+ * start of a request can be read, then the connection is closed).
+ *
  * The framer only frames: each message it returns is then parsed with
  * parseMessage(buf, { stream: true }), whose errors concern one message and leave the
  * connection usable. A message without Content-Length is framed with an empty body and then
@@ -24,7 +30,7 @@
  */
 import { SipParseError, SipTooLargeError } from './errors.ts';
 import { tryExtractResponseContext } from './message-context.ts';
-import { parseUint, sanitize, trimWs } from './message-syntax.ts';
+import { BARE_LF_REASON, parseUint, sanitize, trimWs } from './message-syntax.ts';
 
 export interface SipStreamFramerOptions {
   /** Largest header section (start line to empty line), default 32 KiB. */
@@ -38,6 +44,7 @@ export interface SipStreamFramerOptions {
 }
 
 const EMPTY = Buffer.alloc(0);
+const CRLF_CRLF = Buffer.from('\r\n\r\n');
 
 export class SipStreamFramer {
   private readonly maxHeader: number;
@@ -47,6 +54,8 @@ export class SipStreamFramer {
   private buf: Buffer = EMPTY;
   /** Where to resume looking for the empty line (bytes before it have been searched). */
   private scanFrom = 0;
+  /** Where to resume checking that every LF follows a CR (bytes before it have been checked). */
+  private lfFrom = 0;
   /** Total length of the message being received once its header is complete, else -1. */
   private need = -1;
   private failure: SipParseError | undefined;
@@ -61,6 +70,15 @@ export class SipStreamFramer {
   /** Bytes held for a message not yet complete. */
   get buffered(): number {
     return this.buf.length;
+  }
+
+  /**
+   * True while part of a message (not a CRLF keep-alive) is held: the message's first byte has
+   * arrived, its last has not. The transport's whole-message deadline runs meanwhile.
+   */
+  get inMessage(): boolean {
+    const b = this.buf;
+    return b.length > 0 && b[0] !== 0x0d && b[0] !== 0x0a;
   }
 
   /** The error that broke the framing, if any. */
@@ -97,19 +115,19 @@ export class SipStreamFramer {
       if (buf.length === 0) return false;
       const b0 = buf[0];
       if (b0 === 0x0d || b0 === 0x0a) return this.keepAlive();
-      // Look for the empty line that ends the header section: CRLF CRLF, or LF LF from a
-      // sloppy sender (the parser accepts both).
-      const from = this.scanFrom;
-      let nl = buf.indexOf('\n\r\n', from);
-      let bodyStart = nl + 3;
-      const lf = (nl < 0 ? buf : buf.subarray(0, nl)).indexOf('\n\n', from);
-      if (lf >= 0) {
-        nl = lf;
-        bodyStart = lf + 2;
+      // Look for the empty line that ends the header section: CRLF CRLF (RFC 3261 7).
+      const end = buf.indexOf(CRLF_CRLF, this.scanFrom);
+      const nl = end < 0 ? -1 : end + 1; // the LF ending the last header line
+      const bodyStart = end + 4;
+      const headerEnd = end < 0 ? buf.length : end + 4;
+      for (let lf = buf.indexOf(0x0a, this.lfFrom); lf >= 0 && lf < headerEnd; lf = buf.indexOf(0x0a, lf + 1)) {
+        // buf[0] is no CR/LF (keepAlive took those), so lf >= 1.
+        if (buf[lf - 1] !== 0x0d) throw bareLf(buf, headerEnd, lf);
       }
-      if (nl < 0) {
+      if (end < 0) {
         if (buf.length > this.maxHeader) throw new SipTooLargeError('header section', buf.length, this.maxHeader);
-        this.scanFrom = Math.max(0, buf.length - 2);
+        this.scanFrom = Math.max(0, buf.length - 3);
+        this.lfFrom = buf.length;
         return false;
       }
       if (nl + 1 > this.maxHeader) throw new SipTooLargeError('header section', nl + 1, this.maxHeader);
@@ -119,6 +137,7 @@ export class SipStreamFramer {
       }
       this.need = bodyStart + Math.max(0, length);
       this.scanFrom = 0;
+      this.lfFrom = 0;
     }
     if (buf.length < this.need) return false;
     out.push(Buffer.from(buf.subarray(0, this.need)));
@@ -146,6 +165,12 @@ export class SipStreamFramer {
     this.buf = buf.subarray(1);
     return true;
   }
+}
+
+/** The framing error for a bare LF at `lf`: answerable (400) when a request's start can be read, dropped for a response. */
+function bareLf(buf: Buffer, headerEnd: number, lf: number): SipParseError {
+  const isResponse = buf.length >= 4 && buf.toString('latin1', 0, 4).toUpperCase() === 'SIP/';
+  return new SipParseError(BARE_LF_REASON, `at octet ${lf}`, isResponse ? { isResponse } : { context: tryExtractResponseContext(buf.subarray(0, headerEnd)) });
 }
 
 function isPingPrefix(b: Buffer): boolean {

@@ -96,6 +96,12 @@ export function isVisible(s: string): boolean {
 
 // --- errors -------------------------------------------------------------------------------------
 
+/**
+ * Reason phrase of the 400 to a message with an LF not preceded by CR in its header section
+ * (the parser's and the stream framer's, so both say the same; RFC 3261 7: lines end in CRLF).
+ */
+export const BARE_LF_REASON = 'Bad Request: bare LF in header section';
+
 /** Printable ASCII only, at most 40 characters: detail text may quote input, never inject. */
 export function sanitize(s: string, max = 40): string {
   let out = '';

@@ -50,7 +50,7 @@ import {
   Via,
 } from './message-headers.ts';
 import { generateBranch, generateCallId, generateTag } from './message-ids.ts';
-import { isToken, isVisible, parseUint, sanitize, trimWs } from './message-syntax.ts';
+import { BARE_LF_REASON, isToken, isVisible, parseUint, sanitize, trimWs } from './message-syntax.ts';
 import { parseUri, SipUri, type Uri } from './message-uri.ts';
 
 export { SipParseError, SipTooLargeError, SipVersionError } from './errors.ts';
@@ -697,28 +697,27 @@ export function parseMessage(input: Uint8Array | string, opts: ParseOptions = {}
   }
 }
 
-const LF_CRLF = Buffer.from('\n\r\n');
-const LF_LF = Buffer.from('\n\n');
+const CRLF_CRLF = Buffer.from('\r\n\r\n');
 
 function parseBuffer(buf: Buffer, opts: ParseOptions): SipMessageAny {
-  // RFC 3261 7.5: CRLFs before the start line are ignored (keep-alives, sloppy senders).
+  // RFC 3261 7.5: CRLFs before the start line are ignored (keep-alives, sloppy senders). They
+  // cannot end or split a header line, so stray LFs are let go here too.
   let start = 0;
   while (start < buf.length && (buf[start] === 0x0d || buf[start] === 0x0a)) start++;
   if (start >= buf.length) throw new SipParseError('Bad Request: empty message');
-  // The header section ends at the first empty line. Lines end in CRLF; a bare LF is tolerated.
-  let nl = buf.indexOf(LF_CRLF, start);
-  let bodyStart = nl + 3;
-  // Look for LF LF only when the message does not use CRLF from its first line on: a search
-  // of the whole buffer (body included) that a normal message need not pay for.
-  const firstLf = buf.indexOf(0x0a, start);
-  if (nl < 0 || firstLf <= start || buf[firstLf - 1] !== 0x0d) {
-    const lfOnly = buf.indexOf(LF_LF, start);
-    if (lfOnly >= 0 && (nl < 0 || lfOnly < nl)) {
-      nl = lfOnly;
-      bodyStart = lfOnly + 2;
-    }
-  }
   const isResponse = buf.length - start >= 4 && (buf[start]! | 0x20) === 0x73 && (buf[start + 1]! | 0x20) === 0x69 && (buf[start + 2]! | 0x20) === 0x70 && buf[start + 3] === 0x2f;
+  // The header section ends at the first empty line; every line of it ends in CRLF (RFC 3261
+  // 7, 25.1: the grammar has no other line end). A bare LF is refused rather than read as a
+  // line end: a parser that takes it as one sees another header than one that does not
+  // ("Subject: hi<LF>Via: ..." is a second Via for the one and part of a Subject for the
+  // other), and header injection lives in that gap. docs/sip-message.md, "Line ends".
+  const end = buf.indexOf(CRLF_CRLF, start);
+  const nl = end < 0 ? -1 : end + 1; // the LF that ends the last header line
+  const bodyStart = end + 4;
+  const limit = end < 0 ? buf.length : nl;
+  for (let lf = buf.indexOf(0x0a, start); lf >= 0 && lf <= limit; lf = buf.indexOf(0x0a, lf + 1)) {
+    if (buf[lf - 1] !== 0x0d) throw new SipParseError(BARE_LF_REASON, `at octet ${lf}`, { isResponse });
+  }
   if (nl < 0) throw new SipParseError('Bad Request: incomplete header section', 'no empty line after the headers', { isResponse });
   const text = buf.toString('utf8', start, nl + 1);
   // A CR that does not end a line could end one for the next hop that reads this message.

@@ -61,6 +61,12 @@ function res(name: string): SipResponse {
   return m;
 }
 
+function asResponseMessage(input: Buffer | string): SipResponse {
+  const m = parseMessage(input);
+  if (!(m instanceof SipResponse)) throw new Error('not a response');
+  return m;
+}
+
 function parseError(input: Buffer | string, opts?: { stream?: boolean }): SipParseError {
   try {
     parseMessage(input, opts);
@@ -467,6 +473,33 @@ describe('errors and stateless responses', () => {
     expect(out).toContain('SIP/2.0 500 Oops  X: y\r\n');
     expect(out.split('\r\n').filter((l) => l.startsWith('Injected'))).toHaveLength(0);
   });
+
+  it('header lines end in CRLF only: a bare LF is a 400 that says so, never a line end (RFC 3261 7, 25.1)', () => {
+    // Issue 20, finding 6: the injected Via must not become a second Via.
+    const injected = base({ Subject: 'hi\nVia: SIP/2.0/UDP 127.0.0.9:5999' });
+    const err = parseError(injected);
+    expect(err.reason).toBe('Bad Request: bare LF in header section');
+    expect(err.isResponse).toBe(false);
+    expect(err.context?.via).toEqual(['SIP/2.0/UDP 192.0.2.1:5060;branch=z9hG4bKabc;rport']);
+    const out = buildStatelessResponse(err)!.toString();
+    expect(out.startsWith('SIP/2.0 400 Bad Request: bare LF in header section\r\n')).toBe(true);
+    expect(out).not.toContain('127.0.0.9');
+    expect(asResponseMessage(out).via).toHaveLength(1);
+    // A message written with LF line ends throughout: 400 too, and its own header fields
+    // still come back so that the sender can match the answer.
+    const lfOnly = 'OPTIONS sip:a@b SIP/2.0\nVia: SIP/2.0/UDP h;branch=z9hG4bK1\nFrom: <sip:a@b>;tag=1\nTo: <sip:c@d>\nCall-ID: x\nCSeq: 1 OPTIONS\nContent-Length: 2\n\nhi';
+    const lf = parseError(lfOnly);
+    expect(lf.reason).toBe('Bad Request: bare LF in header section');
+    expect(lf.context).toMatchObject({ method: 'OPTIONS', via: ['SIP/2.0/UDP h;branch=z9hG4bK1'], callId: 'x', cseq: '1 OPTIONS' });
+    // Anywhere in the header section: after the start line, in the last header line; a response is dropped.
+    expect(parseError(base({}).replace('SIP/2.0\r\n', 'SIP/2.0\n')).reason).toBe('Bad Request: bare LF in header section');
+    expect(parseError(base({}).replace('Content-Length: 0\r\n\r\n', 'Content-Length: 0\n\r\n')).reason).toBe('Bad Request: bare LF in header section');
+    const resp = parseError('SIP/2.0 200 OK\r\nVia: SIP/2.0/UDP h;branch=z9hG4bK1\r\nX: a\nVia: SIP/2.0/UDP evil\r\nFrom: <sip:a@b>;tag=1\r\nTo: <sip:c@d>\r\nCall-ID: x\r\nCSeq: 1 OPTIONS\r\n\r\n');
+    expect([resp.reason, resp.isResponse, resp.context]).toEqual(['Bad Request: bare LF in header section', true, undefined]);
+    // Not in the header section: line ends before the start line (RFC 3261 7.5) and LFs in the body are fine.
+    const ok = parseMessage('\n\r\n' + base({}).replace('Content-Length: 0', 'Content-Length: 5') + 'a\nb\nc');
+    expect(ok.body.toString()).toBe('a\nb\nc');
+  });
 });
 
 // --- header syntax -------------------------------------------------------------------------------
@@ -520,11 +553,6 @@ describe('header fields', () => {
     expect(m.cseq.toString()).toBe('1 OPTIONS');
     expect(m.get('Subject')).toBe('a b c');
     expect(m.get('X-Empty')).toBe('');
-  });
-
-  it('bare LF line ends are tolerated', () => {
-    const m = parseMessage('OPTIONS sip:a@b SIP/2.0\nVia: SIP/2.0/UDP h;branch=z9hG4bK1\nFrom: <sip:a@b>;tag=1\nTo: <sip:c@d>\nCall-ID: x\nCSeq: 1 OPTIONS\nContent-Length: 2\n\nhi');
-    expect(m.body.toString()).toBe('hi');
   });
 
   it('list headers split at commas outside quotes and <>; others never', () => {
@@ -1039,6 +1067,61 @@ describe('SipStreamFramer (RFC 3261 18.3, RFC 5626 3.5.1)', () => {
     const out = f.push(Buffer.concat([Buffer.from('\r\n'), msgC, Buffer.from('\n\r\n\r\n'), msgC]));
     expect(out).toHaveLength(2);
     expect([pings, pongs]).toEqual([3, 1]);
+  });
+
+  it('a bare LF in a header section breaks the stream, wherever the chunks are cut; the 400 has only the real Via', () => {
+    const text = msgC.toString();
+    const eol = text.indexOf('\r\n', text.indexOf('\r\nVia:') + 2);
+    const bad = Buffer.from(text.slice(0, eol) + '\r\nSubject: hi\nVia: SIP/2.0/TCP 127.0.0.9:5999' + text.slice(eol));
+    for (let k = 0; k <= bad.length; k++) {
+      const f = new SipStreamFramer();
+      let err: unknown;
+      try {
+        f.push(bad.subarray(0, k));
+        f.push(bad.subarray(k));
+      } catch (e) {
+        err = e;
+      }
+      expect(err, `cut at ${k}`).toBeInstanceOf(SipParseError);
+      const e = err as SipParseError;
+      expect(e.reason).toBe('Bad Request: bare LF in header section');
+      if (k === 0 || k === bad.length) {
+        expect(e.context?.via).toEqual(req('lwsdisp').getAll('Via'));
+        expect(buildStatelessResponse(e)!.toString()).not.toContain('127.0.0.9');
+      }
+      expect(f.failed).toBe(e);
+    }
+    // LF line ends throughout (a sender that would end its header with LF LF): at the first one.
+    const f = new SipStreamFramer();
+    expect(() => f.push(Buffer.from('OPTIONS sip:a@b SIP/2.0\nVia: SIP/2.0/TCP h;branch=z9hG4bK1\n'))).toThrow(/bare LF/);
+    // A response: no context, marked as one (the transport drops it).
+    const g = new SipStreamFramer();
+    let r: SipParseError | undefined;
+    try {
+      g.push(Buffer.from('SIP/2.0 200 OK\nVia: x\n'));
+    } catch (e) {
+      r = e as SipParseError;
+    }
+    expect([r?.isResponse, r?.context]).toEqual([true, undefined]);
+    // A CR at the end of one chunk and its LF at the start of the next is a line end; LFs in a body are fine.
+    const body = createRequest({ method: 'MESSAGE', uri: 'sip:a@b', from: '<sip:a@b>', to: '<sip:c@d>', body: 'a\nb\n\n', via: createVia('TCP', 'h') }).toBuffer();
+    const h = new SipStreamFramer();
+    const cr = body.indexOf('\r\n') + 1;
+    expect([...h.push(body.subarray(0, cr)), ...h.push(body.subarray(cr))].map((b) => b.equals(body))).toEqual([true]);
+  });
+
+  it('inMessage: true from the first byte of a message to its last, never for keep-alives', () => {
+    const f = new SipStreamFramer();
+    expect(f.inMessage).toBe(false);
+    f.push(Buffer.from('\r\n'));
+    expect([f.buffered, f.inMessage]).toEqual([2, false]); // half a ping, maybe
+    f.push(Buffer.from('\r\n'));
+    f.push(msgC.subarray(0, 1));
+    expect(f.inMessage).toBe(true);
+    expect(f.push(msgC.subarray(1))).toHaveLength(1);
+    expect(f.inMessage).toBe(false);
+    f.push(Buffer.concat([msgC, msgA.subarray(0, 10)]));
+    expect(f.inMessage).toBe(true);
   });
 
   it('caps the header section and the body', () => {
