@@ -294,6 +294,30 @@ const schema = {
       env: 'CALLBRIDGE_SIP_T1_MS',
     },
     options_ping_secs: { doc: "OPTIONS pings to trunks' outbound hosts every this many seconds; 0 = off.", format: 'nat', default: 0, env: 'CALLBRIDGE_SIP_OPTIONS_PING_SECS' },
+    tcp_message_timeout_ms: {
+      doc: 'A TCP/TLS message (header section and body) must arrive within this many ms of its first byte, or the connection is closed: a sender trickling bytes cannot hold a connection past it (slowloris). At least 100.',
+      format: 'nat',
+      default: 10000,
+      env: 'CALLBRIDGE_SIP_TCP_MESSAGE_TIMEOUT_MS',
+    },
+    tcp_max_connections: {
+      doc: 'Most TCP/TLS connections held at once; at the cap, connections that never completed a message are closed first, then the least recently active.',
+      format: 'nat',
+      default: 1000,
+      env: 'CALLBRIDGE_SIP_TCP_MAX_CONNECTIONS',
+    },
+    tcp_max_connections_per_source: {
+      doc: 'Most TCP/TLS connections one source address may hold; a connection over it is closed at once. 0 = no limit.',
+      format: 'nat',
+      default: 32,
+      env: 'CALLBRIDGE_SIP_TCP_MAX_CONNECTIONS_PER_SOURCE',
+    },
+    trusted_proxies: {
+      doc: "Comma-separated addresses or CIDRs of proxies whose requests are answered by the top Via's maddr/received/sent-by (RFC 3261 18.2.2); others are answered at the packet's source address and port. Empty = none.",
+      format: String,
+      default: '',
+      env: 'CALLBRIDGE_SIP_TRUSTED_PROXIES',
+    },
   },
   rtp: {
     port_min: { doc: 'Lowest RTP port.', format: 'port', default: 20000, env: 'CALLBRIDGE_RTP_PORT_MIN' },
@@ -538,6 +562,10 @@ export type Config = {
     ring_timeout_secs: number;
     t1_ms: number;
     options_ping_secs: number;
+    tcp_message_timeout_ms: number;
+    tcp_max_connections: number;
+    tcp_max_connections_per_source: number;
+    trusted_proxies: string;
   };
   rtp: { port_min: number; port_max: number; address: string; media_timeout_secs: number; media_threads: number; media_thread_nice: number; media_thread_realtime: number; main_thread_realtime: number };
   region: { self: Region; peer_us_central1: string; peer_northamerica_northeast1: string; proxy_timeout_ms: number };
@@ -681,6 +709,16 @@ function crossCheck(config: Config): void {
   if (config.sip.t1_ms < 10 || config.sip.t1_ms > 10_000) throw new ConfigError('invalid configuration: sip.t1_ms must be between 10 and 10000');
   if (config.sip.min_se_secs < 90) throw new ConfigError('invalid configuration: sip.min_se_secs must be at least 90 (RFC 4028 section 4)');
   if (config.sip.session_expires_secs < config.sip.min_se_secs) throw new ConfigError('invalid configuration: sip.session_expires_secs is below sip.min_se_secs');
+  if (config.sip.tcp_message_timeout_ms < 100) throw new ConfigError('invalid configuration: sip.tcp_message_timeout_ms must be at least 100');
+  if (config.sip.tcp_max_connections < 1) throw new ConfigError('invalid configuration: sip.tcp_max_connections must be at least 1');
+  for (const p of config.sip.trusted_proxies.split(',').map((x) => x.trim()).filter((x) => x !== '')) {
+    const [addr = '', len, extra] = p.split('/');
+    const family = isIP(addr);
+    const bits = family === 4 ? 32 : 128;
+    if (family === 0 || extra !== undefined || (len !== undefined && !(/^\d{1,3}$/.test(len) && Number(len) <= bits))) {
+      throw new ConfigError(`invalid configuration: sip.trusted_proxies: "${p}" is not an IP address or CIDR`);
+    }
+  }
   const catalog = new Set(modelCatalog(config));
   for (const key of ['llm', 'fallback_llm'] as const) {
     const model = config.agent_defaults[key];

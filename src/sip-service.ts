@@ -100,6 +100,20 @@ function installSipMetrics(registry: Registry, ua: SipUserAgent, ports: { inUse:
     registers: [registry],
   });
   ua.on('outcome', (o) => outcomes.inc({ outcome: o }));
+  new Counter({
+    name: 'callbridge_sip_tcp_connections_closed_total',
+    help: 'TCP/TLS connections the SIP transport closed to protect itself, by reason: message_timeout (a message not complete sip.tcp_message_timeout_ms after its first byte), refused (over sip.tcp_max_connections_per_source), evicted (at sip.tcp_max_connections), idle.',
+    labelNames: ['reason'] as const,
+    registers: [registry],
+    collect() {
+      const s = ua.transport.stats;
+      this.reset();
+      this.inc({ reason: 'message_timeout' }, s.messageTimeouts);
+      this.inc({ reason: 'refused' }, s.connectionsRefused);
+      this.inc({ reason: 'evicted' }, s.connectionsEvicted);
+      this.inc({ reason: 'idle' }, s.connectionsIdleClosed);
+    },
+  });
   const trunkUp = new Gauge({ name: 'callbridge_sip_trunk_up', help: "1 when the trunk's outbound host answers OPTIONS pings.", labelNames: ['trunk_id'] as const, registers: [registry] });
   return { trunkUp };
 }
@@ -156,6 +170,12 @@ export async function startSip(config: Config, store: Store, logger: Logger, reg
   }
   const ua = new SipUserAgent({
     listen,
+    transport: {
+      messageTimeoutMs: config.sip.tcp_message_timeout_ms,
+      maxConnections: config.sip.tcp_max_connections,
+      maxConnectionsPerSource: config.sip.tcp_max_connections_per_source,
+      trustedProxies: list(config.sip.trusted_proxies),
+    },
     directory,
     ports,
     mediaAddress: advertise,

@@ -97,7 +97,14 @@ describe('configuration', () => {
       // The media threads come first: the main thread's priority must be below theirs.
       [{ CALLBRIDGE_RTP_MAIN_THREAD_REALTIME: '10', CALLBRIDGE_RTP_MEDIA_THREAD_REALTIME: '10' }, {}, /rtp\.main_thread_realtime \(10\) must be below rtp\.media_thread_realtime \(10\)/],
       [{ CALLBRIDGE_RTP_MEDIA_THREADS: '-1' }, {}, /rtp\.media_threads/],
+      [{ CALLBRIDGE_SIP_TCP_MESSAGE_TIMEOUT_MS: '50' }, {}, /sip\.tcp_message_timeout_ms/],
+      [{ CALLBRIDGE_SIP_TCP_MAX_CONNECTIONS: '0' }, {}, /sip\.tcp_max_connections/],
+      [{ CALLBRIDGE_SIP_TCP_MAX_CONNECTIONS_PER_SOURCE: 'many' }, {}, /sip\.tcp_max_connections_per_source/],
+      [{ CALLBRIDGE_SIP_TRUSTED_PROXIES: '10.0.0.1, proxy.example.com' }, {}, /sip\.trusted_proxies: "proxy\.example\.com"/],
+      [{ CALLBRIDGE_SIP_TRUSTED_PROXIES: '10.0.0.0/33' }, {}, /sip\.trusted_proxies/],
+      [{ CALLBRIDGE_SIP_TRUSTED_PROXIES: '2001:db8::/129' }, {}, /sip\.trusted_proxies/],
     ];
+    expect(loadConfig({}, { CALLBRIDGE_SIP_TRUSTED_PROXIES: ' 10.0.0.5, 192.0.2.0/24,2001:db8::/32 ' }).sip.trusted_proxies).toBe(' 10.0.0.5, 192.0.2.0/24,2001:db8::/32 ');
     for (const [env, overrides, re] of bad) {
       expect(() => loadConfig(overrides, env), JSON.stringify({ env, overrides })).toThrow(ConfigError);
       expect(() => loadConfig(overrides, env)).toThrow(re);

@@ -24,9 +24,11 @@ export type ConnectionCloseReason =
   | 'peer'
   /** No traffic for idleTimeoutMs. */
   | 'idle'
+  /** A message was not complete messageTimeoutMs after its first byte (a slow or trickling sender). */
+  | 'message-timeout'
   /** The byte stream lost its framing (RFC 3261 18.3): answered if possible, then closed. */
   | 'framing'
-  /** Closed to make room under maxConnections (the least recently active one). */
+  /** Closed to make room under maxConnections (see ConnectionPool.evictionCandidate). */
   | 'evicted'
   /** The peer does not read what we write: the write backlog passed its cap. */
   | 'backlog'
@@ -56,6 +58,8 @@ export interface StreamConnectionOptions {
   maxHeaderBytes: number;
   maxBodyBytes: number;
   idleTimeoutMs: number;
+  /** A message must be complete this long after its first byte (0: no deadline). */
+  messageTimeoutMs: number;
   maxWriteBufferBytes: number;
   now: () => number;
   hooks: StreamConnectionHooks;
@@ -77,6 +81,12 @@ export class StreamConnection {
   readonly localPort: number;
   /** Time of the last byte received or sent (the `now` clock). */
   lastActivity: number;
+  /**
+   * Opened by us, or a message received on it parsed (the layer sets it): a connection a peer
+   * uses, such as a PBX's persistent one, as opposed to one that never got past half a message.
+   * The pool evicts the others first.
+   */
+  established: boolean;
 
   readonly #socket: Socket | TLSSocket;
   readonly #framer: SipStreamFramer;
@@ -84,6 +94,10 @@ export class StreamConnection {
   #closed = false;
   #error: Error | undefined;
   #graceTimer: NodeJS.Timeout | undefined;
+  /** `now` at the first byte of the message being received; -1 between messages. */
+  #messageStart = -1;
+  /** Set while a message is in progress (and a little after: it re-checks, see #onDeadline). */
+  #deadlineTimer: NodeJS.Timeout | undefined;
 
   constructor(o: StreamConnectionOptions) {
     this.#opts = o;
@@ -95,6 +109,7 @@ export class StreamConnection {
     this.localAddress = unmapIPv4(o.socket.localAddress ?? '');
     this.localPort = o.socket.localPort ?? 0;
     this.lastActivity = o.now();
+    this.established = o.outbound;
     this.#framer = new SipStreamFramer({
       maxHeaderBytes: o.maxHeaderBytes,
       maxBodyBytes: o.maxBodyBytes,
@@ -126,7 +141,8 @@ export class StreamConnection {
 
   #onData(chunk: Buffer): void {
     if (this.#closed) return;
-    this.lastActivity = this.#opts.now();
+    const now = this.#opts.now();
+    this.lastActivity = now;
     let messages: Buffer[];
     try {
       messages = this.#framer.push(chunk);
@@ -136,10 +152,45 @@ export class StreamConnection {
       this.#opts.hooks.onFramingError(err as SipParseError, this);
       return;
     }
+    if (this.#opts.messageTimeoutMs > 0) this.#watchMessage(messages.length > 0, now);
     for (const m of messages) {
       if (this.#closed) return; // a listener closed us
       this.#opts.hooks.onMessage(m, this);
     }
+  }
+
+  /**
+   * The whole-message deadline. The idle timeout restarts with every byte, so a peer sending one
+   * byte every few seconds would hold the connection (and a slot under maxConnections) forever:
+   * this clock starts at the first byte of a message and only a complete message stops it.
+   * Keep-alive CRLFs are not messages. One timer per connection at most, armed when a message
+   * starts and not cleared when it ends (no timer work per message on a busy connection).
+   */
+  #watchMessage(completed: boolean, now: number): void {
+    if (!this.#framer.inMessage) {
+      this.#messageStart = -1;
+      return;
+    }
+    // A message began in this chunk: none was in progress, or the one that was completed.
+    if (this.#messageStart < 0 || completed) {
+      this.#messageStart = now;
+      if (this.#deadlineTimer === undefined) this.#armDeadline(this.#opts.messageTimeoutMs);
+    }
+  }
+
+  #armDeadline(ms: number): void {
+    this.#deadlineTimer = setTimeout(() => this.#onDeadline(), ms);
+    this.#deadlineTimer.unref();
+  }
+
+  #onDeadline(): void {
+    this.#deadlineTimer = undefined;
+    if (this.#closed || this.#messageStart < 0) return;
+    // The message in progress may have started after the timer was set (another one completed
+    // meanwhile): wait for what is left of its own time.
+    const left = this.#messageStart + this.#opts.messageTimeoutMs - this.#opts.now();
+    if (left > 0) this.#armDeadline(left);
+    else this.close('message-timeout');
   }
 
   #pong(): void {
@@ -193,6 +244,7 @@ export class StreamConnection {
       return;
     }
     this.#closed = true;
+    if (this.#deadlineTimer !== undefined) clearTimeout(this.#deadlineTimer);
     this.#opts.hooks.onClose(this, reason, this.#error);
   }
 }
@@ -210,6 +262,11 @@ export interface StreamServerOptions {
   handshakeTimeoutMs: number;
   /** Hard cap of sockets the server holds, handshakes in progress included. */
   maxSockets: number;
+  /**
+   * Called with each accepted TCP socket before anything else is done with it (before the TLS
+   * handshake): false destroys it at once (the per-source limit).
+   */
+  admit(socket: Socket): boolean;
   onSocket(socket: Socket | TLSSocket, server: StreamServer): void;
   onError(err: Error, server: StreamServer): void;
   onTlsClientError(err: Error, server: StreamServer): void;
@@ -240,13 +297,24 @@ export class StreamServer {
       server.on('tlsClientError', (err) => o.onTlsClientError(err, this));
       this.#server = server;
     } else {
-      this.#server = createNetServer((socket) => o.onSocket(socket, this));
+      this.#server = createNetServer();
     }
     this.#server.maxConnections = o.maxSockets;
-    // 'connection' carries the raw TCP socket for TLS servers too.
+    // 'connection' carries the raw TCP socket, for TLS servers too, whose own listener starts
+    // the handshake: it runs only for sockets admitted here, so a refused socket costs no
+    // handshake and is no handshake failure.
+    const tlsListeners = this.#server.listeners('connection') as ((socket: Socket) => void)[];
+    this.#server.removeAllListeners('connection');
     this.#server.on('connection', (socket: Socket) => {
+      if (!o.admit(socket)) {
+        socket.on('error', noop);
+        socket.destroy();
+        return;
+      }
       this.#sockets.add(socket);
       socket.once('close', () => this.#sockets.delete(socket));
+      if (o.protocol === 'tls') for (const l of tlsListeners) l.call(this.#server, socket);
+      else o.onSocket(socket, this);
     });
     this.#server.on('error', (err) => {
       if (this.#listening) o.onError(err, this);
@@ -384,14 +452,29 @@ export class ConnectionPool {
     if (this.#byRemote.get(key) === conn) this.#byRemote.delete(key);
   }
 
-  /** The connection with the oldest last activity (what maxConnections evicts). */
-  leastRecentlyActive(): StreamConnection | undefined {
+  /**
+   * The connection to close to make room under maxConnections: the least recently active of
+   * those that are not `established` (accepted, no message parsed yet: half-open or silent
+   * connections, slowloris), and only when there is none, the least recently active of all.
+   * So a flood of connections that never complete a message cannot push out a PBX's
+   * persistent connection, however long ago its last OPTIONS was.
+   */
+  evictionCandidate(): StreamConnection | undefined {
+    let fresh: StreamConnection | undefined;
     let lru: StreamConnection | undefined;
-    for (const c of this.#byId.values()) if (!lru || c.lastActivity < lru.lastActivity) lru = c;
-    return lru;
+    for (const c of this.#byId.values()) {
+      if (!c.established) {
+        if (!fresh || c.lastActivity < fresh.lastActivity) fresh = c;
+      } else if (!fresh && (!lru || c.lastActivity < lru.lastActivity)) {
+        lru = c;
+      }
+    }
+    return fresh ?? lru;
   }
 
   all(): StreamConnection[] {
     return [...this.#byId.values()];
   }
 }
+
+function noop(): void {}

@@ -30,8 +30,9 @@ export interface SipTransport {
   isReliable(protocol: TransportProtocol): boolean;
   /**
    * Sends a request to `destination` (opening a connection on stream transports), or a
-   * response along the RFC 3261 18.2.2 / RFC 3581 route of its top Via (received, rport, the
-   * request's connection when still open).
+   * response back to where its request came from: pass the request's `inbound.source` as
+   * `destination` and its `inbound.connectionId` (the transport may follow the RFC 3261 18.2.2 /
+   * RFC 3581 route of the top Via instead for peers it trusts, docs/sip-transport.md).
    * @throws SipTransportError when nothing can be sent (no listener for that protocol, closed).
    */
   send(message: SipRequest | SipResponse, destination: Endpoint, connectionId?: string): Promise<void>;

@@ -11,7 +11,8 @@
  *                     |                                      |     bad request: stateless |       connectionId }
  *                     |                                      |     400/505/513 (8.2.6.2)  |
  *   send(request, destination) --> fill the Via placeholder, pick socket / connection ---> wire
- *   send(response) --> route of its top Via: the request's connection, received/rport (18.2.2)
+ *   send(response) --> where the request came from (its connection / source address and port);
+ *                      the route of its top Via (18.2.2) only for a trusted proxy
  *                     +-------------------------------------------------------------------+
  *
  * Nothing here logs per packet: malformed input is counted in `stats` and logged at most once
@@ -21,7 +22,7 @@
 import { EventEmitter } from 'node:events';
 import { lookup } from 'node:dns/promises';
 import type { RemoteInfo } from 'node:dgram';
-import type { Socket } from 'node:net';
+import { BlockList, type Socket } from 'node:net';
 import type { ConnectionOptions, TLSSocket } from 'node:tls';
 import { SipParseError, SipTransportError } from './errors.ts';
 import {
@@ -36,6 +37,7 @@ import {
   type SipMessageAny,
   type SipRequest,
   type SipResponse,
+  type Via,
 } from './message.ts';
 import {
   defaultPort,
@@ -100,8 +102,28 @@ export interface SipTransportLayerOptions {
   logger?: SipTransportLogger;
   /** A TCP/TLS connection without traffic either way this long is closed (default 120 s; 0: never). */
   idleTimeoutMs?: number;
-  /** Most TCP/TLS connections held at once, both directions (default 1000); the least recently active is closed to make room. */
+  /**
+   * Most TCP/TLS connections held at once, both directions (default 1000). To make room, the
+   * least recently active inbound connection that never completed a message is closed; only
+   * when there is none, the least recently active of the others.
+   */
   maxConnections?: number;
+  /**
+   * A TCP/TLS message (header section and body) must be complete this long after its first byte,
+   * or the connection is closed (default 10 s; 0: no deadline). Bytes trickling in do not
+   * extend it, unlike the idle timeout.
+   */
+  messageTimeoutMs?: number;
+  /** Most inbound TCP/TLS connections (TLS handshakes included) from one source address (default 32; 0: no limit). */
+  maxConnectionsPerSource?: number;
+  /**
+   * Source addresses or CIDRs ("10.0.0.5", "192.0.2.0/24", "2001:db8::/32") whose requests are
+   * answered along the RFC 3261 18.2.2 route of the top Via (maddr, received, rport, sent-by,
+   * the Via's transport). Everyone else is answered where the request came from: the packet's
+   * source address and port (UDP), the request's connection or its source address (TCP/TLS).
+   * Default: none.
+   */
+  trustedProxies?: readonly string[];
   /** Outgoing TCP connect + TLS handshake timeout (default 10 s). */
   connectTimeoutMs?: number;
   /** Unsent bytes one connection may queue before it is closed as not reading (default 1 MiB). */
@@ -128,7 +150,9 @@ export interface SipTransportLayerOptions {
 export const TRANSPORT_DEFAULTS = {
   maxMessageBytes: 65535,
   idleTimeoutMs: 120_000,
+  messageTimeoutMs: 10_000,
   maxConnections: 1000,
+  maxConnectionsPerSource: 32,
   connectTimeoutMs: 10_000,
   maxWriteBufferBytes: 1024 * 1024,
   tlsHandshakeTimeoutMs: 10_000,
@@ -211,6 +235,10 @@ export interface SipTransportStats {
   connectionsIdleClosed: number;
   /** Closed to stay under maxConnections. */
   connectionsEvicted: number;
+  /** Closed because a message was not complete messageTimeoutMs after its first byte. */
+  messageTimeouts: number;
+  /** Inbound connections closed at once: their source already held maxConnectionsPerSource. */
+  connectionsRefused: number;
 }
 
 function perProtocol(): PerProtocol {
@@ -240,6 +268,8 @@ function emptyStats(): SipTransportStats {
     connectionsOpened: 0,
     connectionsIdleClosed: 0,
     connectionsEvicted: 0,
+    messageTimeouts: 0,
+    connectionsRefused: 0,
   };
 }
 
@@ -271,7 +301,13 @@ export class SipTransportLayer extends EventEmitter<SipTransportEvents> implemen
   readonly #opts: SipTransportLayerOptions;
   readonly #maxMessage: number;
   readonly #maxConnections: number;
+  readonly #maxPerSource: number;
   readonly #idleTimeoutMs: number;
+  readonly #messageTimeoutMs: number;
+  /** Sources answered along the RFC 3261 18.2.2 route of their Via; undefined: none. */
+  readonly #trusted: BlockList | undefined;
+  /** Inbound TCP/TLS sockets (handshakes in progress included) per source address. */
+  readonly #perSource = new Map<string, number>();
   readonly #logger: SipTransportLogger | undefined;
   readonly #logInterval: number;
   readonly #now: () => number;
@@ -287,13 +323,17 @@ export class SipTransportLayer extends EventEmitter<SipTransportEvents> implemen
   #closePromise: Promise<void> | undefined;
   #connectionSeq = 0;
 
+  /** @throws SipTransportError SIP_TRANSPORT_CONFIG when a trustedProxies entry is not an address or CIDR */
   constructor(opts: SipTransportLayerOptions) {
     // Async listeners' rejections come back to [captureRejectionSymbol] below.
     super({ captureRejections: true });
     this.#opts = opts;
     this.#maxMessage = opts.maxMessageBytes ?? TRANSPORT_DEFAULTS.maxMessageBytes;
     this.#maxConnections = Math.max(1, opts.maxConnections ?? TRANSPORT_DEFAULTS.maxConnections);
+    this.#maxPerSource = opts.maxConnectionsPerSource ?? TRANSPORT_DEFAULTS.maxConnectionsPerSource;
     this.#idleTimeoutMs = opts.idleTimeoutMs ?? TRANSPORT_DEFAULTS.idleTimeoutMs;
+    this.#messageTimeoutMs = opts.messageTimeoutMs ?? TRANSPORT_DEFAULTS.messageTimeoutMs;
+    this.#trusted = trustedList(opts.trustedProxies ?? []);
     this.#logger = opts.logger;
     this.#logInterval = opts.logIntervalMs ?? TRANSPORT_DEFAULTS.logIntervalMs;
     this.#now = opts.now ?? Date.now;
@@ -342,6 +382,7 @@ export class SipTransportLayer extends EventEmitter<SipTransportEvents> implemen
             // The pool evicts at maxConnections; this backstop also bounds TLS handshakes in
             // progress, which the pool does not see yet.
             maxSockets: this.#maxConnections + 64,
+            admit: this.#admit,
             onSocket: (socket) => this.#adopt(socket, l.protocol as StreamProtocol, false),
             onError: (err) => this.#socketError(err, `${l.protocol.toUpperCase()} listener`),
             onTlsClientError: () => {
@@ -454,11 +495,13 @@ export class SipTransportLayer extends EventEmitter<SipTransportEvents> implemen
    * destination's family (or the one named by `connectionId`); TCP/TLS reuses the connection
    * `connectionId` names, else an open one to the destination, else opens one (RFC 3261 18.1.1).
    *
-   * Responses (RFC 3261 18.2.2, RFC 3581 4): TCP/TLS over the request's connection
-   * (`connectionId`) while open, else to `received` (or the sent-by host) and the sent-by port
-   * over a connection opened for it; UDP to maddr, else `received`:`rport`, else
-   * `received`:sent-by port, else the sent-by host and port (5060 / 5061 by default), from the
-   * listener the request came in on. `destination` is used only when the response has no Via.
+   * Responses go back where the request came from (#sendToSource): `destination` (the request's
+   * source) over UDP, the request's connection (`connectionId`) or one to `destination` over
+   * TCP/TLS. Only to a trusted proxy (trustedProxies) do they follow RFC 3261 18.2.2 / RFC 3581
+   * 4 from the top Via: TCP/TLS over the request's connection while open, else to `received`
+   * (or the sent-by host) and the sent-by port over a connection opened for it; UDP to maddr,
+   * else `received`:`rport`, else `received`:sent-by port, else the sent-by host and port (5060 /
+   * 5061 by default), from the listener the request came in on.
    *
    * @throws SipTransportError SIP_TRANSPORT_CLOSED, SIP_TRANSPORT_NO_LISTENER, SIP_TRANSPORT_RESOLVE,
    *   SIP_TRANSPORT_CONNECT, SIP_TRANSPORT_SEND; TypeError when the message cannot be serialized.
@@ -514,7 +557,12 @@ export class SipTransportLayer extends EventEmitter<SipTransportEvents> implemen
 
   async #sendResponse(res: SipResponse, dest: Endpoint, connectionId: string | undefined, options: SendOptions): Promise<void> {
     const via = res.topVia;
-    const protocol = (via && protocolOfVia(via.transport)) ?? dest.protocol;
+    if (!via || !this.#isTrusted(dest.address)) {
+      await this.#sendToSource(res, via, dest, connectionId, options);
+      return;
+    }
+    // A trusted proxy: RFC 3261 18.2.2 and RFC 3581 4 from its Via.
+    const protocol = protocolOfVia(via.transport) ?? dest.protocol;
     if (protocol === 'udp') {
       let address = dest.address;
       let port = dest.port;
@@ -554,6 +602,42 @@ export class SipTransportLayer extends EventEmitter<SipTransportEvents> implemen
     }
     conn ??= await this.#connectionFor(protocol, dest.address, dest.port, undefined, options.servername);
     await this.#sendStream(conn, res.toBuffer());
+  }
+
+  /**
+   * A response to a peer that is not a trusted proxy goes back where its request came from
+   * (`dest`, the request's source, and `connectionId`), over the transport it came on, whatever
+   * its Via says. Else a Via's `maddr`, a `received` or rport the client wrote itself, or a
+   * sent-by naming another host or transport would let anyone aim our responses (a 200 to an
+   * OPTIONS, retransmitted) at a third address: issue 20, finding 5.
+   *
+   *   UDP      dest address and port (RFC 3581 4's received:rport, asked for or not)
+   *   TCP/TLS  the request's connection while open; else an open connection from dest; else a
+   *            new connection to dest's address at the sent-by port (RFC 3261 18.2.2), default
+   *            5060 / 5061
+   */
+  async #sendToSource(res: SipResponse, via: Via | undefined, dest: Endpoint, connectionId: string | undefined, options: SendOptions): Promise<void> {
+    const address = stripBrackets(dest.address);
+    if (dest.protocol === 'udp') {
+      await this.#sendUdp(this.#udpFor(address, connectionId), res.toBuffer(), address, dest.port);
+      return;
+    }
+    let conn = connectionId !== undefined ? this.#pool.get(connectionId) : undefined;
+    if (conn && (conn.closed || conn.protocol !== dest.protocol)) conn = undefined;
+    if (!conn) {
+      const servername = options.servername ?? (via && ipFamily(via.host) === 0 ? via.host : undefined);
+      const open = this.#pool.find(endpointKey(dest.protocol, address, dest.port));
+      conn = open && !open.closed ? open : await this.#connectionFor(dest.protocol, address, via?.port ?? defaultPort(dest.protocol), undefined, servername);
+    }
+    await this.#sendStream(conn, res.toBuffer());
+  }
+
+  /** True when `address` (an IP literal) is one of trustedProxies. */
+  #isTrusted(address: string): boolean {
+    const t = this.#trusted;
+    if (t === undefined) return false;
+    const family = ipFamily(address);
+    return family !== 0 && t.check(withoutZone(address), family === 6 ? 'ipv6' : 'ipv4');
   }
 
   /**
@@ -667,10 +751,10 @@ export class SipTransportLayer extends EventEmitter<SipTransportEvents> implemen
       return undefined;
     }
     while (this.#pool.size >= this.#maxConnections) {
-      const lru = this.#pool.leastRecentlyActive();
-      if (!lru) break;
+      const victim = this.#pool.evictionCandidate();
+      if (!victim) break;
       this.#stats.connectionsEvicted++;
-      lru.close('evicted');
+      victim.close('evicted');
     }
     const r = remote ?? { protocol, address: unmapIPv4(socket.remoteAddress ?? ''), port: socket.remotePort ?? 0 };
     const key = endpointKey(protocol, r.address, r.port);
@@ -683,6 +767,7 @@ export class SipTransportLayer extends EventEmitter<SipTransportEvents> implemen
       maxHeaderBytes: Math.min(32 * 1024, this.#maxMessage),
       maxBodyBytes: this.#maxMessage,
       idleTimeoutMs: this.#idleTimeoutMs,
+      messageTimeoutMs: this.#messageTimeoutMs,
       maxWriteBufferBytes: this.#opts.maxWriteBufferBytes ?? TRANSPORT_DEFAULTS.maxWriteBufferBytes,
       now: this.#now,
       hooks: this.#hooks,
@@ -705,9 +790,37 @@ export class SipTransportLayer extends EventEmitter<SipTransportEvents> implemen
       this.#keys.delete(conn.id);
       if (key !== undefined) this.#pool.remove(conn, key);
       if (reason === 'idle') this.#stats.connectionsIdleClosed++;
+      if (reason === 'message-timeout') {
+        this.#stats.messageTimeouts++;
+        this.#throttled('message-timeout', 'info', { remote: `${conn.protocol}:${formatEndpoint(conn.remote)}`, timeoutMs: this.#messageTimeoutMs }, 'SIP connection closed: message not complete in time');
+      }
       if (reason === 'error' && err && this.#state !== 'closed') this.#throttled('connection-error', 'debug', { err: err.message, connectionId: conn.id, remote: formatEndpoint(conn.remote) }, 'SIP connection error');
       this.#fire('connectionClosed', this.#info(conn), reason);
     },
+  };
+
+  /**
+   * Admission of an accepted socket, before its TLS handshake: at most maxConnectionsPerSource
+   * per source address (0: no limit), so one host cannot take every slot of maxConnections.
+   */
+  readonly #admit = (socket: Socket): boolean => {
+    const address = socket.remoteAddress;
+    if (this.#maxPerSource <= 0 || address === undefined) return true;
+    const source = unmapIPv4(address);
+    const n = this.#perSource.get(source) ?? 0;
+    if (n >= this.#maxPerSource) {
+      this.#stats.connectionsRefused++;
+      // One line per window for all sources (the map of throttles stays bounded), naming the latest.
+      this.#throttled('connection-refused', 'warn', { source, limit: this.#maxPerSource }, 'SIP connection refused: too many connections from one source');
+      return false;
+    }
+    this.#perSource.set(source, n + 1);
+    socket.once('close', () => {
+      const m = (this.#perSource.get(source) ?? 1) - 1;
+      if (m > 0) this.#perSource.set(source, m);
+      else this.#perSource.delete(source);
+    });
+    return true;
   };
 
   #info(conn: StreamConnection): ConnectionInfo {
@@ -753,6 +866,7 @@ export class SipTransportLayer extends EventEmitter<SipTransportEvents> implemen
       if (out) this.#answerStream(conn, out, false);
       return;
     }
+    conn.established = true;
     this.#deliver(msg, { ...conn.remote }, this.#streamLocal(conn), conn.id);
   }
 
@@ -794,14 +908,15 @@ export class SipTransportLayer extends EventEmitter<SipTransportEvents> implemen
   }
 
   /**
-   * The stateless answer over UDP (RFC 3261 18.2.2 with RFC 3581 4): to the packet's source
-   * address (the `received` we would have set), at its source port when the Via asked for rport
-   * or cannot be read, else at the Via's sent-by port.
+   * The stateless answer over UDP: to the packet's source address and port. From a trusted
+   * proxy, RFC 3261 18.2.2 with RFC 3581 4: the source address (the `received` we would have
+   * set), at its source port when the Via asked for rport or cannot be read, else at the Via's
+   * sent-by port.
    */
   #answerUdp(listener: UdpListener, err: SipParseError, source: Endpoint): void {
     const out = buildStatelessResponse(err);
     if (!out) return;
-    const port = statelessPort(err.context, source.port);
+    const port = this.#isTrusted(source.address) ? statelessPort(err.context, source.port) : source.port;
     listener.send(out, source.address, port).then(
       () => {
         this.#stats.statelessResponses++;
@@ -915,17 +1030,42 @@ function isLineEndsOnly(buf: Buffer): boolean {
  * RFC 3261 18.2.1 and RFC 3581 4, on every request received: `received` when the sent-by host is
  * not the source address (always when rport was asked for), `rport` filled with the source port
  * when present without a value. The transaction layer and the response route then read them.
+ *
+ * A `received` or an rport value already in the top Via was written by the sender itself (only
+ * the receiving hop adds them): never the truth about where the request came from, so both are
+ * replaced with the source's, and whoever reads the Via reads what we saw.
  */
 function stampVia(req: SipRequest, source: Endpoint): void {
   const via = req.topVia;
   if (!via) return; // the parser guarantees one; keep the transport safe anyway
   try {
-    const askedRport = via.rport === null;
+    const askedRport = via.rport !== undefined;
     if (askedRport) via.rport = source.port;
-    if (askedRport || !sameAddress(via.host, source.address)) via.received = withoutZone(source.address);
+    if (askedRport || via.received !== undefined || !sameAddress(via.host, source.address)) via.received = withoutZone(source.address);
   } catch {
     // A source address the Params grammar refuses cannot happen with IP literals; leave the Via.
   }
+}
+
+/**
+ * trustedProxies as a BlockList (Node's matcher of addresses and subnets); undefined when empty.
+ * @throws SipTransportError SIP_TRANSPORT_CONFIG for an entry that is not an address or CIDR
+ */
+function trustedList(entries: readonly string[]): BlockList | undefined {
+  if (entries.length === 0) return undefined;
+  const list = new BlockList();
+  for (const entry of entries) {
+    const [address = '', bits, extra] = entry.trim().split('/');
+    const family = ipFamily(address);
+    const type = family === 6 ? 'ipv6' : 'ipv4';
+    const max = family === 6 ? 128 : 32;
+    const prefix = bits === undefined ? max : /^\d{1,3}$/.test(bits) ? Number(bits) : -1;
+    if (family === 0 || extra !== undefined || prefix < 0 || prefix > max) {
+      throw new SipTransportError('SIP_TRANSPORT_CONFIG', `trustedProxies: "${entry}" is not an IP address or CIDR`);
+    }
+    list.addSubnet(address, prefix, type);
+  }
+  return list;
 }
 
 /** The destination port of a stateless response over UDP, from the raw top Via (see #answerUdp). */

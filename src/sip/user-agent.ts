@@ -22,7 +22,7 @@ import { DigestServer, type DigestAlgorithm } from './digest.ts';
 import type { InboundDirectory } from './inbound-routing.ts';
 import { TransactionLayer } from './transaction.ts';
 import type { TransactionTimerConfig, TransactionTimers } from './transaction-timers.ts';
-import { SipTransportLayer, type SipTransportListen } from './transport.ts';
+import { SipTransportLayer, type SipTransportLayerOptions, type SipTransportListen } from './transport.ts';
 import type { Endpoint } from './transport-types.ts';
 import type { SessionTimerConfig } from './session-timer.ts';
 import { placeCall, type DialOptions, type DialResult, type OutboundContext } from './outbound-call.ts';
@@ -30,6 +30,8 @@ import { handleOutOfDialog, type AdmitCall, type UasContext, type UasLogger } fr
 
 export interface SipUserAgentOptions {
   listen: SipTransportListen[];
+  /** Bounds and routing of the transport layer (TCP caps and deadlines, trusted proxies); its defaults otherwise. */
+  transport?: Pick<SipTransportLayerOptions, 'idleTimeoutMs' | 'maxConnections' | 'maxConnectionsPerSource' | 'messageTimeoutMs' | 'trustedProxies'>;
   directory: InboundDirectory;
   ports: PortSource;
   /** The address put in our SDP (c=, o=): where peers send RTP. */
@@ -96,7 +98,7 @@ export class SipUserAgent extends EventEmitter<SipUserAgentEvents> {
   constructor(opts: SipUserAgentOptions) {
     super();
     this.#opts = opts;
-    this.transport = new SipTransportLayer({ listen: opts.listen, logger: opts.logger });
+    this.transport = new SipTransportLayer({ ...opts.transport, listen: opts.listen, logger: opts.logger });
     this.layer = new TransactionLayer({ transport: this.transport, ...(opts.timers ? { timers: opts.timers } : {}), logger: opts.logger });
     this.dialogs = new DialogManager({ layer: this.layer, logger: opts.logger });
     this.digest = new DigestServer({

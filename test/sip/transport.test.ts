@@ -153,8 +153,8 @@ function streamPeer(socket: Socket): StreamPeer {
   };
 }
 
-async function tcpPeer(port: number, host = '127.0.0.1'): Promise<StreamPeer> {
-  const socket = netConnect({ port, host });
+async function tcpPeer(port: number, host = '127.0.0.1', localAddress?: string): Promise<StreamPeer> {
+  const socket = netConnect({ port, host, ...(localAddress !== undefined ? { localAddress } : {}) });
   await once(socket, 'connect');
   return streamPeer(socket);
 }
@@ -286,20 +286,52 @@ describe('UDP', () => {
     expect(layer.stats.messagesOut.udp).toBe(1);
   });
 
-  it('without rport, a response goes to received and the sent-by port (RFC 3261 18.2.2)', async () => {
-    const layer = await startLayer([UDP4]);
-    const client = await udpPeer();
-    const listener = await udpPeer();
-    const got = nextEvent<Inbound<SipRequest>>(layer, 'request');
-    // A host name in sent-by: never equal to the source address, so `received` is added.
-    await client.send(request({ via: `SIP/2.0/UDP pbx.example.invalid:${listener.port};branch=z9hG4bKnorport` }), portOf(layer, 'udp'));
-    const inbound = await got;
-    expect(inbound.message.topVia!.received).toBe('127.0.0.1');
-    expect(inbound.message.topVia!.rport).toBeUndefined();
+  it('without rport, a response goes to the source port; to received and the sent-by port only for a trusted proxy (RFC 3261 18.2.2)', async () => {
+    for (const trusted of [false, true]) {
+      const layer = await startLayer([UDP4], trusted ? { trustedProxies: ['10.0.0.0/8', '127.0.0.0/24'] } : {});
+      const client = await udpPeer();
+      const listener = await udpPeer();
+      const got = nextEvent<Inbound<SipRequest>>(layer, 'request');
+      // A host name in sent-by: never equal to the source address, so `received` is added.
+      await client.send(request({ via: `SIP/2.0/UDP pbx.example.invalid:${listener.port};branch=z9hG4bKnorport` }), portOf(layer, 'udp'));
+      const inbound = await got;
+      expect(inbound.message.topVia!.received).toBe('127.0.0.1');
+      expect(inbound.message.topVia!.rport).toBeUndefined();
 
+      await layer.send(createResponse(inbound.message, 200), inbound.source, inbound.connectionId);
+      const [answered, silent] = trusted ? [listener, client] : [client, listener];
+      expect(asResponse(await answered.next()).status).toBe(200);
+      expect(await silent.silent(100)).toBe(true);
+    }
+  });
+
+  it('maddr, a received or rport the client wrote, a Via naming TCP: honoured for a trusted proxy only', async () => {
+    const decoy = await udpPeer('127.0.0.5');
+    const forged = `SIP/2.0/UDP 127.0.0.1:${decoy.port};branch=z9hG4bKmaddr;rport=1;received=192.0.2.66;maddr=127.0.0.5`;
+    for (const trusted of [false, true]) {
+      const layer = await startLayer([UDP4], trusted ? { trustedProxies: ['127.0.0.1'] } : { trustedProxies: ['127.0.0.2/32', '::1'] });
+      const client = await udpPeer();
+      const got = nextEvent<Inbound<SipRequest>>(layer, 'request');
+      await client.send(request({ via: forged }), portOf(layer, 'udp'));
+      const inbound = await got;
+      // What the sender wrote in received= and rport= is replaced by what we saw.
+      expect([inbound.message.topVia!.received, inbound.message.topVia!.rport]).toEqual(['127.0.0.1', client.port]);
+      await layer.send(createResponse(inbound.message, 200), inbound.source, inbound.connectionId);
+      const [answered, silent] = trusted ? [decoy, client] : [client, decoy];
+      expect(asResponse(await answered.next()).status).toBe(200);
+      expect(await silent.silent(100)).toBe(true);
+    }
+    // A request over UDP whose Via says TCP: answered over UDP at its source, no connection opened.
+    const layer = await startLayer([UDP4, TCP4]);
+    const client = await udpPeer();
+    const got = nextEvent<Inbound<SipRequest>>(layer, 'request');
+    await client.send(request({ via: `SIP/2.0/TCP 127.0.0.1:${portOf(layer, 'tcp')};branch=z9hG4bKtcpvia` }), portOf(layer, 'udp'));
+    const inbound = await got;
     await layer.send(createResponse(inbound.message, 200), inbound.source, inbound.connectionId);
-    expect(asResponse(await listener.next()).status).toBe(200);
-    expect(await client.silent(100)).toBe(true);
+    expect(asResponse(await client.next()).status).toBe(200);
+    expect(layer.stats.connectionsOpened).toBe(0);
+    expect(() => new SipTransportLayer({ listen: [UDP4], trustedProxies: ['10.0.0.0/33'] })).toThrow(/not an IP address or CIDR/);
+    expect(() => new SipTransportLayer({ listen: [UDP4], trustedProxies: ['proxy.example.com'] })).toThrow(SipTransportError);
   });
 
   it('adds no received when the sent-by is the source address and rport was not asked for', async () => {
@@ -456,6 +488,30 @@ describe('UDP', () => {
 });
 
 // --- TCP -----------------------------------------------------------------------------------------
+
+describe('bare LF', () => {
+  it('a response with a bare LF in its header section is dropped (UDP and TCP); a request over TCP is answered 400, then closed', async () => {
+    const layer = await startLayer([UDP4, TCP4]);
+    let events = 0;
+    layer.on('response', () => events++);
+    layer.on('request', () => events++);
+    const client = await udpPeer();
+    const resp = 'SIP/2.0 200 OK\r\nVia: SIP/2.0/UDP 127.0.0.1:9;branch=z9hG4bK1\r\nSubject: x\nVia: SIP/2.0/UDP 127.0.0.9:9\r\nFrom: <sip:a@b>;tag=1\r\nTo: <sip:c@d>;tag=2\r\nCall-ID: lf\r\nCSeq: 1 OPTIONS\r\nContent-Length: 0\r\n\r\n';
+    await client.send(resp, portOf(layer, 'udp'));
+    await until(() => layer.stats.droppedResponses === 1);
+    const c = await tcpPeer(portOf(layer, 'tcp'));
+    c.write(resp);
+    await c.closed;
+    expect(layer.stats.droppedResponses).toBe(2);
+    const r = await tcpPeer(portOf(layer, 'tcp'));
+    r.write(request({ via: 'SIP/2.0/TCP 127.0.0.1:9;branch=z9hG4bKlf\nVia: SIP/2.0/TCP 127.0.0.9:9' }));
+    const answer = asResponse(await r.next());
+    expect([answer.status, answer.reason, answer.via.length]).toEqual([400, 'Bad Request: bare LF in header section', 1]);
+    await r.closed;
+    expect(layer.stats.framingErrors).toBe(2);
+    expect(events).toBe(0);
+  });
+});
 
 describe('TCP', () => {
   it('delivers pipelined messages from one write, and a message split into single bytes', async () => {
@@ -627,6 +683,113 @@ describe('TCP', () => {
     expect((await got).message.topVia!.branch).toBe('z9hG4bKc3');
   });
 
+  it('closes a connection whose message is not complete messageTimeoutMs after its first byte, bytes arriving or not; keep-alives start no deadline', async () => {
+    const lines: unknown[][] = [];
+    const logger = { debug: () => {}, info: (...a: unknown[]) => lines.push(a), warn: () => {}, error: () => {} };
+    const layer = await startLayer([TCP4], { messageTimeoutMs: 200, logger });
+    const port = portOf(layer, 'tcp');
+    const reasons: string[] = [];
+    layer.on('connectionClosed', (_info, reason) => reasons.push(reason));
+    // Trickling: a byte every 30 ms (the idle timeout, 120 s, never fires).
+    const slow = await tcpPeer(port);
+    const text = request({ via: 'SIP/2.0/TCP 127.0.0.1:9;branch=z9hG4bKslow' });
+    const t0 = Date.now();
+    for (let i = 0; i < text.length - 1 && Date.now() - t0 < 1500; i++) {
+      slow.write(text[i]!);
+      await delay(30);
+      if (layer.stats.messageTimeouts > 0) break;
+    }
+    await slow.closed;
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(190);
+    expect(Date.now() - t0).toBeLessThan(1000);
+    expect(reasons).toEqual(['message-timeout']);
+    // Silent (half a message, then nothing): the same deadline.
+    const silent = await tcpPeer(port);
+    silent.write('OPTIONS sip:agent@127.0.0.1 SIP/2.0\r\n');
+    await silent.closed;
+    expect(layer.stats.messageTimeouts).toBe(2);
+    // Logged once per window.
+    expect(lines.filter((l) => l[1] === 'SIP connection closed: message not complete in time')).toHaveLength(1);
+    // Keep-alives are no messages: half a ping held past the deadline, then pings and messages
+    // in pieces each within it, on one connection.
+    const ka = await tcpPeer(port);
+    ka.write('\r\n');
+    await delay(300);
+    ka.write('\r\n');
+    await until(() => ka.pongs() === 1);
+    for (let round = 0; round < 3; round++) {
+      const m = request({ via: `SIP/2.0/TCP 127.0.0.1:9;branch=z9hG4bKka${round}`, callId: `ka-${round}` });
+      const got = nextEvent<Inbound<SipRequest>>(layer, 'request');
+      ka.write(m.slice(0, 20));
+      await delay(120);
+      ka.write(m.slice(20));
+      expect((await got).message.callId).toBe(`ka-${round}`);
+      await delay(120);
+    }
+    expect(layer.stats.messageTimeouts).toBe(2);
+    expect(layer.stats.connectionsOpen).toBe(1);
+  });
+
+  it('holds at most maxConnectionsPerSource inbound connections per source address (TLS handshakes included); refused at once, logged once', async () => {
+    const lines: unknown[][] = [];
+    const logger = { debug: () => {}, info: () => {}, warn: (...a: unknown[]) => lines.push(a), error: () => {} };
+    const layer = await startLayer([TCP4], { maxConnectionsPerSource: 2, logger });
+    const port = portOf(layer, 'tcp');
+    const a = await tcpPeer(port, '127.0.0.1', '127.0.0.2');
+    const b = await tcpPeer(port, '127.0.0.1', '127.0.0.2');
+    await until(() => layer.stats.connectionsOpen === 2);
+    const c = await tcpPeer(port, '127.0.0.1', '127.0.0.2');
+    const d = await tcpPeer(port, '127.0.0.1', '127.0.0.2');
+    await c.closed;
+    await d.closed;
+    expect(layer.stats.connectionsRefused).toBe(2);
+    expect(layer.stats.connectionsOpened).toBe(2);
+    expect(lines).toHaveLength(1);
+    expect(lines[0]![0]).toMatchObject({ source: '127.0.0.2', limit: 2 });
+    const other = await tcpPeer(port, '127.0.0.1', '127.0.0.3');
+    await until(() => layer.stats.connectionsOpen === 3);
+    a.socket.destroy();
+    await until(() => layer.stats.connectionsOpen === 2);
+    const e = await tcpPeer(port, '127.0.0.1', '127.0.0.2');
+    const got = nextEvent<Inbound<SipRequest>>(layer, 'request');
+    e.write(request({ via: 'SIP/2.0/TCP 127.0.0.2:9;branch=z9hG4bKagain' }));
+    expect((await got).source.address).toBe('127.0.0.2');
+    expect(layer.stats.connectionsRefused).toBe(2);
+    b.socket.destroy();
+    other.socket.destroy();
+  });
+
+  it('at maxConnections, evicts connections that never completed a message before established ones, however old', async () => {
+    let t = 1000;
+    const layer = await startLayer([TCP4], { maxConnections: 3, now: () => t });
+    const port = portOf(layer, 'tcp');
+    const pbx = await tcpPeer(port, '127.0.0.1', '127.0.0.10');
+    const got = nextEvent<Inbound<SipRequest>>(layer, 'request');
+    pbx.write(request({ via: 'SIP/2.0/TCP 127.0.0.10:5060;branch=z9hG4bKpbx1' }));
+    await got;
+    const closed: string[] = [];
+    layer.on('connectionClosed', (info, reason) => closed.push(`${info.remote.address}:${reason}`));
+    // Half-open connections, each more recently active than the PBX.
+    const half: StreamPeer[] = [];
+    for (let i = 0; i < 6; i++) {
+      t += 1000;
+      const h = await tcpPeer(port, '127.0.0.1', `127.0.0.${20 + i}`);
+      h.write('OPTIONS sip:x SIP/2.0\r\nVia: SIP/2.0/TCP ');
+      half.push(h);
+      await until(() => layer.connections().some((c) => c.remote.address === `127.0.0.${20 + i}`));
+    }
+    expect(layer.stats.connectionsEvicted).toBe(4);
+    expect(closed).toEqual(['127.0.0.20:evicted', '127.0.0.21:evicted', '127.0.0.22:evicted', '127.0.0.23:evicted']);
+    expect(layer.connections().map((c) => c.remote.address).sort()).toEqual(['127.0.0.10', '127.0.0.24', '127.0.0.25']);
+    // Only established ones left: then the least recently active of them.
+    for (const h of half.slice(4)) h.write(`127.0.0.1:9;branch=z9hG4bK${Math.random().toString(36).slice(2)}\r\nFrom: <sip:a@b>;tag=1\r\nTo: <sip:x@y>\r\nCall-ID: c\r\nCSeq: 1 OPTIONS\r\nContent-Length: 0\r\n\r\n`);
+    await until(() => layer.stats.messagesIn.tcp === 3);
+    t += 1000;
+    await tcpPeer(port, '127.0.0.1', '127.0.0.30');
+    await pbx.closed;
+    expect(closed.at(-1)).toBe('127.0.0.10:evicted');
+  });
+
   it.skipIf(!HAS_IPV6)('listens on ::1 too', async () => {
     const layer = await startLayer([{ protocol: 'tcp', address: '::1', port: 0 }]);
     const c = await tcpPeer(portOf(layer, 'tcp'), '::1');
@@ -658,6 +821,31 @@ describe.skipIf(!HAS_OPENSSL)('TLS (self-signed certificate made with openssl; s
     expect(asResponse(await c.next()).status).toBe(200);
     c.write('\r\n\r\n');
     await until(() => c.pongs() === 1);
+  });
+
+  it('counts handshakes in progress under maxConnectionsPerSource; a refused socket gets no handshake and is no handshake failure', async () => {
+    const layer = await startLayer([{ protocol: 'tls', address: '127.0.0.1', port: 0, tls: pem }], { maxConnectionsPerSource: 1 });
+    const port = portOf(layer, 'tls');
+    // Connected, handshake never started: it holds the source's one slot.
+    const stalled = netConnect({ port, host: '127.0.0.1', localAddress: '127.0.0.7' });
+    stalled.on('error', () => {});
+    await once(stalled, 'connect');
+    await delay(20);
+    const refused = tlsConnect({ socket: netConnect({ port, host: '127.0.0.1', localAddress: '127.0.0.7' }), host: '127.0.0.1', ca: pem.cert });
+    const outcome = await new Promise<string>((r) => {
+      refused.once('secureConnect', () => r('handshake'));
+      refused.once('error', () => r('refused'));
+      refused.once('close', () => r('refused'));
+    });
+    expect(outcome).toBe('refused');
+    expect(layer.stats.connectionsRefused).toBe(1);
+    // Another source still gets in.
+    const ok = tlsConnect({ socket: netConnect({ port, host: '127.0.0.1', localAddress: '127.0.0.8' }), host: '127.0.0.1', ca: pem.cert });
+    await once(ok, 'secureConnect');
+    await until(() => layer.stats.connectionsOpen === 1);
+    ok.destroy();
+    stalled.destroy();
+    expect(layer.stats.tlsHandshakeFailures).toBe(0);
   });
 
   it('opens outgoing TLS connections, checking the certificate; an untrusted one fails with SIP_TRANSPORT_CONNECT', async () => {
