@@ -15,8 +15,9 @@
  *   - OPTIONS out of dialog: sent -> 200 received.
  *   - INVITE with an SDP offer to NUMBER: sent -> first response received (180 Ringing after
  *     auth, routing and the RTP ports; callbridge sends 100 Trying only when its answer takes
- *     over 200 ms, RFC 3261 17.2.1). The prober then CANCELs (ACKing the 487), or ACKs and BYEs
- *     a 200 that overtook the CANCEL.
+ *     over 200 ms, RFC 3261 17.2.1). The prober then CANCELs and ACKs the final response (487,
+ *     or the 503 of the bridge: the daemon's bridge.upstream_url points at a port where nothing
+ *     listens, so no voice session starts; bench/session and bench/bridge measure those).
  *   - GET /readyz over keep-alive sockets: sent -> body received.
  * A probe unanswered after PROBE_TIMEOUT_MS counts as lost (Infinity in the percentiles).
  *
@@ -86,8 +87,8 @@ interface Samples {
   readyz: number[];
   /** Probes with no answer within PROBE_TIMEOUT_MS. */
   lost: Record<Kind, number>;
-  /** INVITEs answered by something other than 1xx or 487/200 at first (status -> count). */
-  inviteFirst: Map<number, number>;
+  /** Final responses to the INVITEs (status -> count). */
+  inviteFinal: Map<number, number>;
 }
 
 interface Pending {
@@ -128,7 +129,7 @@ class Prober {
   }
 
   static empty(): Samples {
-    return { options: [], invite: [], readyz: [], lost: { options: 0, invite: 0, readyz: 0 }, inviteFirst: new Map() };
+    return { options: [], invite: [], readyz: [], lost: { options: 0, invite: 0, readyz: 0 }, inviteFinal: new Map() };
   }
 
   static async open(sipPort: number, readyzUrl: string): Promise<Prober> {
@@ -267,13 +268,13 @@ class Prober {
     if (!p.answered) {
       p.answered = true;
       this.#samples.invite.push(now - p.sentAt);
-      if (code >= 200 && code !== 200) this.#samples.inviteFirst.set(code, (this.#samples.inviteFirst.get(code) ?? 0) + 1);
     }
     const to = header(text, 'To', 't') ?? p.to ?? '';
     if (code < 200) {
       if (!p.cancelled) this.#cancel(callId, p);
       return;
     }
+    this.#samples.inviteFinal.set(code, (this.#samples.inviteFinal.get(code) ?? 0) + 1);
     this.#ack(callId, p, to, code === 200);
     if (code === 200) this.#bye(callId, p, to);
     this.#pending.delete(callId);
@@ -373,7 +374,7 @@ function merge(list: Samples[]): Samples {
     out.invite.push(...s.invite);
     out.readyz.push(...s.readyz);
     for (const k of ['options', 'invite', 'readyz'] as const) out.lost[k] += s.lost[k];
-    for (const [c, n] of s.inviteFirst) out.inviteFirst.set(c, (out.inviteFirst.get(c) ?? 0) + n);
+    for (const [c, n] of s.inviteFinal) out.inviteFinal.set(c, (out.inviteFinal.get(c) ?? 0) + n);
   }
   for (const k of ['options', 'invite', 'readyz'] as const) out[k].sort((a, b) => a - b);
   return out;
@@ -404,13 +405,20 @@ interface Target {
 async function startTarget(label: string, env: Record<string, string>, dataDir: string): Promise<Target> {
   const port = await freeSipPort();
   const sipPort = await freeSipPort();
+  // Nothing listens there: each routed call is refused (503) as soon as the bridge fails to open
+  // its voice session, right after the 180. The bench measures signaling; starting a voice
+  // session per call (tens of ms of main-thread work, bench/session and bench/bridge measure
+  // it) would be most of what the probes wait for, loaded or not.
+  const nowhere = await freeSipPort();
   const daemon = startChild(label, ['--single-threaded-gc', join(ROOT, 'bin', 'callbridge.js'), 'start'], {
     CALLBRIDGE_DATA_DIR: dataDir,
     CALLBRIDGE_HTTP_HOST: HOST,
     CALLBRIDGE_HTTP_PORT: String(port),
     CALLBRIDGE_SIP_HOST: HOST,
     CALLBRIDGE_SIP_PORT: String(sipPort),
-    CALLBRIDGE_LOG_LEVEL: 'error',
+    CALLBRIDGE_LOG_LEVEL: 'fatal',
+    CALLBRIDGE_BRIDGE_UPSTREAM_URL: `http://${HOST}:${nowhere}`,
+    CALLBRIDGE_BRIDGE_UPSTREAM_API_KEY: 'bench-signaling-nowhere',
     ...env,
   });
   const base = `http://${HOST}:${port}`;
@@ -543,11 +551,11 @@ export async function run(): Promise<void> {
     }
     process.stdout.write(`\n${table(rows)}\n`);
     for (const x of sums) {
-      const firsts = merge([x.idle, x.loaded]).inviteFirst;
+      const finals = merge([x.idle, x.loaded]).inviteFinal;
       process.stdout.write(
         `  ${x.t.label}: REST during the loaded slices ${formatValue(x.restLoaded.rps)} req/s (autocannon p99 ${formatValue(x.restLoaded.p99)} ms, whole ms), REST alone ${formatValue(x.restOnly.rps)} req/s (p99 ${formatValue(x.restOnly.p99)} ms); ` +
           `daemon CPU share, whole process / main thread: idle ${x.cpu('idle')}, loaded ${x.cpu('loaded')}, REST only ${x.cpu('rest only')}; ` +
-          `INVITE first responses other than 1xx: ${firsts.size === 0 ? 'none' : [...firsts].map(([c, n]) => `${c} x${n}`).join(', ')}\n`,
+          `INVITE final responses: ${finals.size === 0 ? 'none' : [...finals].map(([c, n]) => `${c} x${n}`).join(', ')}\n`,
       );
     }
     process.stdout.write(`  load average after the run: ${load()}\n`);
