@@ -15,8 +15,9 @@
  * the rest ended as the mappings of src/domain/call.ts end them (reasons: client_closed 55 %,
  * agent_hangup 25 %, transfer 8 %, timeout 5 %, silence_timeout 5 %, error 2 %; outbound dials
  * busy, no_answer or auth_failed 10 %); 10 % tagged (1-2 of 5 tags); a short transcript (3
- * entries) per answered call. One transaction, prepared statements; the trigram index, the
- * counters and the tag rows are written by the same triggers and statements as in production.
+ * entries) per answered call. One transaction, prepared statements: each row is inserted whole
+ * (its values from src/domain/call.ts), and the triggers of migration 3 write the trigram index
+ * and the counters as they do in production.
  */
 import { randomUUID } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
