@@ -11,7 +11,8 @@
  * The mix: 4 organizations holding 50 / 30 / 15 / 5 % of the calls (the bench reads the first),
  * 10 agents each (skewed: the first agent takes a quarter of its organization's calls), over one
  * year in time order with jitter; 70 % phone calls through SIP (60 % of them inbound), 30 % web
- * sessions; party numbers random E.164, web callers `user-<n>`; the newest 0.1 % still running,
+ * sessions; party numbers random E.164, web callers `user-<n>`; the newest 0.1 % (at least 20)
+ * still running,
  * the rest ended as the mappings of src/domain/call.ts end them (reasons: client_closed 55 %,
  * agent_hangup 25 %, transfer 8 %, timeout 5 %, silence_timeout 5 %, error 2 %; outbound dials
  * busy, no_answer or auth_failed 10 %); 10 % tagged (1-2 of 5 tags); a short transcript (3
@@ -92,7 +93,8 @@ function fill(dataDir: string, n: number): FillResult {
     for (const [r, p] of reasons) if ((x -= p) < 0) return r;
     return 'client_closed';
   };
-  const running = Math.max(1, Math.floor(n / 1000));
+  // At least 20, so that a small database has running calls too.
+  const running = Math.max(20, Math.floor(n / 1000));
   let orgCalls = 0;
   let samplePartyNumber = '';
   let firstAt = '';
