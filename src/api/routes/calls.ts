@@ -1,6 +1,8 @@
 /**
- * Call history: voice sessions (src/session/) and the call bridge write the records; recordings
- * (bridge.recording) are stereo WAV files the bridge wrote, streamed from disk (docs/calls.md).
+ * Call history in the shape of the service's OpenAPI document (listCalls, getCall,
+ * downloadCallRecording): voice sessions (src/session/) and the call bridge write the records,
+ * src/domain/call.ts maps them; recordings (bridge.recording) are stereo WAV files the bridge
+ * wrote, streamed from disk (docs/calls.md).
  */
 import { createReadStream, statSync } from 'node:fs';
 import type { FastifyInstance } from 'fastify';
