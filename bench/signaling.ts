@@ -30,8 +30,15 @@
  * baseline the unscheduled daemon's (a fair share that starved REST would show there).
  * BENCH_SIGNALING_COMPARE=0 measures the first daemon only (REST throughput baseline: REST alone).
  *
+ * A busy machine: the prober's timestamps are taken when this process reads an answer, so this
+ * process runs at nice BENCH_SIGNALING_PROBER_NICE (-10; root) while the daemons and autocannon
+ * stay at 0, and the table shows the share of each slice the daemon's main thread spent waiting
+ * for a CPU (schedstat): under saturation it is always runnable, and any wait for a CPU is a
+ * wait for the probes too, which no scheduling inside the daemon removes.
+ * BENCH_SIGNALING_DAEMON_NICE=<n> (a diagnostic) sets both daemons' main threads to nice n.
+ *
  * BENCH_SIGNALING_DAEMON_ENV='K=V,K=V' adds environment variables to both daemons (e.g.
- * CALLBRIDGE_HTTP_FAIR_SHARE_MS=2 for the first; the second keeps 0). Loopback only; every child
+ * CALLBRIDGE_HTTP_FAIR_SHARE_MS=4 for the first; the second keeps 0). Loopback only; every child
  * is stopped by PID in a finally.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -40,7 +47,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import { createRequire } from 'node:module';
-import { cpus, loadavg, tmpdir } from 'node:os';
+import { cpus, getPriority, loadavg, setPriority, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { freeSipPort } from '../test/interop/sipp.ts';
@@ -304,6 +311,19 @@ class Prober {
   }
 }
 
+/**
+ * Seconds a thread has spent runnable but waiting for a CPU (second field of Linux
+ * /proc/<pid>/task/<tid>/schedstat, ns); NaN without it.
+ */
+function runQueueWaitSeconds(pid: number | undefined, tid = pid): number {
+  if (pid === undefined) return Number.NaN;
+  try {
+    return Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[1]) / 1e9;
+  } catch {
+    return Number.NaN;
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // REST load: the autocannon CLI in its own process, so that its work does not delay the prober.
 
@@ -326,6 +346,14 @@ interface Load {
 function startLoad(url: string, key: string, connections: number, seconds: number): Load {
   const args = [AUTOCANNON, '-c', String(connections), '-d', String(seconds), '-p', '1', '-j', '-H', `authorization=Bearer ${key}`, url];
   const proc = spawn(process.execPath, args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  // The load runs at the ordinary priority, whatever the prober's (BENCH_SIGNALING_PROBER_NICE).
+  if (proc.pid !== undefined) {
+    try {
+      setPriority(proc.pid, 0);
+    } catch {
+      // not allowed to lower it back: the prober's priority was not raised either
+    }
+  }
   let out = '';
   let err = '';
   proc.stdout?.setEncoding('utf8').on('data', (d: string) => (out += d));
@@ -365,6 +393,8 @@ interface Slice {
   mainCpu: number;
   /** The daemon's whole-process CPU share during the slice. */
   procCpu: number;
+  /** Share of the slice the daemon's main thread spent runnable but waiting for a CPU (busy machine). */
+  mainWait: number;
 }
 
 function merge(list: Samples[]): Samples {
@@ -421,6 +451,11 @@ async function startTarget(label: string, env: Record<string, string>, dataDir: 
     CALLBRIDGE_BRIDGE_UPSTREAM_API_KEY: 'bench-signaling-nowhere',
     ...env,
   });
+  const nice = process.env.BENCH_SIGNALING_DAEMON_NICE;
+  if (nice !== undefined && nice !== '' && daemon.proc.pid !== undefined) {
+    // The main thread (its TID is the PID) and the threads it starts from now on.
+    setPriority(daemon.proc.pid, Number(nice));
+  }
   const base = `http://${HOST}:${port}`;
   await waitUntil(daemon, 'GET /readyz 200', 30_000, async () => (await fetch(`${base}/readyz`)).status === 200);
   const key = readFileSync(join(dataDir, 'initial-api-key'), 'utf8').trim();
@@ -455,7 +490,8 @@ function summarize(t: Target) {
   };
   const cpu = (label: Slice['label']) => {
     const l = t.slices.filter((s) => s.label === label);
-    return `${formatValue(l.reduce((a, s) => a + s.procCpu, 0) / l.length)} / ${formatValue(l.reduce((a, s) => a + s.mainCpu, 0) / l.length)}`;
+    const avg = (f: (s: Slice) => number) => formatValue(l.reduce((a, s) => a + f(s), 0) / l.length);
+    return `${avg((s) => s.procCpu)} / ${avg((s) => s.mainCpu)} / ${avg((s) => s.mainWait)}`;
   };
   return { idle, loaded, restLoaded: sumLoad('loaded'), restOnly: sumLoad('rest only'), cpu };
 }
@@ -466,6 +502,8 @@ export async function run(): Promise<void> {
   const connections = Math.round(envNumber('BENCH_SIGNALING_CONNECTIONS', 100));
   const rate = envNumber('BENCH_SIGNALING_RATE', 20);
   const compare = process.env.BENCH_SIGNALING_COMPARE !== '0';
+  const proberNice = Number(process.env.BENCH_SIGNALING_PROBER_NICE ?? -10);
+  if (!Number.isInteger(proberNice) || proberNice < -20 || proberNice > 19) throw new RangeError(`BENCH_SIGNALING_PROBER_NICE must be an integer from -20 to 19, got "${process.env.BENCH_SIGNALING_PROBER_NICE}"`);
   const extraEnv = daemonEnvExtra();
   const load = () => loadavg().map((l) => l.toFixed(2)).join(' ');
   process.stdout.write(
@@ -478,6 +516,7 @@ export async function run(): Promise<void> {
   const dirs: string[] = [];
   const targets: Target[] = [];
   let current: Load | undefined;
+  let restorePriority = () => undefined as void;
   const killAll = () => {
     current?.stop();
     for (const t of targets) if (t.daemon.proc.pid !== undefined && t.daemon.proc.exitCode === null && t.daemon.proc.signalCode === null) process.kill(t.daemon.proc.pid, 'SIGKILL');
@@ -490,6 +529,18 @@ export async function run(): Promise<void> {
       const dir = mkdtempSync(join(tmpdir(), 'callbridge-bench-signaling-'));
       dirs.push(dir);
       targets.push(await startTarget(label, env, dir));
+    }
+
+    // The prober's timestamps are taken when this process reads the answer: on a busy machine a
+    // prober waiting for a CPU would add its own wait to the daemon's. Raised after the daemons
+    // started (they keep nice 0); the autocannon processes are set back to 0 when spawned.
+    const nice0 = getPriority(0);
+    try {
+      setPriority(0, proberNice);
+      restorePriority = () => setPriority(0, nice0);
+      process.stdout.write(`prober (this process) at nice ${proberNice}; daemons and load at ${nice0}\n`);
+    } catch (err) {
+      process.stdout.write(`WARNING: could not set this process to nice ${proberNice} (${(err as Error).message}): the prober's own waits for a CPU count in the figures\n`);
     }
 
     // Warm-up: the REST path and the SIP path compiled, the bridge's first sessions opened.
@@ -512,22 +563,24 @@ export async function run(): Promise<void> {
       }
       const cpu0 = cpuSeconds(pid);
       const main0 = mainThreadCpuSeconds(pid);
+      const wait0 = runQueueWaitSeconds(pid);
       const t0 = performance.now();
       if (label !== 'rest only') t.prober.start(rate);
       await sleep(secs * 1000);
       const wall = (performance.now() - t0) / 1000;
       const procCpu = (cpuSeconds(pid) - cpu0) / wall;
       const mainCpu = (mainThreadCpuSeconds(pid) - main0) / wall;
+      const mainWait = (runQueueWaitSeconds(pid) - wait0) / wall;
       const samples = label === 'rest only' ? Prober.empty() : await t.prober.stop();
       const loadResult = loadRun ? await loadRun.result : undefined;
       current = undefined;
       const s = merge([samples]);
-      t.slices.push({ label, samples: s, mainCpu, procCpu, ...(loadResult ? { load: loadResult } : {}) });
+      t.slices.push({ label, samples: s, mainCpu, procCpu, mainWait, ...(loadResult ? { load: loadResult } : {}) });
       const q = (a: number[]) => `${formatValue(percentile(a, 0.5))}/${formatValue(percentile(a, 0.99))}`;
       process.stdout.write(
         (label === 'rest only' ? '' : ` OPTIONS p50/p99 ${q(s.options)} ms, INVITE ${q(s.invite)} ms, readyz ${q(s.readyz)} ms`) +
           (loadResult ? `${label === 'rest only' ? '' : ';'} REST ${formatValue(loadResult.rps)} req/s` : '') +
-          `; daemon CPU ${formatValue(procCpu)} (main thread ${formatValue(mainCpu)})\n`,
+          `; daemon CPU ${formatValue(procCpu)} (main thread ${formatValue(mainCpu)}, waiting for a CPU ${formatValue(mainWait)})\n`,
       );
       if (label !== 'idle') await sleep(500); // let autocannon's connections close before the next slice
     };
@@ -554,7 +607,7 @@ export async function run(): Promise<void> {
       const finals = merge([x.idle, x.loaded]).inviteFinal;
       process.stdout.write(
         `  ${x.t.label}: REST during the loaded slices ${formatValue(x.restLoaded.rps)} req/s (autocannon p99 ${formatValue(x.restLoaded.p99)} ms, whole ms), REST alone ${formatValue(x.restOnly.rps)} req/s (p99 ${formatValue(x.restOnly.p99)} ms); ` +
-          `daemon CPU share, whole process / main thread: idle ${x.cpu('idle')}, loaded ${x.cpu('loaded')}, REST only ${x.cpu('rest only')}; ` +
+          `daemon CPU share, whole process / main thread / main thread waiting for a CPU: idle ${x.cpu('idle')}, loaded ${x.cpu('loaded')}, REST only ${x.cpu('rest only')}; ` +
           `INVITE final responses: ${finals.size === 0 ? 'none' : [...finals].map(([c, n]) => `${c} x${n}`).join(', ')}\n`,
       );
     }
@@ -592,6 +645,11 @@ export async function run(): Promise<void> {
     const bad = sums.reduce((a, x) => a + x.restLoaded.bad + x.restOnly.bad, 0);
     if (bad > 0) throw new Error(`bench/signaling: ${bad} REST requests failed or were not 2xx; the figures are not valid`);
   } finally {
+    try {
+      restorePriority();
+    } catch {
+      // lowering a priority back is always allowed; nothing to do otherwise
+    }
     current?.stop();
     for (const t of targets) await t.prober.close().catch(() => undefined);
     for (const t of targets) await stopChild(t.daemon).catch(() => undefined);

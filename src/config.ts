@@ -228,9 +228,9 @@ const schema = {
       env: 'CALLBRIDGE_PUBLIC_URL',
     },
     fair_share_ms: {
-      doc: 'Most milliseconds of REST request work (auth, SQLite reads, JSON parsing, handlers, serialization) run in one event-loop turn; the requests left wait for the next turn, and SIP signaling, voice sessions and /readyz, which share the main thread, are served in between (docs/api-fair-share.md). /healthz, /readyz, /metrics and the voice WebSocket are never held. 0 = no limit: requests run as they arrive.',
+      doc: 'REST request work (auth, SQLite reads, JSON parsing, handlers, serialization) runs in event-loop turns: a turn ends once it has used this many milliseconds (the request it is running finishes first), the requests left wait for the next turn, and SIP signaling, voice sessions and /readyz, which share the main thread, are served in between (docs/api-fair-share.md). /healthz, /readyz, /metrics and the voice WebSocket are never held. 0 = no turns: requests run as they arrive.',
       format: 'nat',
-      default: 4,
+      default: 1,
       env: 'CALLBRIDGE_HTTP_FAIR_SHARE_MS',
     },
   },
