@@ -11,9 +11,6 @@ import { SessionRepo } from './sessions.ts';
 import { SecretBox } from './secret-box.ts';
 import { loadOrCreateSecret } from './data-dir-secrets.ts';
 
-/** The largest database read through the memory map (larger ones: the rest by read()). */
-const MMAP_BYTES = 4 * 1024 ** 3;
-
 export interface Store {
   db: Db;
   secretBox: SecretBox;
@@ -32,10 +29,6 @@ export interface Store {
 
 export function openStore(dataDir: string, encryptionKey: string): Store {
   const db = openDatabase(dataDir);
-  // Reads through a memory map instead of a read() per page: a list of a million calls counts
-  // its total over tens of thousands of index pages (docs/calls.md, bench/calls). SQLite maps
-  // only what the file holds; the pages are the OS page cache, shared, not the daemon's heap.
-  db.pragma(`mmap_size = ${MMAP_BYTES}`);
   const secretBox = new SecretBox(loadOrCreateSecret(dataDir, 'encryption-key', encryptionKey));
   const calls = new CallRepo(db);
   return {
