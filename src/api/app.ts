@@ -62,9 +62,9 @@ function hasJsonBody(req: FastifyRequest): boolean {
 }
 
 /**
- * REST requests run in turns of at most http.fair_share_ms on the main thread (src/api/fair-share.ts),
- * so that SIP signaling, the voice sessions and /readyz are served between turns however many
- * requests wait. Each request passes one gate: its first hook here (before region pinning and
+ * REST requests run in turns of http.fair_share_ms on the main thread (src/api/fair-share.ts: a
+ * turn ends after the request that uses up the budget), so that SIP signaling, the voice sessions
+ * and /readyz are served between turns however many requests wait. Each request passes one gate: its first hook here (before region pinning and
  * auth, whose SQLite read then runs in the turn), or, when it has a JSON body, the body parser
  * (the body arrives after onRequest; parsing, validation, handler and serialization then run in
  * the turn). What stays outside: reading and parsing the HTTP request itself.
