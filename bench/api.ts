@@ -25,7 +25,7 @@ import { performance } from 'node:perf_hooks';
 import type { EventEmitter } from 'node:events';
 import { formatValue, printFigures, ratio, table, type Figure } from './lib/result.ts';
 import { envNumber } from './lib/env.ts';
-import { cpuSeconds, ROOT, startChild, stopChild, type Child } from './lib/child.ts';
+import { cpuSeconds, ROOT, startChild, stopChild, waitUntil, type Child } from './lib/child.ts';
 
 const HOST = '127.0.0.1';
 
@@ -80,18 +80,6 @@ async function freePort(udpToo = false): Promise<number> {
     if (udpFree) return port;
   }
   throw new Error('no free port found on 127.0.0.1');
-}
-
-async function waitUntil(child: Child, what: string, timeoutMs: number, check: () => Promise<boolean>): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    if (child.proc.exitCode !== null || child.proc.signalCode !== null) {
-      throw new Error(`${child.name} exited (${child.proc.exitCode ?? child.proc.signalCode}) before ${what}:\n${child.output()}`);
-    }
-    if (await check().catch(() => false)) return;
-    if (Date.now() > deadline) throw new Error(`${child.name}: no ${what} within ${timeoutMs} ms:\n${child.output()}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -51,7 +51,7 @@ import { cpus, getPriority, loadavg, setPriority, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { freeSipPort } from '../test/interop/sipp.ts';
-import { cpuSeconds, mainThreadCpuSeconds, ROOT, startChild, stopChild, type Child } from './lib/child.ts';
+import { cpuSeconds, mainThreadCpuSeconds, ROOT, startChild, stopChild, waitUntil, type Child } from './lib/child.ts';
 import { envNumber } from './lib/env.ts';
 import { formatValue, printFigures, table, type Figure } from './lib/result.ts';
 
@@ -68,18 +68,6 @@ const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 function percentile(sorted: readonly number[], q: number): number {
   if (sorted.length === 0) return Number.NaN;
   return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))] as number;
-}
-
-async function waitUntil(child: Child, what: string, timeoutMs: number, check: () => Promise<boolean>): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    if (child.proc.exitCode !== null || child.proc.signalCode !== null) {
-      throw new Error(`${child.name} exited (${child.proc.exitCode ?? child.proc.signalCode}) before ${what}:\n${child.output()}`);
-    }
-    if (await check().catch(() => false)) return;
-    if (Date.now() > deadline) throw new Error(`${child.name}: no ${what} within ${timeoutMs} ms:\n${child.output()}`);
-    await sleep(100);
-  }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ import { settingsForCreate } from '../../src/domain/agent.ts';
 import { agentDefaults } from '../../src/api/routes/agents.ts';
 import { loadConfig } from '../../src/config.ts';
 import { endStatusOf, failedDialEnd, outcomeOf, partyNumber, sourceOf, transcriptFromRuntime, type CallDirection } from '../../src/domain/call.ts';
+import { prng } from '../../test/helpers/prng.ts';
 
 export const TAGS = ['vip', 'callback', 'sales', 'support', 'complaint'];
 const ORG_SHARES = [0.5, 0.3, 0.15, 0.05];
@@ -45,18 +46,6 @@ export interface FillResult {
   firstAt: string;
   lastAt: string;
   seconds: number;
-}
-
-/** mulberry32, seeded: the same database for the same N. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 function fill(dataDir: string, n: number): FillResult {

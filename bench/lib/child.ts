@@ -68,6 +68,19 @@ export async function stopChild(child: Child): Promise<void> {
 }
 
 /** Resolves with the first capture group of `pattern` in the child's stdout, e.g. /LISTENING (\S+)/. */
+/** Polls `check` every 100 ms until it holds; throws when the child exits first or time runs out. */
+export async function waitUntil(child: Child, what: string, timeoutMs: number, check: () => Promise<boolean>): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (child.proc.exitCode !== null || child.proc.signalCode !== null) {
+      throw new Error(`${child.name} exited (${child.proc.exitCode ?? child.proc.signalCode}) before ${what}:\n${child.output()}`);
+    }
+    if (await check().catch(() => false)) return;
+    if (Date.now() > deadline) throw new Error(`${child.name}: no ${what} within ${timeoutMs} ms:\n${child.output()}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
 export function waitForLine(child: Child, pattern: RegExp, timeoutMs: number): Promise<string> {
   return new Promise<string>((resolve, reject) => {
     // Output the child printed before this call counts too.
