@@ -1,0 +1,54 @@
+/**
+ * The bridge daemon's RSS grew after every flood of calls. Part of it was
+ * SQLite's page cache: better-sqlite3 builds SQLite with 16,000 KiB per connection, and the
+ * cache keeps every page each call's record wrote (row, indexes, counters, search index), ~1.5 KiB
+ * of the main thread's malloc heap per call, never returned until 16 MB. The store now bounds
+ * it (PAGE_CACHE_KIB, store/db.ts); reads go through the memory map anyway.
+ *
+ * The growth is measured in a child process (store-memory-child.ts) whose brk heap is the store's
+ * alone: 3,000 calls' records after 1,500 that settle the store.
+ */
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PAGE_CACHE_KIB } from '../../src/store/db.ts';
+import { startTestDaemon, type TestDaemon } from '../helpers/daemon.ts';
+
+const CHILD = fileURLToPath(new URL('./store-memory-child.ts', import.meta.url));
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+
+function heapGrowthKiB(mode: 'bounded' | 'default', calls: number): number {
+  const dir = mkdtempSync(join(tmpdir(), 'callbridge-store-memory-'));
+  try {
+    const out = execFileSync(process.execPath, ['--import', 'tsx', CHILD, dir, String(calls), mode], { encoding: 'utf8', cwd: ROOT, timeout: 60_000 });
+    return (JSON.parse(out.trim().split('\n').pop()!) as { growthKiB: number }).growthKiB;
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+describe.skipIf(process.platform !== 'linux')('call records and the daemon\'s native memory', () => {
+  let d: TestDaemon;
+  beforeAll(async () => {
+    d = await startTestDaemon({ sip: { enabled: false } });
+  });
+  afterAll(async () => {
+    await d?.close();
+  });
+
+  it('the daemon bounds its store\'s SQLite page cache', () => {
+    expect(PAGE_CACHE_KIB).toBeLessThanOrEqual(2048);
+    expect(d.daemon.store.db.pragma('cache_size', { simple: true })).toBe(-PAGE_CACHE_KIB);
+  });
+
+  it('3,000 calls\' records leave the main malloc heap where it was with the bound, ~1.5 KiB a call more without', () => {
+    const bounded = heapGrowthKiB('bounded', 3000);
+    const unbounded = heapGrowthKiB('default', 3000);
+    // Measured: 660 KiB bounded (flat from there: 668 after 6,000), 4,700 KiB with 16 MB.
+    expect(bounded, `bounded ${bounded} KiB, default ${unbounded} KiB`).toBeLessThan(1536);
+    expect(unbounded, `bounded ${bounded} KiB, default ${unbounded} KiB`).toBeGreaterThan(3 * 1024);
+  });
+});
