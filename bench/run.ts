@@ -7,6 +7,9 @@
  * that are not benchmarks: this runner, helpers under bench/lib/, processes a benchmark starts
  * (`*-server.ts`) and anything starting with `_`.
  *
+ * Options after the names (`npm run bench -- soak --minutes 8`: `--name value` or `--name=value`)
+ * are left in process.argv for the benchmarks to read.
+ *
  * Exit status: 0 all ran, 1 a benchmark failed, 2 unknown benchmark name.
  */
 import { readdirSync } from 'node:fs';
@@ -45,17 +48,27 @@ async function runOne(name: string): Promise<boolean> {
 async function main(args: string[]): Promise<number> {
   const available = listBenchmarks();
   if (args.includes('--help') || args.includes('-h') || args.includes('--list')) {
-    process.stdout.write(`usage: npm run bench -- [name...]\navailable benchmarks: ${available.join(', ')}\n`);
+    process.stdout.write(`usage: npm run bench -- [name...] [--option value...]\navailable benchmarks: ${available.join(', ')}\n`);
     return 0;
   }
-  const unknown = args.filter((a) => !available.includes(a));
+  // Options (`--minutes 8`, `--floods=3`) are for the benchmarks, which read process.argv
+  // themselves: skipped here with their value.
+  const names: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i]!;
+    if (a.startsWith('--')) {
+      if (!a.includes('=') && i + 1 < args.length && !args[i + 1]!.startsWith('--')) i++;
+      continue;
+    }
+    names.push(a);
+  }
+  const unknown = names.filter((a) => !available.includes(a));
   if (unknown.length > 0) {
     process.stderr.write(`unknown benchmark: ${unknown.join(', ')}\navailable benchmarks: ${available.join(', ')}\n`);
     return 2;
   }
-  const names = args.length > 0 ? args : available;
   const failed: string[] = [];
-  for (const name of names) if (!(await runOne(name))) failed.push(name);
+  for (const name of names.length > 0 ? names : available) if (!(await runOne(name))) failed.push(name);
   if (failed.length > 0) {
     process.stderr.write(`\nfailed: ${failed.join(', ')}\n`);
     return 1;
