@@ -35,7 +35,7 @@ export interface TestDaemon {
 
 /** `options` injects what startDaemon takes besides config (a voice runtime factory, tuning). */
 /** `logLines`, when given, receives every log line (JSON) at info level and above, for tests that read them. */
-export async function startTestDaemon(overrides: Record<string, unknown> = {}, dataDir?: string, options: DaemonOptions = {}, logLines?: string[]): Promise<TestDaemon> {
+export async function startTestDaemon(overrides: Record<string, unknown> = {}, dataDir?: string, options: DaemonOptions = {}, logLines?: Pick<string[], 'push'>): Promise<TestDaemon> {
   const dir = dataDir ?? mkdtempSync(join(tmpdir(), 'callbridge-test-'));
   const { sip, drain, ...rest } = overrides as { sip?: Record<string, unknown>; drain?: Record<string, unknown>; rtp?: Record<string, unknown> };
   // CALLBRIDGE_TEST_MEDIA_THREADS=N runs every test daemon's media on N worker threads (unless the test sets it).

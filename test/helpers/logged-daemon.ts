@@ -1,14 +1,9 @@
 /**
- * A real daemon (as test/helpers/daemon.ts starts it: HTTP and SIP on 127.0.0.1, OS-chosen ports,
- * a fresh data directory) whose pino output the test reads: every line at `level` and above,
- * parsed, in `lines`. For tests that assert what is logged, and how often.
+ * A real daemon (test/helpers/daemon.ts's, media on the main thread) whose pino output the test
+ * reads: every line at info and above, parsed, in `lines`. For tests that assert what is logged, and how often.
  */
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { loadConfig } from '../../src/config.ts';
-import { createLogger } from '../../src/log.ts';
-import { INITIAL_KEY_FILE, startDaemon, type Daemon } from '../../src/main.ts';
+import type { Daemon } from '../../src/main.ts';
+import { startTestDaemon } from './daemon.ts';
 
 export interface LogLine {
   level: number;
@@ -36,45 +31,22 @@ export interface LoggedDaemon {
 
 export const WARN = 40;
 
-export async function startLoggedDaemon(overrides: Record<string, unknown> = {}, o: { dataDir?: string; level?: string } = {}): Promise<LoggedDaemon> {
-  const dir = o.dataDir ?? mkdtempSync(join(tmpdir(), 'callbridge-logged-'));
-  const { sip, drain, rtp, ...rest } = overrides as { sip?: Record<string, unknown>; drain?: Record<string, unknown>; rtp?: Record<string, unknown> };
-  const level = o.level ?? 'info';
-  const config = loadConfig(
-    {
-      data_dir: dir,
-      http: { host: '127.0.0.1', port: 0 },
-      sip: { host: '127.0.0.1', port: 0, ...sip },
-      rtp: { address: '127.0.0.1', media_threads: 0, ...rtp },
-      drain: { deadline_secs: 1, ...drain },
-      log_level: level,
-      ...rest,
-    },
-    {},
-  );
+export async function startLoggedDaemon(overrides: Record<string, unknown> = {}, o: { dataDir?: string } = {}): Promise<LoggedDaemon> {
   const lines: LogLine[] = [];
-  const logger = createLogger(level, { write: (line: string) => void lines.push(JSON.parse(line) as LogLine) });
-  const daemon = await startDaemon(config, logger, () => {});
-  const key = readFileSync(join(dir, INITIAL_KEY_FILE), 'utf8').trim();
+  const { rtp, ...rest } = overrides as { rtp?: Record<string, unknown> };
+  const td = await startTestDaemon({ rtp: { address: '127.0.0.1', media_threads: 0, ...rtp }, ...rest }, o.dataDir, {}, {
+    push: (line: string) => lines.push(JSON.parse(line) as LogLine),
+  });
   return {
-    daemon,
-    url: daemon.url,
-    dataDir: dir,
-    key,
+    daemon: td.daemon,
+    url: td.url,
+    dataDir: td.dataDir,
+    key: td.key,
     lines,
-    sipPort: daemon.sip?.port ?? 0,
-    async api(method, path, body, k = key) {
-      const headers: Record<string, string> = { authorization: `Bearer ${k}` };
-      if (body !== undefined) headers['content-type'] = 'application/json';
-      const res = await fetch(daemon.url + path, { method, headers, ...(body !== undefined ? { body: JSON.stringify(body) } : {}) });
-      const text = await res.text();
-      return { status: res.status, body: text && (res.headers.get('content-type') ?? '').includes('json') ? JSON.parse(text) : undefined, text };
-    },
-    metrics: () => fetch(`${daemon.url}/metrics`).then((r) => r.text()),
-    stop: () => daemon.close(),
-    async close() {
-      await daemon.close();
-      rmSync(dir, { recursive: true, force: true });
-    },
+    sipPort: td.daemon.sip?.port ?? 0,
+    api: (method, path, body, key) => td.api(method, path, body, key === undefined ? {} : { key }),
+    metrics: () => fetch(`${td.url}/metrics`).then((r) => r.text()),
+    stop: () => td.stop(),
+    close: () => td.close(),
   };
 }
