@@ -967,8 +967,11 @@ describe('SIP daemon fuzz: the whole stack (UDP + TCP)', () => {
     // timeout hangs up ACKed calls nobody sends RTP to, after the ACK timeout would have.
     // auth_max_failures is raised so the wrong and mutated credentials of the flood do not block
     // 127.0.0.1 and cut the digest path short (the block is tested in auth-rate-limit.test.ts).
+    // challenge_rate 0 for the same reason: the whole flood comes from 127.0.0.1, so the default
+    // 20 challenges/s would drop most digest INVITEs as "throttled" and leave the digest and
+    // auth-failure paths too few calls to count (the limit is tested in inbound-flood.test.ts).
     d = await startTestDaemon({
-      sip: { t1_ms: T1_MS, auth_max_failures: 1_000_000 },
+      sip: { t1_ms: T1_MS, auth_max_failures: 1_000_000, challenge_rate: 0 },
       rtp: { media_timeout_secs: MEDIA_TIMEOUT_SECS, address: '127.0.0.1' },
     });
     // The SIP stack alone: the call bridge (the daemon's default handler) is taken off here and
