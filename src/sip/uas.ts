@@ -1,8 +1,8 @@
 /**
  * The UAS core for requests outside any dialog (RFC 3261 8.2): a new INVITE is checked (identity
  * lengths), authenticated and routed (inbound-routing.ts), admitted by whoever takes calls
- * (capacity: refused before any provisional response), gets its RTP ports and SDP answer, rings
- * (180) and is handed to whoever registered for calls; OPTIONS is answered 200 with what we support (11.2); other
+ * (capacity: refused before any provisional response), is told 100 Trying, gets its RTP ports and
+ * SDP answer, rings (180) and is handed to whoever registered for calls; OPTIONS is answered 200 with what we support (11.2); other
  * methods get 405 with Allow (8.2.1); while draining, INVITEs get 503 with Retry-After.
  *
  * Every refused INVITE is logged exactly once with why (which trunk matched, which auth step
@@ -18,7 +18,7 @@ import type { DigestServer } from './digest.ts';
 import { decideInbound, throttled, type InboundDecision, type InboundDirectory, type InboundRoute, type InboundTrunk } from './inbound-routing.ts';
 import { createResponse, generateTag, type SipRequest } from './message.ts';
 import { isSdpError, LocalSdpSession, SdpNegotiationError, type NegotiatedAnswer, type NegotiatedMedia, type SdpOffer } from './sdp.ts';
-import type { ServerTransaction } from './transaction.ts';
+import { buildTrying, type ServerTransaction } from './transaction.ts';
 import type { TransactionTimers } from './transaction-timers.ts';
 import type { Inbound } from './transport-types.ts';
 import { negotiateSessionTimerUas, peerAllowsUpdate, type SessionTimerConfig } from './session-timer.ts';
@@ -282,6 +282,13 @@ async function handleInvite(ctx: UasContext, tx: ServerTransaction, inbound: Inb
     respond(tx, req, timer.status, timer.reason, timer.headers.map(([n, v]) => [n, String(v)]));
     return;
   }
+
+  // Accepted as far as this thread can tell: say so now (RFC 3261 17.2.1 lets the TU send 100
+  // Trying itself). The RTP ports come from a media thread, and under load that hop is the
+  // longest part of an INVITE's wait for its 180; the 100 stops the peer's retransmissions
+  // (Timer A) meanwhile. Only here, after authentication and admission, so a source that is
+  // refused or throttled never gets a 100 it could use to measure or amplify.
+  if (tx.lastResponse === undefined) tx.respond(buildTrying(req));
 
   let ports: CallPorts;
   try {

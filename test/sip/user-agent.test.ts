@@ -275,6 +275,14 @@ describe('SipUserAgent over loopback (our SIP layers as the PBX)', () => {
     expect(d.daemon.sip!.ports.inUse).toBe(0); // the RTP ports it took were given back
   });
 
+  it('an INVITE for a number nobody routes: 404 and no provisional response (no 100 before routing)', async () => {
+    const rtp = await pbx.rtpSession();
+    const inv = pbx.send('INVITE', { user: '+15550009999', body: offer(rtp.local.rtpPort) });
+    const res = await inv.final;
+    expect(res.status).toBe(404);
+    expect(inv.responses.map((r) => r.status)).toEqual([404]);
+  });
+
   it('no call handler: 180, then 480', async () => {
     d.daemon.sip!.ua.onInboundCall(undefined);
     try {
@@ -306,10 +314,12 @@ describe('SipUserAgent over loopback (our SIP layers as the PBX)', () => {
     }
   });
 
-  it('a routed call: 180 then 200 with PCMU, the call knows its route; hung up by us: BYE reaches the PBX, reason local', async () => {
+  it('a routed call: 100 at once, 180, then 200 with PCMU, the call knows its route; hung up by us: BYE reaches the PBX, reason local', async () => {
     const before = calls.all.length;
     const { dialog, ok, provisional } = await pbx.call();
-    expect(provisional).toContain(180);
+    // The 100 is sent once the INVITE is authenticated, routed and admitted, before the RTP
+    // ports are fetched from a media thread (not 200 ms later by the transaction's timer).
+    expect(provisional).toEqual([100, 180]);
     expect(ok.body.toString()).toMatch(/^m=audio \d+ RTP\/AVP 0 /m);
     const call = await calls.next(before);
     expect(call).toMatchObject({ direction: 'inbound', from: CALLER, to: NUMBER });
