@@ -1,11 +1,11 @@
 /**
- * bench/bridge: N concurrent phone calls through the whole call bridge (issue 6): SIPp places the
+ * bench/bridge: N concurrent phone calls through the whole call bridge: SIPp places the
  * calls and plays most callers' RTP, this process is the phone of a sample of them (the heard
  * figures), callbridge bridges each call to a voice
  * session of `local/echo`. Per step: CPU and memory per call, the bridge-added processing latency
  * per direction (p50/p99) beside the media-path floor measured in the same run, whether the bridge
  * sends every 20 ms frame on time (timed inside the bridge) and, secondary, whether the callers
- * hear them on time (timed at arrival here). Targets (issue 6, this 2-core machine): 200
+ * hear them on time (timed at arrival here). Targets (this 2-core machine): 200
  * concurrent bridged calls with no audio gaps (every 20 ms frame SENT on time within 5 ms) and
  * added latency under 5 ms p99 per direction. Targets are reported, never asserted; run() throws
  * when the measurement is invalid (a process did not start, a call was not established or failed,
@@ -162,6 +162,7 @@ import { cpuSeconds, daemonLoopDelay, mainThreadCpuSeconds, ROOT, roundRobinProc
 import { printFigures, table, type Figure } from './lib/result.ts';
 import { exitMeaning, freeMediaPort, freeSipPort, freeUdpPort, sippAvailable } from '../test/interop/sipp.ts';
 import { envIntegerList, envNumber } from './lib/env.ts';
+import { uacScenario } from './lib/sipp-uac-scenario.ts';
 
 const HOST = '127.0.0.1';
 const FRAME_MS = 20;
@@ -1006,81 +1007,18 @@ function bridgeScenario(media: 'bench' | 'sipp'): string {
   // bench: the SDP offers this process's socket for the call (field1); sipp: SIPp's own RTP
   // socket for the call, and SIPp plays the caller's audio (caller.ulaw, looped) once answered.
   const mediaLine = media === 'bench' ? 'm=audio [field1] RTP/AVP 0 101' : 'm=audio [rtpstream_audio_port] RTP/AVP 0 101';
-  const play = media === 'bench' ? '' : '\n  <nop><action><exec rtp_stream="caller.ulaw,-1,0"/></action></nop>';
-  return `<?xml version="1.0" encoding="ISO-8859-1" ?>
-<!DOCTYPE scenario SYSTEM "sipp.dtd">
-<scenario name="callbridge bench bridge UAC">
-  <send retrans="500">
-    <![CDATA[
-
-      INVITE sip:[service]@[remote_ip]:[remote_port] SIP/2.0
-      Via: SIP/2.0/[transport] [local_ip]:[local_port];rport;branch=[branch]
-      From: <sip:[field0]@[local_ip]:[local_port]>;tag=[pid]SIPpTag[call_number]
-      To: <sip:[service]@[remote_ip]:[remote_port]>
-      Call-ID: [call_id]
-      CSeq: [cseq] INVITE
-      Contact: <sip:[field0]@[local_ip]:[local_port];transport=[transport]>
-      Max-Forwards: 70
-      Content-Type: application/sdp
-      Content-Length: [len]
-
-      v=0
-      o=- 3001 1 IN IP4 [local_ip]
-      s=-
-      c=IN IP4 127.0.0.1
-      t=0 0
-      ${mediaLine}
-      a=rtpmap:0 PCMU/8000
-      a=rtpmap:101 telephone-event/8000
-      a=ptime:20
-      a=sendrecv
-
-    ]]>
-  </send>
-  <recv response="100" optional="true"/>
-  <recv response="180" optional="true"/>
-  <recv response="183" optional="true"/>
-  <recv response="200" rrs="true">
-    <action>
+  const play = media === 'bench' ? '' : '  <nop><action><exec rtp_stream="caller.ulaw,-1,0"/></action></nop>\n';
+  return uacScenario({
+    name: 'callbridge bench bridge UAC',
+    sdpSessionId: 3001,
+    mediaLine,
+    onAnswer: `    <action>
       <ereg regexp="c=IN IP4 ([0-9.]+)" search_in="body" check_it="true" assign_to="_,answer_ip"/>
       <ereg regexp="m=audio ([0-9]+) " search_in="body" check_it="true" assign_to="_,answer_port"/>
       <log message="sdp-answer [field1] [$answer_ip]:[$answer_port]"/>
-    </action>
-  </recv>
-  <send>
-    <![CDATA[
-
-      ACK [next_url] SIP/2.0
-      Via: SIP/2.0/[transport] [local_ip]:[local_port];rport;branch=[branch]
-      [routes]
-      From: <sip:[field0]@[local_ip]:[local_port]>;tag=[pid]SIPpTag[call_number]
-      To: <sip:[service]@[remote_ip]:[remote_port]>[peer_tag_param]
-      Call-ID: [call_id]
-      CSeq: [cseq] ACK
-      Max-Forwards: 70
-      Content-Length: 0
-
-    ]]>
-  </send>${play}
-  <pause/>
-  <send retrans="500">
-    <![CDATA[
-
-      BYE [next_url] SIP/2.0
-      Via: SIP/2.0/[transport] [local_ip]:[local_port];rport;branch=[branch]
-      [routes]
-      From: <sip:[field0]@[local_ip]:[local_port]>;tag=[pid]SIPpTag[call_number]
-      To: <sip:[service]@[remote_ip]:[remote_port]>[peer_tag_param]
-      Call-ID: [call_id]
-      CSeq: [cseq] BYE
-      Max-Forwards: 70
-      Content-Length: 0
-
-    ]]>
-  </send>
-  <recv response="200" crlf="true"/>
-</scenario>
-`;
+    </action>`,
+    duringCall: `${play}  <pause/>`,
+  });
 }
 
 /** This process's threads under the normal policy (field 41 of /proc/self/task/<tid>/stat is 0). */

@@ -88,6 +88,7 @@ import { createCodec } from '../src/media/codecs.ts';
 import { openStore } from '../src/store/index.ts';
 import { exitMeaning, freeSipPort, freeUdpPort, sippAvailable } from '../test/interop/sipp.ts';
 import { prng } from '../test/helpers/prng.ts';
+import { uacScenario } from './lib/sipp-uac-scenario.ts';
 
 const HOST = '127.0.0.1';
 const NUMBER = '+15550004000';
@@ -163,81 +164,19 @@ function callerAudio(cycleSecs: number, speechSecs = 0.6): Buffer {
 // for the duration in its CSV line (field1, ms), then sends BYE. Written into SIPp's working
 // directory at run time; 127.0.0.1 only; stopped by PID.
 
-const SCENARIO = `<?xml version="1.0" encoding="ISO-8859-1" ?>
-<!DOCTYPE scenario SYSTEM "sipp.dtd">
-<scenario name="callbridge bench soak UAC">
-  <send retrans="500">
-    <![CDATA[
-
-      INVITE sip:[service]@[remote_ip]:[remote_port] SIP/2.0
-      Via: SIP/2.0/[transport] [local_ip]:[local_port];rport;branch=[branch]
-      From: <sip:[field0]@[local_ip]:[local_port]>;tag=[pid]SIPpTag[call_number]
-      To: <sip:[service]@[remote_ip]:[remote_port]>
-      Call-ID: [call_id]
-      CSeq: [cseq] INVITE
-      Contact: <sip:[field0]@[local_ip]:[local_port];transport=[transport]>
-      Max-Forwards: 70
-      Content-Type: application/sdp
-      Content-Length: [len]
-
-      v=0
-      o=- 4001 1 IN IP4 [local_ip]
-      s=-
-      c=IN IP4 127.0.0.1
-      t=0 0
-      m=audio [rtpstream_audio_port] RTP/AVP 0 101
-      a=rtpmap:0 PCMU/8000
-      a=rtpmap:101 telephone-event/8000
-      a=ptime:20
-      a=sendrecv
-
-    ]]>
-  </send>
-  <recv response="100" optional="true"/>
-  <recv response="180" optional="true"/>
-  <recv response="183" optional="true"/>
-  <recv response="200" rrs="true"/>
-  <send>
-    <![CDATA[
-
-      ACK [next_url] SIP/2.0
-      Via: SIP/2.0/[transport] [local_ip]:[local_port];rport;branch=[branch]
-      [routes]
-      From: <sip:[field0]@[local_ip]:[local_port]>;tag=[pid]SIPpTag[call_number]
-      To: <sip:[service]@[remote_ip]:[remote_port]>[peer_tag_param]
-      Call-ID: [call_id]
-      CSeq: [cseq] ACK
-      Max-Forwards: 70
-      Content-Length: 0
-
-    ]]>
-  </send>
-  <nop>
+const SCENARIO = uacScenario({
+  name: 'callbridge bench soak UAC',
+  sdpSessionId: 4001,
+  mediaLine: 'm=audio [rtpstream_audio_port] RTP/AVP 0 101',
+  duringCall: `  <nop>
     <action>
       <exec rtp_stream="caller.ulaw,-1,0"/>
       <assignstr assign_to="hold_text" value="[field1]"/>
       <todouble assign_to="hold" variable="hold_text"/>
     </action>
   </nop>
-  <pause variable="hold"/>
-  <send retrans="500">
-    <![CDATA[
-
-      BYE [next_url] SIP/2.0
-      Via: SIP/2.0/[transport] [local_ip]:[local_port];rport;branch=[branch]
-      [routes]
-      From: <sip:[field0]@[local_ip]:[local_port]>;tag=[pid]SIPpTag[call_number]
-      To: <sip:[service]@[remote_ip]:[remote_port]>[peer_tag_param]
-      Call-ID: [call_id]
-      CSeq: [cseq] BYE
-      Max-Forwards: 70
-      Content-Length: 0
-
-    ]]>
-  </send>
-  <recv response="200" crlf="true"/>
-</scenario>
-`;
+  <pause variable="hold"/>`,
+});
 
 interface SippRun {
   pid(): number | undefined;
