@@ -11,7 +11,7 @@
  *   2. fixed rate: BENCH_RATE (1000) GET requests per second, open loop and evenly spaced,
  *      against the daemon then the baseline; p50/p99 latency.
  *
- * Targets (the issue): agent GET >= half the baseline's throughput; p99 < 5 ms at 1,000 req/s.
+ * Targets: agent GET >= half the baseline's throughput; p99 < 5 ms at 1,000 req/s.
  * Any non-2xx response or connection error invalidates the run: reported, then run() throws.
  */
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';

@@ -17,7 +17,7 @@
  *
  * Every response must be a 200 with `{ calls, pagination }` and the same page size on both
  * databases (a full page where the filter matches enough calls): otherwise run() throws.
- * Target (issue 19): a page stays fast at 1,000,000 calls; reported, not asserted.
+ * Target: a page of the call history stays fast at 1,000,000 calls; reported, not asserted.
  */
 import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { createServer, type AddressInfo } from 'node:net';

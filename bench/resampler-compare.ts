@@ -10,7 +10,7 @@
  *
  * Candidates: the polyphase FIR ('fir'), speex WASM SIMD at qualities 3, 4, 5 and the non-SIMD
  * build at the default quality. "Meets the bar" = ripple <= 0.5 dB, |gain| <= 0.5 dB and images
- * / aliases <= -60 dB on every pair. The decision rule (issue 3): of those meeting the bar, the
+ * / aliases <= -60 dB on every pair. The decision rule: of those meeting the bar, the
  * one cheapest on the telephone path (8k->24k + 24k->8k together) is the default.
  *
  * RESULT lines: per pair, the default's us/frame with the FIR as baseline and the FIR's with the

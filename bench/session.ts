@@ -1,5 +1,5 @@
 /**
- * bench/session: what the agent runtime itself adds to a voice session (issue 5), beside the
+ * bench/session: what the agent runtime itself adds to a voice session, beside the
  * bare socket with no runtime measured in the same run.
  *
  *   1. Reply latency. From the end of the caller's speech as the runtime defines it (the input
@@ -62,10 +62,10 @@
  * session, or with the daemon's main thread at 98 % of a core or more.
  *
  * Figures: session_reply_latency_p50/p99 (baseline: socket RTT p50/p99), session_added_latency_p99
- * (reply p99 - RTT p99; baseline: the issue's target, 30 ms), session_sentence_gap_p50/p99 (1b),
+ * (reply p99 - RTT p99; baseline: the target, 30 ms), session_sentence_gap_p50/p99 (1b),
  * session_cpu_per_session (ms of daemon CPU per second of session; baseline: bare server),
  * sessions_per_core (1000 / that; baseline: bare server), sessions_held (highest held step;
- * baseline: the issue's target, 200),
+ * baseline: the target, 200),
  * session_loaded_reply_latency_p99 and session_loaded_on_time_share at the highest valid step
  * (baseline: bare server at the same step). Targets are reported, never asserted; run() throws
  * when the measurement is invalid (a server did not start, a session failed to connect or closed,
@@ -884,12 +884,12 @@ export async function run(): Promise<void> {
     const figures: Figure[] = [
       { name: 'session_reply_latency_p50', value: latP50, unit: 'ms', baseline: rttP50, note: `end of speech (t0) -> first response_audio, ${lat.samples.length} turns; baseline: socket RTT, no runtime` },
       { name: 'session_reply_latency_p99', value: latP99, unit: 'ms', baseline: rttP99, note: 'the same, p99' },
-      { name: 'session_added_latency_p99', value: latP99 - rttP99, unit: 'ms', baseline: TARGET_ADDED_MS, note: `reply p99 - RTT p99; baseline: the issue's target (< ${TARGET_ADDED_MS} ms)` },
+      { name: 'session_added_latency_p99', value: latP99 - rttP99, unit: 'ms', baseline: TARGET_ADDED_MS, note: `reply p99 - RTT p99; baseline: the target (< ${TARGET_ADDED_MS} ms)` },
       { name: 'session_sentence_gap_p50', value: percentile(gaps.silences, 0.5), unit: 'ms', baseline: gapBaseline, note: `silence inside a reply of two ${GAP_TONE_MS} ms sentences, TTS answering after ${GAP_TTS_WAIT_MS} ms; baseline: TTS first audio p50 - first sentence (no look-ahead)` },
       { name: 'session_sentence_gap_p99', value: percentile(gaps.silences, 0.99), unit: 'ms', baseline: gapBaseline, note: 'the same, p99' },
       { name: 'session_cpu_per_session', value: top.cpuMsPerSessionSec, unit: 'ms/s', baseline: base.cpuMsPerSessionSec, note: `server CPU ms per session-second at ${top.sessions} sessions; baseline: bare ws server, same load` },
       { name: 'sessions_per_core', value: 1000 / top.cpuMsPerSessionSec, unit: 'sessions', baseline: 1000 / base.cpuMsPerSessionSec, note: '1000 / cpu_per_session; baseline: bare ws server' },
-      { name: 'sessions_held', value: held?.sessions ?? 0, unit: 'sessions', baseline: TARGET_SESSIONS, note: `highest step held (main thread < 100 %, on-time >= 99 %, all replied); baseline: the issue's target (${TARGET_SESSIONS}); steps ${steps.join(',')}` },
+      { name: 'sessions_held', value: held?.sessions ?? 0, unit: 'sessions', baseline: TARGET_SESSIONS, note: `highest step held (main thread < 100 %, on-time >= 99 %, all replied); baseline: the target (${TARGET_SESSIONS}); steps ${steps.join(',')}` },
       { name: 'session_loaded_reply_latency_p99', value: top.latencyP99, unit: 'ms', baseline: base.latencyP99, note: `t0 -> first response_audio at ${top.sessions} sessions; baseline: bare server, same load` },
       { name: 'session_loaded_on_time_share', value: top.onTime * 100, unit: '%', baseline: base.onTime * 100, note: `chunks on time at ${top.sessions} sessions; baseline: bare server` },
     ];

@@ -1,14 +1,14 @@
 /**
  * bench/sip: how many call setups per second callbridge sustains with zero failed calls, and its
- * INVITE->200 OK time, beside a minimal SIP UAS measured the same way in the same run. Issue 4's
+ * INVITE->200 OK time, beside a minimal SIP UAS measured the same way in the same run. The
  * target: at least 200 call setups per second with no failures.
  *
  *   SIPp UAC (bench/scenarios/sip-load-uac.xml) --UDP 127.0.0.1--> target
  *     baseline:   SIPp UAS (bench/scenarios/sip-baseline-uas.xml), answers 200 at once
  *     callbridge: the daemon in this process (startDaemon, SIP on 127.0.0.1, an ACL trunk for
  *                 127.0.0.1/32 with an assignment for the number dialled); an onInboundCall
- *                 handler answers every routed call at once (the bridge to a voice session comes
- *                 with a later issue: no voice session, no RTP sent or received)
+ *                 handler answers every routed call at once (signaling only: no voice session,
+ *                 no RTP sent or received)
  *
  * One call: INVITE with an SDP offer -> (100, 180) -> 200 with the SDP answer -> ACK -> hold
  * BENCH_SIP_HOLD_MS -> BYE -> 200. SIPp places calls at a fixed rate (-r R -rp 1000) for
@@ -512,7 +512,7 @@ export async function run(): Promise<void> {
     `machine: ${cpus().length} CPUs (${cpus()[0]?.model.trim() ?? 'unknown'}), node ${process.version}, ${avail.version ?? 'SIPp'}, load average ${load()}\n` +
       `load: SIPp UAC over UDP on ${HOST}, steps ${rates.join(', ')} calls/s, ${secs} s each (-m rate*${secs}, -l max(50, rate)), ` +
       `calls held ${holdMs} ms between ACK and BYE, no RTP; a step is sustained with 0 failed calls and >= ${KEEP_UP * 100}% of its rate completed\n` +
-      `callbridge runs in this process and answers every routed call at once (onInboundCall -> answer(): no voice session, the call bridge is a later issue); ` +
+      `callbridge runs in this process and answers every routed call at once (onInboundCall -> answer(): no voice session, the call bridge is not measured here); ` +
       `baseline: a SIPp UAS answering 200 at once (callbridge also sends 100 and 180)\n`,
   );
 

@@ -1,6 +1,6 @@
 /**
  * Writes test/fixtures/rtp-jitter-5pct-60ms.json: a reproducible "recorded" RTP stream for the
- * jitter buffer's quality-bar test (issue 3): 30 s of 20 ms G.711 frames sent every 20 ms, each
+ * jitter buffer's quality-bar test: 30 s of 20 ms G.711 frames sent every 20 ms, each
  * lost with probability 5 %, each delayed by 40 ms plus a uniform 0..60 ms (60 ms of jitter,
  * which reorders packets whenever two neighbours' delays differ by more than a frame). Sequence
  * numbers wrap after 300 frames and timestamps after 700, so the replay crosses both wraps.

@@ -1,6 +1,6 @@
 /**
  * Writes test/fixtures/audio/caller-hello.wav: a caller's utterance for the call bridge's
- * end-to-end tests (issue 6, test/interop/bridge-e2e.test.ts), spoken by our own embedded
+ * end-to-end tests (test/interop/bridge-e2e.test.ts), spoken by our own embedded
  * eSpeak-NG voice (LocalEspeakProvider, 24 kHz), resampled to 8 kHz with the speex resampler
  * (src/media/resampler.ts) and stored as a PCM16 mono 8 kHz WAV: what a phone line carries.
  *

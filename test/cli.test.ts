@@ -156,7 +156,7 @@ describe('callbridge CLI', () => {
     expect(unknown.stderr).toContain('usage');
   });
 
-  // Issue 20: convict's own port and nat formats took parseInt of the text ("5x" -> 5).
+  // convict's own port and nat formats took parseInt of the text ("5x" -> 5).
   it('a port or count that is not a whole number stops start-up naming the setting', () => {
     const dataDir = tempDir();
     const cases: Array<[Record<string, string>, string]> = [

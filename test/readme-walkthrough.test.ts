@@ -1,5 +1,5 @@
 /**
- * Issue 19: "README's walk-through runs as printed". The first ```sh block under the heading
+ * README's walk-through runs as printed. The first ```sh block under the heading
  * "## A walk through the API" is run with bash against a real daemon, exactly as printed but for
  * two things, each checked to occur exactly once:
  *   - `API=http://127.0.0.1:8080` points at the test daemon's port instead;

@@ -13,7 +13,7 @@ import { createResampler } from './resampler.ts';
 
 /**
  * A frame sent more than this after its slot on the 20 ms grid is late: the tolerance of the
- * issue's target ("every 20 ms frame sent on time within 5 ms"), the one bench/bridge judges by.
+ * bridge's target ("every 20 ms frame sent on time within 5 ms"), the one bench/bridge judges by.
  */
 export const SEND_LATE_MS = 5;
 

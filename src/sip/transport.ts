@@ -609,7 +609,7 @@ export class SipTransportLayer extends EventEmitter<SipTransportEvents> implemen
    * (`dest`, the request's source, and `connectionId`), over the transport it came on, whatever
    * its Via says. Else a Via's `maddr`, a `received` or rport the client wrote itself, or a
    * sent-by naming another host or transport would let anyone aim our responses (a 200 to an
-   * OPTIONS, retransmitted) at a third address: issue 20, finding 5.
+   * OPTIONS, retransmitted) at a third address: a reflection attack.
    *
    *   UDP      dest address and port (RFC 3581 4's received:rport, asked for or not)
    *   TCP/TLS  the request's connection while open; else an open connection from dest; else a

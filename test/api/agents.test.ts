@@ -262,7 +262,7 @@ describe('agents', () => {
   });
 
   // The names of the service's own documents (its OpenAPI and SDK types), accepted beside the API
-  // document's (issue 19): responses keep the API document's names.
+  // document's, so the service's SDK works unmodified: responses keep the API document's names.
   describe('the service SDK\'s names', () => {
     it.each([
       ['elevenlabs', 'provider_1'],

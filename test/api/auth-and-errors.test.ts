@@ -73,7 +73,7 @@ describe('authentication, bad input, organization isolation', () => {
   });
 
   // The service's official SDK sends content-type: application/json on every request, bodies or
-  // not (issue 19): an empty body is no body, whatever the header says.
+  // not: an empty body is no body, whatever the header says.
   it('an empty body with content-type application/json is no body; a present body is still validated', async () => {
     const json = { 'content-type': 'application/json' };
     const agent = (await d.api('POST', '/v1/agents', { name: 'empty-body' })).body;

@@ -1,5 +1,5 @@
 /**
- * The dial options under the service's names (issue 19): `sipTrunkId`, `callerId`, `firstMessage`,
+ * The dial options under the service's names (as its official SDK sends them): `sipTrunkId`, `callerId`, `firstMessage`,
  * `prompt`, with the snake_case names as aliases. What reaches the wire is checked where it
  * shows: the INVITE the daemon sends to the trunk's outbound_host, received on a real UDP socket.
  */

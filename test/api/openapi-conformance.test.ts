@@ -1,5 +1,5 @@
 /**
- * Issue 19, "drop-in for the service's official client": every operation of the service's own
+ * Drop-in for the service's official client: every operation of the service's own
  * OpenAPI document (../shared/spec/service-openapi.json), sent to a real daemon the way the
  * official SDK sends it (Bearer key and `Content-Type: application/json` on every request, no
  * body at all when there is nothing to send, dial options as the SDK's query names), with each

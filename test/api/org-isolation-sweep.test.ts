@@ -1,5 +1,5 @@
 /**
- * Issue 20, "proof that lasts": organization B never reaches organization A's data or calls,
+ * Organization isolation, as a lasting sweep: organization B never reaches organization A's data or calls,
  * through any REST route or the voice WebSocket.
  *
  * The route list is not written here: it is the daemon's own `GET /v1/openapi.json`, checked

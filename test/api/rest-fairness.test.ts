@@ -1,5 +1,5 @@
 /**
- * REST load must not hold SIP signaling (issue 20, finding 9): a burst of 200 concurrent
+ * REST load must not hold SIP signaling (REST saturation once stalled SIP OPTIONS for a second): a burst of 200 concurrent
  * `GET /v1/agents?limit=100` (100 agents, a few ms of work each) is written on 200 open
  * keep-alive connections, and a raw UDP OPTIONS right after it. The daemon runs REST work in
  * turns of http.fair_share_ms (src/api/fair-share.ts) and reads the network between turns, so

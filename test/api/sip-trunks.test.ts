@@ -300,7 +300,7 @@ describe('SIP trunks API', () => {
       expect((await d.api('PATCH', '/v1/sip-trunks/123', { name: 'x' })).status).toBe(400);
     });
 
-    // The service's document marks these fields nullable (issue 19): null resets a field to what a
+    // The service's OpenAPI document marks these fields nullable: null resets a field to what a
     // create would give it.
     it('null clears a field: text to "", lists to [], the rest to the PBX preset', async () => {
       const t = await createTrunk(
@@ -617,7 +617,7 @@ describe('SIP trunks survive a restart', () => {
   });
 });
 
-describe('ACL width limit (issue 20): sip.acl_min_prefix_v4 / _v6', () => {
+describe('ACL width limit: sip.acl_min_prefix_v4 / _v6', () => {
   let d: TestDaemon;
   beforeAll(async () => {
     d = await startTestDaemon();

@@ -303,7 +303,7 @@ describe('telco numbers', () => {
     });
   });
 
-  // The hosted service's name for these routes, which its SDK calls (issue 19).
+  // The hosted service's name for these routes, which its SDK calls.
   describe('/v1/twilio/numbers, the service\'s name for the same routes', () => {
     it('imports, lists and relabels the same records as /v1/telco/numbers', async () => {
       const phone = freshNumber();

@@ -52,7 +52,7 @@ const METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'tr
 
 /**
  * Reads the document. A missing file is an error, never a skip: the conformance test is the
- * proof issue 19 asks for, and a silently skipped proof proves nothing.
+ * proof that the service's own clients work unmodified, and a silently skipped proof proves nothing.
  */
 export function loadServiceDocument(path = SERVICE_OPENAPI_PATH): OpenApiDocument {
   if (!existsSync(path)) {

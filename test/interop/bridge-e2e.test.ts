@@ -1,5 +1,5 @@
 /**
- * End-to-end tests of the call bridge (issue 6) on loopback with a real SIP peer: SIPp plays the
+ * End-to-end tests of the call bridge on loopback with a real SIP peer: SIPp plays the
  * PBX/carrier (signaling only, scenarios/bridge-{digest,acl}.xml) and THIS PROCESS is the
  * caller's phone for media (rtp-peer.ts): its SDP offer advertises our RTP socket, we play
  * recorded speech (test/fixtures/audio/caller-hello.wav, eSpeak-NG, see
@@ -11,7 +11,7 @@
  * assignments are made through the REST API, every agent uses the defaults `local/echo` (model),
  * local STT ("(speech, N.N seconds)") and the local eSpeak voice, with VAD start 0.1 s, stop 0.4 s.
  *
- * What each test shows (issue 6, "done when"):
+ * What each test shows:
  * - digest and ACL calls: the first message comes back as real speech (one talk spurt of 1-4 s,
  *   RMS above -35 dBFS, starting within 2 s of the 200 OK); after the caller's speech a reply
  *   ("You said: (speech, 2.8 seconds).") follows as a new spurt within 5 s; nothing else is
@@ -22,7 +22,7 @@
  *   test measures what the caller hears: S = when the peer SENT the first packet of its speech
  *   above -45 dBFS (the VAD's absolute threshold), C = when the last loud frame of the agent's
  *   (long, interruptible) first message ARRIVED. The VAD needs start_secs of voiced audio before
- *   it fires, so the issue's "cuts the agent's audio within 100 ms" becomes
+ *   it fires, so the requirement "barge-in cuts the agent's audio within 100 ms" becomes
  *       C - S <= start_secs + 100 ms + one packet (20 ms) = 220 ms.
  *   The budget covers callbridge's whole inbound path too (jitter buffer, resampling, the 20 ms
  *   input tick, the WebSocket), plus the outbound queue it must drop. The agent must still be
@@ -101,7 +101,7 @@ const LONG_FIRST_MESSAGE =
   'Monday to Friday, and from ten until four on Saturdays. We are closed on Sundays and public holidays. ' +
   'You can renew your books online, by phone, or at any branch.';
 
-// Functional bounds (issue 6 and the lead's brief); none is a performance target.
+// Functional bounds of a bridged call; none is a performance target.
 const FIRST_MESSAGE_WITHIN_MS = 2000;
 const REPLY_WITHIN_MS = 5000;
 const BARGE_IN_BUDGET_MS = VAD.start_secs * 1000 + 100 + FRAME_MS;
@@ -401,7 +401,7 @@ describe.skipIf(!sipp.ok || !wired.ok).each([0, 2])(`${bridgeTitle}, rtp.media_t
     }
   }
 
-  /** The complete record of a bridged call: the fields issue 6 lists. */
+  /** The complete record of a bridged call: direction, from/to, agent, trunk, times, end reason, transcript. */
   function expectCompleteRecord(rec: any, o: { to: string; agent: string; trunk: string; byeAt: number; endReason?: string }): void {
     expect(rec, 'no inbound call record for the call').toBeDefined();
     const json = JSON.stringify(rec, null, 1);

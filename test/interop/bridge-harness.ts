@@ -1,6 +1,6 @@
 /**
  * Glue between SIPp (signaling) and the test's RTP peer (media) for the call bridge's end-to-end
- * tests (issue 6): place a call with one of the bridge-*.xml scenarios, learn callbridge's SDP
+ * tests: place a call with one of the bridge-*.xml scenarios, learn callbridge's SDP
  * answer while the call runs, and read SIP message times from SIPp's trace afterwards.
  *
  *   const call = await placeBridgeCall({ scenario: 'bridge-acl', remote, service, caller, hangupAfterMs: 8000 });

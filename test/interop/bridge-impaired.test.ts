@@ -1,5 +1,5 @@
 /**
- * The call bridge over an impaired network (issue 20, "Proof that lasts"): a real daemon, a
+ * The call bridge over an impaired network, as a lasting test: a real daemon, a
  * routed inbound call (SIPp on an ACL trunk, signaling only), and the test as the caller's RTP
  * peer (rtp-peer.ts), like bridge-e2e.test.ts, but the caller's RTP in BOTH directions passes an
  * impairing relay (test/helpers/impairing-relay.ts): 5 % loss, 20 ms + uniform 0..60 ms delay

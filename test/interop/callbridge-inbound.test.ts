@@ -1,7 +1,7 @@
 /**
  * Interop: SIPp (Debian sip-tester) plays a PBX calling callbridge's real daemon on loopback.
  * Trunks and assignments are created through the REST API; the test registers itself as the
- * call handler (the call bridge of a later issue takes that place) and echoes the caller's RTP,
+ * call handler (in the daemon, the call bridge takes that place) and echoes the caller's RTP,
  * so RTP flows both ways and callbridge's own RTP statistics can be checked.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

@@ -1,5 +1,5 @@
 /**
- * The caller's media endpoint for the call bridge's end-to-end tests (issue 6): SIPp does the
+ * The caller's media endpoint for the call bridge's end-to-end tests: SIPp does the
  * signaling (test/interop/scenarios/bridge-*.xml advertise this socket's port with
  * `-key media_port`), and the test process is the phone's RTP side.
  *

@@ -87,7 +87,7 @@ const firstDisorder = (xs: number[]) => xs.findIndex((x, i) => i > 0 && x <= (xs
 const render = (ticks: Tick[]) =>
   ticks.map((x) => (x.kind === 'frame' ? (x.payloadType === 13 ? 'CN' : String(x.frame)) : x.kind === 'lost' ? 'L' : '.')).join(' ');
 
-// --- the quality bar (issue 3) ----------------------------------------------------------------
+// --- the quality bar ------------------------------------------------------------------------------
 
 interface Fixture {
   clockRate: number;

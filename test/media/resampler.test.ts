@@ -50,7 +50,7 @@ describe.each(IMPLS)('resampler %s: quality bar', (impl) => {
     const pass = toneThrough(make(24000, 8000), 1000).gainDb;
     const at5 = toneThrough(make(24000, 8000), 5000).gainDb; // would alias to 3 kHz
     const at6 = toneThrough(make(24000, 8000), 6000).gainDb; // would alias to 2 kHz
-    // Beyond the issue's bar: the way down must be as flat over the telephone band as the way
+    // Beyond the resampler's quality bar: the way down must be as flat over the telephone band as the way
     // up (this is what rules out speex quality 3, which droops ~1 dB at 3.4 kHz).
     const band = [300, 2000, 3000, 3400].map((f) => toneThrough(make(24000, 8000), f).gainDb);
     const figures = `${impl} 24k->8k: 1 kHz ${pass.toFixed(3)} dB, 300/2000/3000/3400 Hz [${fmt(band)}] dB, 5 kHz ${fmt([at5])} dB, 6 kHz ${fmt([at6])} dB (-Infinity: below 1 LSB)`;

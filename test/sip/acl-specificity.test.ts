@@ -1,5 +1,5 @@
 /**
- * Issue 20, item 1: a call for one organization's number reached another organization's agent.
+ * A call for one organization's number once reached another organization's agent.
  *
  * Two organizations import the same carrier number (the carrier allows it). Org B has an ACL
  * trunk that admits everything (0.0.0.0/0, written into the store directly: the API now refuses

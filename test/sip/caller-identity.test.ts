@@ -1,5 +1,5 @@
 /**
- * Issue 20, item 7: caller identity was unbounded (a 3,000-character From user was stored whole).
+ * Caller identity was once unbounded (a 3,000-character From user was stored whole).
  * An INVITE whose From or To user, display name, or Request-URI user is longer than 128
  * characters is answered 400 at the UAS, before authentication and routing: nothing is stored,
  * and the log line carries the values cut short.

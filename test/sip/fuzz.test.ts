@@ -1,6 +1,6 @@
 /**
- * Issue 4, "done when": "A fuzz test feeds at least 100,000 mutated and random messages over UDP
- * and TCP: no crash, the process stays responsive, memory stays bounded."
+ * The SIP layer under fuzzing: at least 100,000 mutated and random messages over UDP and TCP,
+ * with no crash, the process responsive and memory bounded.
  *
  * Two targets, one generator and one flood harness:
  *

@@ -1,6 +1,7 @@
 /**
  * Hostile peers against a real daemon (SIP on 127.0.0.1, UDP and TCP on one OS-chosen port):
- * the probes of issue 20 ("Hardening", findings 2, 5 and 6), kept as lasting tests.
+ * the hardening probes (TCP slowloris, responses reflected to a third address, a bare LF that
+ * split a header), kept as lasting tests.
  *
  * - Slowloris over TCP: a message trickled one byte at a time is cut at the whole-message
  *   deadline (sip.tcp_message_timeout_ms) although bytes keep arriving; one source address
@@ -196,7 +197,7 @@ async function ping(peer: TcpPeer, address: string): Promise<SipResponse> {
   return asResponse(await peer.next());
 }
 
-// --- finding 2: TCP slowloris ---------------------------------------------------------------------
+// --- TCP slowloris ----------------------------------------------------------------------------------
 
 describe('TCP: slow and numerous peers', () => {
   it('closes a connection whose message is not complete at the deadline, though a byte arrives every 50 ms', async () => {
@@ -288,7 +289,7 @@ describe('TCP: slow and numerous peers', () => {
   });
 });
 
-// --- finding 5: responses reflected to a third address -----------------------------------------
+// --- responses reflected to a third address ----------------------------------------------------
 
 describe('UDP: responses go to the packet source, whatever the Via says', () => {
   it('ignores maddr and a forged received; nothing reaches the addresses the Via names', async () => {
@@ -330,7 +331,7 @@ describe('UDP: responses go to the packet source, whatever the Via says', () => 
   });
 });
 
-// --- finding 6: a bare LF splits a header --------------------------------------------------------
+// --- a bare LF splits a header -------------------------------------------------------------------
 
 describe('a bare LF in the header section', () => {
   it('UDP: `Subject: hi\\nVia: ...` is a 400 saying why, with the one real Via; nothing reaches the injected Via', async () => {

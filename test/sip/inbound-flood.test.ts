@@ -1,5 +1,5 @@
 /**
- * Issue 20, item 3: unauthenticated INVITE floods were answered at full rate (10,000 x 401 at
+ * Unauthenticated INVITE floods were once answered at full rate (10,000 x 401 at
  * 500/s from one source), and every INVITE from a blocked source wrote a warning line.
  *
  * A real daemon, a raw UDP socket (fast and exact: nothing retransmitted, every response seen):

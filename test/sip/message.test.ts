@@ -475,7 +475,7 @@ describe('errors and stateless responses', () => {
   });
 
   it('header lines end in CRLF only: a bare LF is a 400 that says so, never a line end (RFC 3261 7, 25.1)', () => {
-    // Issue 20, finding 6: the injected Via must not become a second Via.
+    // A header injection probe: the injected Via must not become a second Via.
     const injected = base({ Subject: 'hi\nVia: SIP/2.0/UDP 127.0.0.9:5999' });
     const err = parseError(injected);
     expect(err.reason).toBe('Bad Request: bare LF in header section');

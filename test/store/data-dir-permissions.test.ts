@@ -1,5 +1,5 @@
 /**
- * Issue 20: the database files held transcripts and caller numbers world-readable (0644). The
+ * The database files once held transcripts and caller numbers world-readable (0644). The
  * data directory is 0700 and callbridge.sqlite, -wal and -shm 0600, for a new installation and
  * for one made before (tightened at start), whatever the umask.
  */
