@@ -14,7 +14,7 @@ import { createNoiseSuppressor, loadRnnoise } from './providers/noise/index.ts';
 import { createSttProvider } from './providers/stt/index.ts';
 import { createTtsProviders, LocalEspeakProvider } from './providers/tts/index.ts';
 import { EnergyVad } from './providers/vad/energy.ts';
-import { AgentRuntime, type RuntimeDeps } from './runtime.ts';
+import { AgentRuntime, type RuntimeDeps } from './runtime/index.ts';
 
 /**
  * Loads the WASM engines the runtime needs; call once at start-up (idempotent). The local voice
