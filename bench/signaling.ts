@@ -1,6 +1,6 @@
 /**
  * bench/signaling: how long SIP signaling and /readyz wait while the REST API is saturated
- * (issue 20, finding 9: "REST load stalls SIP"). Target: OPTIONS and INVITE->100 p99 under 20 ms
+ * (REST load once stalled SIP OPTIONS for up to a second). Target: OPTIONS and INVITE->100 p99 under 20 ms
  * under REST saturation; INVITE->180 is measured beside it.
  *
  *   autocannon (own process) --HTTP--> daemon (own process) <--UDP-- SIP prober (this process)
