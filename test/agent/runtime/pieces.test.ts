@@ -7,80 +7,41 @@ import { describe, expect, it } from 'vitest';
 import { AudioPacer } from '../../../src/agent/audio-pacer.ts';
 import { FrameAssembler } from '../../../src/agent/frame-assembler.ts';
 import { SentenceSplitter } from '../../../src/agent/sentence-splitter.ts';
-import type { TtsProvider, TtsRequest } from '../../../src/agent/providers/types.ts';
+import type { TtsProvider } from '../../../src/agent/providers/types.ts';
 import { heardText, SpeechTurn } from '../../../src/agent/speech-turn.ts';
 import { base64ToPcm16 } from '../../../src/media/pcm.ts';
 import { substituteVariables } from '../../../src/agent/template.ts';
 import { builtinToolSpecs, clientToolsFromNodes, toolCallArguments } from '../../../src/agent/tools.ts';
-import { VirtualClock } from '../../sip/transaction-fakes.ts';
+import { settle, VirtualTime } from '../../helpers/virtual-time.ts';
+import { manualTts } from './harness.ts';
 
 const CHUNK = 960; // 40 ms at 24 kHz
 
 function pacer(leadMs = 200) {
-  const clock = new VirtualClock();
+  const clock = new VirtualTime();
+  const t0 = clock.now();
   const sent: Array<{ at: number; samples: number; isFinal: boolean }> = [];
   let drainedAt: number | undefined;
   const p = new AudioPacer({
-    clock: { now: () => clock.now },
+    clock,
     timers: clock,
     chunkSamples: CHUNK,
     leadMs,
-    send: (pcm, isFinal) => sent.push({ at: clock.now, samples: pcm.length, isFinal }),
-    onDrained: () => (drainedAt = clock.now),
+    send: (pcm, isFinal) => sent.push({ at: clock.now() - t0, samples: pcm.length, isFinal }),
+    onDrained: () => (drainedAt = clock.now() - t0),
   });
   return { clock, sent, p, drained: () => drainedAt };
 }
 
-/**
- * A TTS whose every piece the test releases by hand: `chunk(text)` lets one 40 ms chunk of the
- * piece out (every sample = the piece's number), `end(text)` / `fail(text)` ends it.
- */
-function manualTts() {
-  const started: string[] = [];
-  const signals = new Map<string, AbortSignal>();
-  const steps = new Map<string, Array<'chunk' | 'end' | 'fail'>>();
-  const waiters = new Map<string, () => void>();
-  const step = (text: string, s: 'chunk' | 'end' | 'fail') => {
-    steps.set(text, [...(steps.get(text) ?? []), s]);
-    waiters.get(text)?.();
-  };
-  const tts: TtsProvider = {
-    name: 'manual',
-    async *synthesize(req: TtsRequest) {
-      started.push(req.text);
-      signals.set(req.text, req.signal);
-      const value = Number(req.text.match(/\d+/)?.[0] ?? 0);
-      for (;;) {
-        const next = steps.get(req.text)?.shift();
-        if (next === undefined) {
-          await new Promise<void>((resolve, reject) => {
-            waiters.set(req.text, resolve);
-            req.signal.addEventListener('abort', () => reject(new Error('aborted')), { once: true });
-          });
-          continue;
-        }
-        if (next === 'end') return;
-        if (next === 'fail') throw new Error(`tts failed on ${req.text}`);
-        yield new Int16Array(CHUNK).fill(value);
-      }
-    },
-  };
-  return { tts, started, signals, chunk: (t: string) => step(t, 'chunk'), end: (t: string) => step(t, 'end'), fail: (t: string) => step(t, 'fail') };
-}
-
-const settle = async () => {
-  for (let i = 0; i < 10; i++) await new Promise((r) => setImmediate(r));
-};
-
 function speechTurn(tts: TtsProvider) {
-  const clock = new VirtualClock();
+  const clock = new VirtualTime();
   const heard: number[] = [];
   const errors: string[] = [];
   const turn = new SpeechTurn({
     turnId: 't1',
     tts,
     voice: { voiceId: 'v', language: 'en' },
-    clock: { now: () => clock.now },
+    clock,
     timers: clock,
     chunkSamples: CHUNK,
     leadMs: 200,
