@@ -1,6 +1,6 @@
 /**
  * The interfaces every vendor adapter of the agent runtime implements. One small interface per
- * stage (pipecat-like): the runtime (src/agent/runtime.ts) only ever sees these, so a vendor is
+ * stage (pipecat-like): the runtime (src/agent/runtime/) only ever sees these, so a vendor is
  * added by writing one adapter and one config entry.
  *
  * Audio everywhere in the runtime is PCM16 mono at 24 kHz (the voice protocol's rate), as

@@ -75,10 +75,13 @@ export class AgentRuntime implements SessionRuntime {
     this.#ctx = ctx;
     this.#io = io;
     const clock = deps.clock ?? systemClock;
-    const timers = (this.#timers = deps.timers ?? systemTimers);
-    const log = (this.#log = deps.logger.child({ component: 'agent', sessionId: ctx.sessionId }));
+    const timers = deps.timers ?? systemTimers;
+    const log = deps.logger.child({ component: 'agent', sessionId: ctx.sessionId });
+    this.#timers = timers;
+    this.#log = log;
     const a = ctx.agent;
-    // Everything that may throw for a bad configuration comes before the recognizer is opened.
+    // Resolved before the recognizer is opened (TurnDetector), so a voice or model setting that
+    // does not resolve throws before a vendor connection exists.
     const vad = deps.createVad({ startSecs: a.vad_settings.start_secs, stopSecs: a.vad_settings.stop_secs });
     const noise = deps.createNoiseSuppressor(a.noise_cancel_settings);
     const tts = deps.tts(a.voice_settings.provider);

@@ -10,20 +10,13 @@
  * first_message_interruption_time cannot be cut.
  */
 import { randomUUID } from 'node:crypto';
-import type { Clock, Timers } from '../../media/types.ts';
-import type { TtsProvider, TtsRequest } from '../providers/types.ts';
-import { SpeechTurn } from '../speech-turn.ts';
+import { SpeechTurn, type SpeechTurnOptions } from '../speech-turn.ts';
 import type { AgentTurn, SpeechEvent, TurnKind } from './events.ts';
 
-export interface SpeechOutputOptions {
-  tts: TtsProvider;
-  voice: Omit<TtsRequest, 'text' | 'signal'>;
-  clock: Clock;
-  timers: Timers;
-  /** Samples per response_audio chunk (24 kHz). */
-  chunkSamples: number;
-  /** How far ahead of the caller's playhead audio is sent, ms. */
-  leadMs: number;
+/** How each turn is spoken: the voice, its TTS, the pacing (SpeechTurn's settings). */
+type SpeechSettings = Pick<SpeechTurnOptions, 'tts' | 'voice' | 'clock' | 'timers' | 'chunkSamples' | 'leadMs'>;
+
+export interface SpeechOutputOptions extends SpeechSettings {
   emit(event: SpeechEvent): void;
 }
 
@@ -51,22 +44,17 @@ export class SpeechOutput {
     const abort = new AbortController();
     const turn: AgentTurn = { turnId: randomUUID(), kind, text: '', signal: abort.signal };
     if (options.interruptibleForMs !== undefined) turn.interruptibleForMs = options.interruptibleForMs;
-    const o = this.#o;
+    const { emit, ...settings } = this.#o;
     const speech = new SpeechTurn({
+      ...settings,
       turnId: turn.turnId,
-      tts: o.tts,
-      voice: o.voice,
-      clock: o.clock,
-      timers: o.timers,
-      chunkSamples: o.chunkSamples,
-      leadMs: o.leadMs,
-      sendAudio: (turnId, audio, isFinal) => o.emit({ type: 'audio', turnId, audio, isFinal }),
+      sendAudio: (turnId, audio, isFinal) => emit({ type: 'audio', turnId, audio, isFinal }),
       onDone: () => this.#played(turn),
-      onTtsError: (error, text) => o.emit({ type: 'tts_failed', error, text }),
+      onTtsError: (error, text) => emit({ type: 'tts_failed', error, text }),
     });
     this.#voiced.set(turn, { speech, abort });
     this.#current = turn;
-    o.emit({ type: 'turn_started', turn });
+    emit({ type: 'turn_started', turn });
     return turn;
   }
 

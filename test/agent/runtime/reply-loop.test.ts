@@ -139,18 +139,20 @@ describe('ReplyLoop', () => {
 
   it('a cut turn stops at once: nothing more is emitted, a pending tool is cancelled, and no failure is counted', async () => {
     const r = loop([[toolCall('c1', 'lookup_order', { order_id: '1' })], 'hang']);
-    const t = turn();
-    const running = r.replies.run(t);
-    await r.time.run(10);
-    t.abort.abort();
-    await running;
+    const runCutAfter10ms = async () => {
+      const t = turn();
+      const running = r.replies.run(t);
+      await r.time.run(10);
+      t.abort.abort();
+      await running;
+    };
+    // Cut while its client tool is pending: the model is not asked again.
+    await runCutAfter10ms();
     expect(r.events.types()).toEqual(['tool_call']);
     expect(r.calls).toHaveLength(1);
-    const t2 = turn();
-    const hanging = r.replies.run(t2);
-    await r.time.run(10);
-    t2.abort.abort();
-    await hanging;
+    // Cut while the model has not answered yet.
+    await runCutAfter10ms();
+    expect(r.calls).toHaveLength(2);
     expect(r.events.types()).toEqual(['tool_call']);
   });
 
