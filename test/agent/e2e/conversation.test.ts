@@ -1,5 +1,5 @@
 /**
- * Issue 5, "done when": voice sessions end to end over real sockets. A real daemon (HTTP, SQLite,
+ * Voice sessions end to end over real sockets. A real daemon (HTTP, SQLite,
  * the /v1/connection server, the agent runtime with its real local engines: energy VAD, eSpeak-NG
  * WASM voice, local/echo), a real WebSocket client streaming audio at real-time pace, and, where
  * a remote vendor is needed, a fake that speaks that vendor's wire protocol on loopback: the
@@ -368,7 +368,7 @@ describe('first-message interruption window, timeouts', () => {
     const agentId = await createAgent(td, {
       vad_settings: { ...FAST_VAD, silence_timeout_secs: 1 },
       first_message: 'Hi.',
-      // The SDK types' camelCase names for the silence action's own target and message (issue 19).
+      // The SDK types' camelCase names for the silence action's own target and message.
       timeout_settings: {
         silenceCounter: 1,
         silenceTimeoutAction: 'transfer_call',
