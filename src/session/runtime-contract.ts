@@ -1,6 +1,6 @@
 /**
  * The boundary between the /v1/connection server (src/session/) and whatever runs the
- * conversation behind it (the agent runtime, src/agent/runtime.ts). The server owns the socket,
+ * conversation behind it (the agent runtime, src/agent/runtime/). The server owns the socket,
  * the token and the session record; the runtime owns the conversation. main.ts injects the
  * runtime factory, so the session layer never imports the agent layer.
  *
