@@ -1,6 +1,6 @@
 /**
- * Call recording (issue 6, "Call records"): both directions of a bridged call as one stereo PCM16
- * WAV, left = the caller, right = the agent, written to disk while the call runs.
+ * Call recording: both directions of a bridged call as one stereo PCM16 WAV, left = the caller,
+ * right = the agent, written to disk while the call runs.
  *
  * The bridge calls `tick(caller, agent)` once per 20 ms tick of the caller's clock with 24 kHz
  * frames of 480 samples (null: that side had nothing; it is recorded as silence, so the channels
@@ -26,7 +26,7 @@ import { join, resolve } from 'node:path';
 import type { Logger } from '../log.ts';
 import { createResampler, resamplersReady } from '../media/resampler.ts';
 import type { Resampler } from '../media/types.ts';
-import type { CallRecorderSink } from './call-bridge.ts';
+import type { CallRecorderSink } from './bridge-core.ts';
 import { WAV_HEADER_BYTES, wavHeader } from '../media/wav.ts';
 
 /** The rate of the frames the bridge hands over (the voice protocol's rate). */

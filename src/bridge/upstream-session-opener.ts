@@ -1,7 +1,7 @@
 /**
  * Voice sessions on another server (bridge.upstream_url): the bridge then is a client of that
  * server's PUBLIC API only, like any web client, which is what proves the voice protocol is the
- * whole contract between the phone side and the voice side (issue 6, docs/bridge.md):
+ * whole contract between the phone side and the voice side (docs/bridge.md):
  *
  *   POST {upstream}/v1/session-token   Authorization: Bearer {bridge.upstream_api_key}
  *        { agent_id, caller_id, first_message?, prompt?, variables? }      -> { token }

@@ -2,7 +2,8 @@
  * The bridge's WebSocket to a call's voice session, where the call's media runs: on this thread
  * (a `ws` client), or inside the call's media worker (worker-voice-link.ts), where caller audio
  * leaves as `input_audio` from the media tick and `response_audio` / `interruption` act on the
- * playout queue without crossing threads. BridgedCall sees the same events either way.
+ * playout queue without crossing threads. The voice link (voice-link.ts) reads the protocol on
+ * top and sees the same events either way.
  */
 import WebSocket from 'ws';
 import type { CallRtp } from '../media/media-host.ts';
@@ -25,7 +26,7 @@ export interface VoiceSocket {
   readonly open: boolean;
   /** True when the socket's worker sends the caller's input_audio and plays response_audio itself. */
   readonly audioInWorker: boolean;
-  /** A worker's counts of what it handled (0 on this thread, where BridgedCall counts). */
+  /** A worker's counts of what it handled (0 on this thread, where the bridge core counts). */
   readonly framesIn: number;
   readonly audioOut: number;
   /** Resolves when framesIn and audioOut are final (at once on this thread; a worker sends them at close). */

@@ -4,10 +4,10 @@
  * as `input_audio` from the worker's media tick, `response_audio` goes from the socket straight
  * into the worker's playout queue, and `interruption` clears it there. Everything else the
  * session says (session_started, dtmf, session_ended, transcripts...) goes to the main thread,
- * where BridgedCall handles it as it does a socket of its own.
+ * where the bridge core handles it as it does a socket of its own.
  *
  *   worker half: install(host), loaded into each media worker as an extension
- *   main half:   RemoteVoiceSocket, what BridgedCall talks to instead of a WebSocket
+ *   main half:   RemoteVoiceSocket, what voice-socket.ts talks to instead of a WebSocket
  *
  * Why: with the socket on the main thread, every frame crossed threads twice and waited for the
  * main event loop (tens of ms at 200 calls); docs/media-workers.md has the figures.
