@@ -1,5 +1,5 @@
 /**
- * bench/sip-parse: the cost of the SIP message layer (src/sip/message.ts) on a typical INVITE
+ * bench/sip-parse: the cost of the SIP message layer (src/sip/message/index.ts) on a typical INVITE
  * from a carrier -- 2 Vias, Record-Route, P-Asserted-Identity, Allow, Supported, session timer,
  * a 300-byte SDP offer, 1.1 kB in all:
  *
@@ -16,7 +16,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import { pathToFileURL } from 'node:url';
-import { parseMessage, SipRequest } from '../src/sip/message.ts';
+import { parseMessage, SipRequest } from '../src/sip/message/index.ts';
 import { printFigures, type Figure } from './lib/result.ts';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 9);

@@ -13,11 +13,11 @@ import type { Store } from './store/index.ts';
 import { PortAllocator } from './media/port-allocator.ts';
 import { MediaWorkerPool } from './media/media-worker-pool.ts';
 import type { CodecName } from './media/codecs.ts';
-import type { DigestAlgorithm } from './sip/digest.ts';
-import { StoreDirectory } from './sip/store-directory.ts';
-import type { SipTransportListen } from './sip/transport.ts';
-import { SipUserAgent } from './sip/user-agent.ts';
-import { TrunkHealth } from './sip/trunk-health.ts';
+import type { DigestAlgorithm } from './sip/digest/index.ts';
+import { StoreDirectory } from './bridge/sip-store-directory.ts';
+import type { SipTransportListen } from './sip/transport/index.ts';
+import { SipUserAgent } from './sip/ua/index.ts';
+import { TrunkHealth } from './sip/ua/index.ts';
 import { Counter, Gauge, type Registry } from 'prom-client';
 
 export interface SipService {

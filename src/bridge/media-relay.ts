@@ -13,7 +13,7 @@
 import { createCodec } from '../media/codecs.ts';
 import { createResampler } from '../media/resampler.ts';
 import type { Codec, ReceivedRtp, Resampler } from '../media/types.ts';
-import type { SipCall } from '../sip/call.ts';
+import type { SipCall } from '../sip/ua/index.ts';
 
 interface Direction {
   from: SipCall;

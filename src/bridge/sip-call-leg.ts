@@ -8,7 +8,7 @@ import type { Logger } from '../log.ts';
 import type { BridgeMedia, BridgeMediaCallbacks, BridgeMediaConfig } from '../media/bridge-media.ts';
 import { startBridgeMedia } from '../media/media-host.ts';
 import type { MediaTicker } from '../media/media-ticker.ts';
-import type { SipCall } from '../sip/call.ts';
+import type { SipCall } from '../sip/ua/index.ts';
 import type { CallLeg, LegEnd, LegMediaOptions, LegQuality, LegRoute, RefusalCause } from './call-leg.ts';
 
 /** The final response of each refusal: 503 the service, 480 the agent (RFC 3261 21.4.18), 500 us. */

@@ -4,9 +4,9 @@
  * calling), its RTP relayed with the caller's (media-relay.ts).
  */
 import type { Logger } from '../log.ts';
-import type { SipCall } from '../sip/call.ts';
-import { outboundTrunkFromStore } from '../sip/store-directory.ts';
-import type { SipUserAgent } from '../sip/user-agent.ts';
+import type { SipCall } from '../sip/ua/index.ts';
+import { outboundTrunkFromStore } from './sip-store-directory.ts';
+import type { SipUserAgent } from '../sip/ua/index.ts';
 import type { Store } from '../store/index.ts';
 import { MediaRelay } from './media-relay.ts';
 import type { TransferFallback } from './transfer-handler.ts';

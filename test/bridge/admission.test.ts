@@ -10,7 +10,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.ts';
 import { startRawSipPeer, type RawSipPeer } from '../helpers/raw-sip.ts';
-import type { SipResponse } from '../../src/sip/message.ts';
+import type { SipResponse } from '../../src/sip/message/index.ts';
 
 const NUMBER = '+15550408000';
 const delay = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));

@@ -6,7 +6,7 @@
  */
 import { createSocket, type Socket } from 'node:dgram';
 import { randomBytes } from 'node:crypto';
-import { parseMessage, SipResponse } from '../../src/sip/message.ts';
+import { parseMessage, SipResponse } from '../../src/sip/message/index.ts';
 
 export interface RawInvite {
   /** Request-URI user (the number dialled). */

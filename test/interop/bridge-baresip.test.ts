@@ -28,7 +28,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { LocalEspeakProvider } from '../../src/agent/providers/tts/local-espeak.ts';
-import { SipResponse, type SipRequest } from '../../src/sip/message.ts';
+import { SipResponse, type SipRequest } from '../../src/sip/message/index.ts';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.ts';
 import { baresipAvailable, readWavPcm16, rmsDbfs, runBaresip, type BaresipResult } from './baresip/baresip.ts';
 import { describeSpurts, loadWav8k, pcm16Wav, synthCapture, talkSpurts, type Spurt } from './rtp-peer.ts';

@@ -50,7 +50,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LocalEspeakProvider } from '../../src/agent/providers/tts/local-espeak.ts';
 import { createResampler, initResamplers } from '../../src/media/resampler.ts';
-import type { SipCall } from '../../src/sip/call.ts';
+import type { SipCall } from '../../src/sip/ua/call.ts';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.ts';
 import { isBye200, isByeFromCallbridge, isByeFromCaller, isInvite200, placeBridgeCall, sipTime, timedMessages, type BridgeCall } from './bridge-harness.ts';
 import {

@@ -13,8 +13,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.ts';
-import type { SipCall } from '../../src/sip/call.ts';
-import type { SipRequest } from '../../src/sip/message.ts';
+import type { SipCall } from '../../src/sip/ua/call.ts';
+import type { SipRequest } from '../../src/sip/message/index.ts';
 import { baresipAvailable, readWavPcm16, rmsDbfs, runBaresip, toneWav } from './baresip/baresip.ts';
 
 const bs = baresipAvailable();

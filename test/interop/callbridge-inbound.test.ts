@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.ts';
-import type { SipCall } from '../../src/sip/call.ts';
+import type { SipCall } from '../../src/sip/ua/call.ts';
 import { runSipp, sippAvailable, type SippResult } from './sipp.ts';
 
 const sipp = sippAvailable();
@@ -169,9 +169,9 @@ describe.skipIf(!sipp.ok)(`callbridge inbound calls vs SIPp${sipp.ok ? ` (${sipp
   });
 
   it('OPTIONS out of dialog is answered 200 with Allow', async () => {
-    const { SipTransportLayer } = await import('../../src/sip/transport.ts');
-    const { TransactionLayer } = await import('../../src/sip/transaction.ts');
-    const { createRequest } = await import('../../src/sip/message.ts');
+    const { SipTransportLayer } = await import('../../src/sip/transport/index.ts');
+    const { TransactionLayer } = await import('../../src/sip/transaction/index.ts');
+    const { createRequest } = await import('../../src/sip/message/index.ts');
     const t = new SipTransportLayer({ listen: [{ protocol: 'udp', address: '127.0.0.1', port: 0 }] });
     await t.start();
     const layer = new TransactionLayer({ transport: t });

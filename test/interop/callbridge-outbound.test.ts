@@ -8,8 +8,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSocket } from 'node:dgram';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.ts';
-import type { SipCall } from '../../src/sip/call.ts';
-import type { OutboundTrunk } from '../../src/sip/outbound-call.ts';
+import type { SipCall } from '../../src/sip/ua/call.ts';
+import type { OutboundTrunk } from '../../src/sip/ua/outbound-call.ts';
 import { runSipp, sippAvailable, startSipp, verifyDigest } from './sipp.ts';
 
 const sipp = sippAvailable();

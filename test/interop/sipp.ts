@@ -598,7 +598,7 @@ export function parseSipMessage(raw: string, direction: 'sent' | 'received' = 'r
 }
 
 // ---------------------------------------------------------------------------------------------
-// Digest verification (independent of src/sip/digest.ts: an oracle must not share the code it
+// Digest verification (independent of src/sip/digest/index.ts: an oracle must not share the code it
 // checks)
 
 export interface DigestCheck {

@@ -1,5 +1,5 @@
 /**
- * Interop: callbridge's outbound UAC (src/sip/uac.ts sendInvite) against SIPp playing the carrier
+ * Interop: callbridge's outbound UAC (src/sip/ua/uac.ts sendInvite) against SIPp playing the carrier
  * (test/interop/scenarios/uas-challenge-407.xml): 407 with a per-call nonce, our retry with
  * Proxy-Authorization (its uri must be exactly the Request-URI, else SIPp answers 403 and fails),
  * 100/180/200 with SDP, our ACK, RTP echoed by SIPp (-rtp_echo), our BYE. SIPp's exit code 0
@@ -9,11 +9,11 @@
  */
 import { createSocket, type Socket } from 'node:dgram';
 import { afterEach, describe, expect, it } from 'vitest';
-import { DialogManager } from '../../src/sip/dialog.ts';
-import { createOffer, parseAnswer } from '../../src/sip/sdp.ts';
-import { TransactionLayer } from '../../src/sip/transaction.ts';
-import { SipTransportLayer } from '../../src/sip/transport.ts';
-import { sendInvite } from '../../src/sip/uac.ts';
+import { DialogManager } from '../../src/sip/dialog/index.ts';
+import { createOffer, parseAnswer } from '../../src/sip/sdp/index.ts';
+import { TransactionLayer } from '../../src/sip/transaction/index.ts';
+import { SipTransportLayer } from '../../src/sip/transport/index.ts';
+import { sendInvite } from '../../src/sip/ua/uac.ts';
 import { sippAvailable, startSipp, verifyDigest, type SippProcess } from './sipp.ts';
 
 const sipp = sippAvailable();

@@ -18,11 +18,11 @@ import { startLoggedDaemon, WARN, type LoggedDaemon } from '../helpers/logged-da
 import { startRawSipPeer } from '../helpers/raw-sip.ts';
 import { newId, nowIso } from '../../src/domain/ids.ts';
 import { trunkForCreate } from '../../src/domain/sip-trunk.ts';
-import { AuthRateLimiter } from '../../src/sip/auth-rate-limit.ts';
-import type { SipCall } from '../../src/sip/call.ts';
-import { DigestServer } from '../../src/sip/digest.ts';
-import { decideInbound, type InboundAuthorizer, type InboundDecision } from '../../src/sip/inbound-routing.ts';
-import { StoreDirectory } from '../../src/sip/store-directory.ts';
+import { AuthRateLimiter } from '../../src/sip/ua/auth-rate-limit.ts';
+import type { SipCall } from '../../src/sip/ua/call.ts';
+import { DigestServer } from '../../src/sip/digest/index.ts';
+import { decideInbound, type InboundAuthorizer, type InboundDecision } from '../../src/sip/ua/inbound-routing.ts';
+import { StoreDirectory } from '../../src/bridge/sip-store-directory.ts';
 
 const NUMBER = '+15551230000';
 /** Imported by org B only. */

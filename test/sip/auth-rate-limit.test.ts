@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { AuthRateLimiter, sourceKey } from '../../src/sip/auth-rate-limit.ts';
+import { AuthRateLimiter, sourceKey } from '../../src/sip/ua/auth-rate-limit.ts';
 
 class VirtualClock {
   t = 0;

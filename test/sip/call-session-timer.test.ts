@@ -1,6 +1,6 @@
 /**
- * RFC 4028 session timers at the call level (src/sip/call.ts, uas.ts, outbound-call.ts,
- * user-agent.ts) over real loopback sockets. The far end is made of our own SIP layers
+ * RFC 4028 session timers at the call level (src/sip/ua/call.ts, uas.ts, outbound-call.ts,
+ * ua/user-agent.ts) over real loopback sockets. The far end is made of our own SIP layers
  * (SipTransportLayer on 127.0.0.1:0 + TransactionLayer + DialogManager), as in
  * user-agent.test.ts; every assertion is on what crosses the wire.
  *
@@ -18,16 +18,16 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { PortAllocator, type RtpPortPair } from '../../src/media/port-allocator.ts';
-import type { HangupInfo, SipCall } from '../../src/sip/call.ts';
-import type { Dialog } from '../../src/sip/dialog.ts';
-import { DialogManager } from '../../src/sip/dialog.ts';
-import type { InboundDirectory, InboundRoute, InboundTrunk } from '../../src/sip/inbound-routing.ts';
-import { createRequest, createResponse, type SipRequest, type SipResponse } from '../../src/sip/message.ts';
-import type { OutboundTrunk } from '../../src/sip/outbound-call.ts';
-import { TransactionLayer } from '../../src/sip/transaction.ts';
-import { SipTransportLayer } from '../../src/sip/transport.ts';
-import type { UasLogger } from '../../src/sip/uas.ts';
-import { SipUserAgent } from '../../src/sip/user-agent.ts';
+import type { HangupInfo, SipCall } from '../../src/sip/ua/call.ts';
+import type { Dialog } from '../../src/sip/dialog/index.ts';
+import { DialogManager } from '../../src/sip/dialog/index.ts';
+import type { InboundDirectory, InboundRoute, InboundTrunk } from '../../src/sip/ua/inbound-routing.ts';
+import { createRequest, createResponse, type SipRequest, type SipResponse } from '../../src/sip/message/index.ts';
+import type { OutboundTrunk } from '../../src/sip/ua/outbound-call.ts';
+import { TransactionLayer } from '../../src/sip/transaction/index.ts';
+import { SipTransportLayer } from '../../src/sip/transport/index.ts';
+import type { UasLogger } from '../../src/sip/ua/uas.ts';
+import { SipUserAgent } from '../../src/sip/ua/index.ts';
 import { VirtualClock } from './transaction-fakes.ts';
 
 const NUMBER = '+15550003000';

@@ -9,7 +9,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startLoggedDaemon, WARN, type LoggedDaemon } from '../helpers/logged-daemon.ts';
 import { startRawSipPeer, type RawInvite } from '../helpers/raw-sip.ts';
-import type { SipResponse } from '../../src/sip/message.ts';
+import type { SipResponse } from '../../src/sip/message/index.ts';
 
 const NUMBER = '+15550409000';
 const LONG = '1'.repeat(3000);

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { AuthRateLimiter } from '../../src/sip/auth-rate-limit.ts';
-import { ChallengeRateLimiter } from '../../src/sip/challenge-rate-limit.ts';
+import { AuthRateLimiter } from '../../src/sip/ua/auth-rate-limit.ts';
+import { ChallengeRateLimiter } from '../../src/sip/ua/challenge-rate-limit.ts';
 
 class VirtualClock {
   t = 1000;

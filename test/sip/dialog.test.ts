@@ -3,10 +3,10 @@
  * in-memory FakeTransport on virtual timers.
  */
 import { describe, expect, it } from 'vitest';
-import { Dialog, DialogManager, endpointFromUri, SipDialogError, type DialogTerminationReason } from '../../src/sip/dialog.ts';
-import { createResponse, parseUri, SipRequest, SipResponse } from '../../src/sip/message.ts';
-import { TransactionLayer, type ClientTransaction, type ServerTransaction } from '../../src/sip/transaction.ts';
-import type { Endpoint, Inbound } from '../../src/sip/transport-types.ts';
+import { Dialog, DialogManager, endpointFromUri, SipDialogError, type DialogTerminationReason } from '../../src/sip/dialog/index.ts';
+import { createResponse, parseUri, SipRequest, SipResponse } from '../../src/sip/message/index.ts';
+import { TransactionLayer, type ClientTransaction, type ServerTransaction } from '../../src/sip/transaction/index.ts';
+import type { Endpoint, Inbound } from '../../src/sip/transport/types.ts';
 import { FakeTransport, flush, PEER, peerRequest, reply, tuRequest, VirtualClock } from './transaction-fakes.ts';
 
 const CONTACT = '<sip:callbridge@192.0.2.1:5060>';

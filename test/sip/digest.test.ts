@@ -16,7 +16,7 @@ import {
   sipUrisEquivalent,
   type DigestAlgorithm,
   type DigestFailureReason,
-} from '../../src/sip/digest.ts';
+} from '../../src/sip/digest/index.ts';
 
 class VirtualClock {
   t = 1_700_000_000_000;

@@ -44,10 +44,10 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { DestinationStream } from 'pino';
-import type { SipCall } from '../../src/sip/call.ts';
-import { DigestClient } from '../../src/sip/digest-client.ts';
-import { createResponse, parseMessage, SipRequest, SipStreamFramer, type SipMessageAny } from '../../src/sip/message.ts';
-import { SipTransportLayer, type Inbound } from '../../src/sip/transport.ts';
+import type { SipCall } from '../../src/sip/ua/call.ts';
+import { DigestClient } from '../../src/sip/digest/client.ts';
+import { createResponse, parseMessage, SipRequest, SipStreamFramer, type SipMessageAny } from '../../src/sip/message/index.ts';
+import { SipTransportLayer, type Inbound } from '../../src/sip/transport/index.ts';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.ts';
 import { prng } from '../helpers/prng.ts';
 

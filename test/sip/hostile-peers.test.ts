@@ -21,7 +21,7 @@ import { createSocket, type Socket as UdpSocket } from 'node:dgram';
 import { once } from 'node:events';
 import { connect as netConnect, createServer as createNetServer, type Socket } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { parseMessage, SipStreamFramer, type SipResponse } from '../../src/sip/message.ts';
+import { parseMessage, SipStreamFramer, type SipResponse } from '../../src/sip/message/index.ts';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.ts';
 
 const MESSAGE_TIMEOUT_MS = 400;

@@ -14,7 +14,7 @@ import { connect } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startLoggedDaemon, WARN, type LoggedDaemon } from '../helpers/logged-daemon.ts';
 import { startRawSipPeer, type RawSipPeer } from '../helpers/raw-sip.ts';
-import { DigestClient } from '../../src/sip/digest.ts';
+import { DigestClient } from '../../src/sip/digest/index.ts';
 
 const NUMBER = '+15550404000';
 const delay = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));

@@ -1,5 +1,5 @@
 /**
- * decideInbound (src/sip/inbound-routing.ts) over the real SQLite store of a test daemon, with
+ * decideInbound (src/sip/ua/inbound-routing.ts) over the real SQLite store of a test daemon, with
  * trunks, assignments, agents and imported carrier numbers created through the REST API (numbers
  * imported through the fake carrier), StoreDirectory over that store (DNS names of inbound_host
  * resolved by an injected resolver), a real DigestServer and AuthRateLimiter, and Authorization
@@ -11,10 +11,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.ts';
 import { startFakeCarrier, type FakeCarrier } from '../helpers/fake-carrier.ts';
-import { AuthRateLimiter, type AuthRateLimiterOptions } from '../../src/sip/auth-rate-limit.ts';
-import { DigestClient, DigestServer, parseDigestChallenges, type DigestAlgorithm, type DigestServerOptions } from '../../src/sip/digest.ts';
-import { decideInbound, type InboundAuthorizer, type InboundDecision, type InboundRequestInfo } from '../../src/sip/inbound-routing.ts';
-import { numberCandidates, StoreDirectory } from '../../src/sip/store-directory.ts';
+import { AuthRateLimiter, type AuthRateLimiterOptions } from '../../src/sip/ua/auth-rate-limit.ts';
+import { DigestClient, DigestServer, parseDigestChallenges, type DigestAlgorithm, type DigestServerOptions } from '../../src/sip/digest/index.ts';
+import { decideInbound, type InboundAuthorizer, type InboundDecision, type InboundRequestInfo } from '../../src/sip/ua/inbound-routing.ts';
+import { numberCandidates, StoreDirectory } from '../../src/bridge/sip-store-directory.ts';
 
 const ACCOUNT_A = 'AC' + 'a'.repeat(32);
 const ACCOUNT_B = 'AC' + 'b'.repeat(32);

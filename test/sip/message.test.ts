@@ -27,7 +27,7 @@ import {
   splitList,
   tryExtractResponseContext,
   type SipMessageAny,
-} from '../../src/sip/message.ts';
+} from '../../src/sip/message/index.ts';
 
 // --- fixtures ------------------------------------------------------------------------------------
 //

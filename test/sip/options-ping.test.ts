@@ -1,14 +1,14 @@
 /**
- * OptionsPinger (src/sip/options-ping.ts) against real loopback peers: a UAS on our own
+ * OptionsPinger (src/sip/ua/options-ping.ts) against real loopback peers: a UAS on our own
  * SipTransportLayer + TransactionLayer that answers OPTIONS (200, or 405), then goes away. T1 is
  * 10 ms so Timer F (the failure of one ping over UDP) is 640 ms.
  */
 import { createServer } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createResponse, generateTag, type SipRequest } from '../../src/sip/message.ts';
-import { OptionsPinger, type OptionsPingDetail, type OptionsPingerOptions, type OptionsPingStatus, type OptionsPingTarget } from '../../src/sip/options-ping.ts';
-import { TransactionLayer, type TransactionTimerConfig, type TransactionTimers } from '../../src/sip/transaction.ts';
-import { SipTransportLayer, type TransportProtocol } from '../../src/sip/transport.ts';
+import { createResponse, generateTag, type SipRequest } from '../../src/sip/message/index.ts';
+import { OptionsPinger, type OptionsPingDetail, type OptionsPingerOptions, type OptionsPingStatus, type OptionsPingTarget } from '../../src/sip/ua/options-ping.ts';
+import { TransactionLayer, type TransactionTimerConfig, type TransactionTimers } from '../../src/sip/transaction/index.ts';
+import { SipTransportLayer, type TransportProtocol } from '../../src/sip/transport/index.ts';
 
 const TIMERS: TransactionTimerConfig = { t1: 10, t2: 40, t4: 50, timerD: 50 };
 

@@ -4,11 +4,11 @@
  * transports piped to each other on virtual time; the transferee's side is scripted per test.
  */
 import { describe, expect, it } from 'vitest';
-import { DialogManager, type Dialog } from '../../src/sip/dialog.ts';
-import { createRequest, createResponse, parseUri, SipRequest, type SipResponse } from '../../src/sip/message.ts';
-import { parseSipfrag, transferByRefer, type TransferOutcome } from '../../src/sip/refer.ts';
-import { TransactionLayer, type ServerTransaction } from '../../src/sip/transaction.ts';
-import type { Endpoint, TransportProtocol } from '../../src/sip/transport-types.ts';
+import { DialogManager, type Dialog } from '../../src/sip/dialog/index.ts';
+import { createRequest, createResponse, parseUri, SipRequest, type SipResponse } from '../../src/sip/message/index.ts';
+import { parseSipfrag, transferByRefer, type TransferOutcome } from '../../src/sip/dialog/refer.ts';
+import { TransactionLayer, type ServerTransaction } from '../../src/sip/transaction/index.ts';
+import type { Endpoint, TransportProtocol } from '../../src/sip/transport/types.ts';
 import { FakeTransport, flush, LOCAL, VirtualClock, wire } from './transaction-fakes.ts';
 
 const US: Endpoint = LOCAL; // callbridge, 192.0.2.1:5060

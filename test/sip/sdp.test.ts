@@ -20,7 +20,7 @@ import {
   type NegotiateOptions,
   type NegotiatedMedia,
   type SdpDirection,
-} from '../../src/sip/sdp.ts';
+} from '../../src/sip/sdp/index.ts';
 
 const FIXTURES = fileURLToPath(new URL('../fixtures/sdp/', import.meta.url));
 const fixture = (name: string): string => readFileSync(`${FIXTURES}${name}`, 'utf8');

@@ -3,8 +3,8 @@
  * a carrier and callbridge as two real Dialogs over in-memory transports piped to each other.
  */
 import { describe, expect, it } from 'vitest';
-import { DialogManager, type Dialog } from '../../src/sip/dialog.ts';
-import { createRequest, createResponse, createVia, parseMessage, SipRequest, type SipResponse } from '../../src/sip/message.ts';
+import { DialogManager, type Dialog } from '../../src/sip/dialog/index.ts';
+import { createRequest, createResponse, createVia, parseMessage, SipRequest, type SipResponse } from '../../src/sip/message/index.ts';
 import {
   expiryDelayMs,
   negotiateSessionTimerUas,
@@ -20,9 +20,9 @@ import {
   sessionTimerUacHeaders,
   type NegotiatedSessionTimer,
   type SessionTimerConfig,
-} from '../../src/sip/session-timer.ts';
-import { TransactionLayer, type ServerTransaction } from '../../src/sip/transaction.ts';
-import type { Endpoint, Inbound, TransportProtocol } from '../../src/sip/transport-types.ts';
+} from '../../src/sip/dialog/session-timer.ts';
+import { TransactionLayer, type ServerTransaction } from '../../src/sip/transaction/index.ts';
+import type { Endpoint, Inbound, TransportProtocol } from '../../src/sip/transport/types.ts';
 import { FakeTransport, flush, LOCAL, VirtualClock, wire } from './transaction-fakes.ts';
 
 // --- negotiation -----------------------------------------------------------------------------

@@ -4,10 +4,10 @@
  * virtual timers. The real UDP/TCP transports are tested on their own (test/sip/transport*).
  */
 import { EventEmitter } from 'node:events';
-import { SipTransportError } from '../../src/sip/errors.ts';
-import { createRequest, createResponse, createVia, parseMessage, SipRequest, SipResponse, type CreateResponseOptions } from '../../src/sip/message.ts';
-import type { TransactionTimers } from '../../src/sip/transaction-timers.ts';
-import type { Endpoint, Inbound, SipTransport, TransportProtocol } from '../../src/sip/transport-types.ts';
+import { SipTransportError } from '../../src/sip/message/errors.ts';
+import { createRequest, createResponse, createVia, parseMessage, SipRequest, SipResponse, type CreateResponseOptions } from '../../src/sip/message/index.ts';
+import type { TransactionTimers } from '../../src/sip/transaction/timers.ts';
+import type { Endpoint, Inbound, SipTransport, TransportProtocol } from '../../src/sip/transport/types.ts';
 
 /** Timers on virtual time: nothing fires until advance(). */
 export class VirtualClock implements TransactionTimers {

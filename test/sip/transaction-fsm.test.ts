@@ -3,19 +3,19 @@
  * transition of RFC 3261 figures 5, 6, 7, 8 and of RFC 6026's updated figures 5 and 7.
  */
 import { describe, expect, it } from 'vitest';
-import { createResponse, createVia, type SipRequest } from '../../src/sip/message.ts';
+import { createResponse, createVia, type SipRequest } from '../../src/sip/message/index.ts';
 import {
   buildAck,
   buildCancel,
   clientInviteStep,
   startClientInvite,
   type ClientInviteState,
-} from '../../src/sip/transaction-client-invite.ts';
-import { clientNonInviteStep, startClientNonInvite, type ClientNonInviteState } from '../../src/sip/transaction-client-noninvite.ts';
-import { buildTrying, serverInviteStep, startServerInvite, type ServerInviteState } from '../../src/sip/transaction-server-invite.ts';
-import { serverNonInviteStep, startServerNonInvite, type ServerNonInviteState } from '../../src/sip/transaction-server-noninvite.ts';
-import { resolveTimerConfig, timerValues, type TimerName } from '../../src/sip/transaction-timers.ts';
-import type { Transition, TxAction, TxInput } from '../../src/sip/transaction-types.ts';
+} from '../../src/sip/transaction/client-invite.ts';
+import { clientNonInviteStep, startClientNonInvite, type ClientNonInviteState } from '../../src/sip/transaction/client-noninvite.ts';
+import { buildTrying, serverInviteStep, startServerInvite, type ServerInviteState } from '../../src/sip/transaction/server-invite.ts';
+import { serverNonInviteStep, startServerNonInvite, type ServerNonInviteState } from '../../src/sip/transaction/server-noninvite.ts';
+import { resolveTimerConfig, timerValues, type TimerName } from '../../src/sip/transaction/timers.ts';
+import type { Transition, TxAction, TxInput } from '../../src/sip/transaction/types.ts';
 import { peerRequest, tuRequest } from './transaction-fakes.ts';
 
 const UDP = timerValues({}, false);

@@ -1,14 +1,14 @@
 /**
  * TransactionLayer over an in-memory SipTransport (a test double implementing the contract of
- * transport-types.ts; the real UDP/TCP transports are tested separately) on virtual timers.
+ * transport/types.ts; the real UDP/TCP transports are tested separately) on virtual timers.
  */
 import { describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/log.ts';
-import { SipTransactionError } from '../../src/sip/errors.ts';
-import { createResponse, SipRequest, SipResponse } from '../../src/sip/message.ts';
-import { TransactionLayer, type ServerTransaction } from '../../src/sip/transaction.ts';
-import type { TransactionTimerConfig } from '../../src/sip/transaction-timers.ts';
-import type { Endpoint, Inbound } from '../../src/sip/transport-types.ts';
+import { SipTransactionError } from '../../src/sip/message/errors.ts';
+import { createResponse, SipRequest, SipResponse } from '../../src/sip/message/index.ts';
+import { TransactionLayer, type ServerTransaction } from '../../src/sip/transaction/index.ts';
+import type { TransactionTimerConfig } from '../../src/sip/transaction/timers.ts';
+import type { Endpoint, Inbound } from '../../src/sip/transport/types.ts';
 import { FakeTransport, flush, PEER, peerRequest, reply, tuRequest, VirtualClock } from './transaction-fakes.ts';
 
 const DEST: Endpoint = { protocol: 'udp', address: '203.0.113.5', port: 5060 };

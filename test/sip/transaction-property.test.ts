@@ -6,14 +6,14 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { createResponse, type SipResponse } from '../../src/sip/message.ts';
-import { clientInviteStep, startClientInvite } from '../../src/sip/transaction-client-invite.ts';
-import { clientNonInviteStep, startClientNonInvite } from '../../src/sip/transaction-client-noninvite.ts';
-import { serverInviteStep, startServerInvite } from '../../src/sip/transaction-server-invite.ts';
-import { serverNonInviteStep, startServerNonInvite } from '../../src/sip/transaction-server-noninvite.ts';
-import { TransactionLayer, type ServerTransaction } from '../../src/sip/transaction.ts';
-import { timerValues, type TimerName } from '../../src/sip/transaction-timers.ts';
-import type { Transition, TxAction, TxInput } from '../../src/sip/transaction-types.ts';
+import { createResponse, type SipResponse } from '../../src/sip/message/index.ts';
+import { clientInviteStep, startClientInvite } from '../../src/sip/transaction/client-invite.ts';
+import { clientNonInviteStep, startClientNonInvite } from '../../src/sip/transaction/client-noninvite.ts';
+import { serverInviteStep, startServerInvite } from '../../src/sip/transaction/server-invite.ts';
+import { serverNonInviteStep, startServerNonInvite } from '../../src/sip/transaction/server-noninvite.ts';
+import { TransactionLayer, type ServerTransaction } from '../../src/sip/transaction/index.ts';
+import { timerValues, type TimerName } from '../../src/sip/transaction/timers.ts';
+import type { Transition, TxAction, TxInput } from '../../src/sip/transaction/types.ts';
 import { FakeTransport, peerRequest, tuRequest, VirtualClock } from './transaction-fakes.ts';
 
 const TIMERS: TimerName[] = ['A', 'B', 'D', 'E', 'F', 'G', 'H', 'I', 'J', 'K', 'L', 'M', 'Trying', 'Cancel'];

@@ -13,9 +13,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connect as tlsConnect } from 'node:tls';
 import { afterEach, describe, expect, it } from 'vitest';
-import { SipTransportError } from '../../src/sip/errors.ts';
-import { createRequest, createResponse, parseMessage, SipRequest, SipResponse, SipStreamFramer } from '../../src/sip/message.ts';
-import { placeholderVia, SipTransportLayer, type ConnectionInfo, type Inbound, type SipTransportLayerOptions, type SipTransportListen } from '../../src/sip/transport.ts';
+import { SipTransportError } from '../../src/sip/message/errors.ts';
+import { createRequest, createResponse, parseMessage, SipRequest, SipResponse, SipStreamFramer } from '../../src/sip/message/index.ts';
+import { placeholderVia, SipTransportLayer, type ConnectionInfo, type Inbound, type SipTransportLayerOptions, type SipTransportListen } from '../../src/sip/transport/index.ts';
 
 // --- helpers -------------------------------------------------------------------------------------
 

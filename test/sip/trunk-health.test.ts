@@ -5,9 +5,9 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.ts';
-import { SipTransportLayer } from '../../src/sip/transport.ts';
-import { TransactionLayer } from '../../src/sip/transaction.ts';
-import { createResponse } from '../../src/sip/message.ts';
+import { SipTransportLayer } from '../../src/sip/transport/index.ts';
+import { TransactionLayer } from '../../src/sip/transaction/index.ts';
+import { createResponse } from '../../src/sip/message/index.ts';
 import { createServer } from 'node:net';
 
 let d: TestDaemon;

@@ -1,5 +1,5 @@
 /**
- * The outbound UAC (src/sip/uac.ts) against a small UAS built on our own real layers
+ * The outbound UAC (src/sip/ua/uac.ts) against a small UAS built on our own real layers
  * (SipTransportLayer on 127.0.0.1 port 0 + TransactionLayer + DialogManager), over UDP and TCP
  * loopback, with T1 = 20 ms so Timer B is 1.28 s. The UAS checks credentials with DigestServer,
  * so what is verified is what went over the wire: the digest uri, CSeq/Call-ID/From tag of the
@@ -8,13 +8,13 @@
 import { createSocket } from 'node:dgram';
 import { createServer } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { DialogManager, type Dialog } from '../../src/sip/dialog.ts';
-import { challengeHeaderName, DigestServer, parseDigestCredentials } from '../../src/sip/digest.ts';
-import { SipTransportError } from '../../src/sip/errors.ts';
-import { createResponse, generateTag, type SipRequest } from '../../src/sip/message.ts';
-import { TransactionLayer, type ServerTransaction, type TransactionTimerConfig } from '../../src/sip/transaction.ts';
-import { SipTransportLayer, type Inbound, type TransportProtocol } from '../../src/sip/transport.ts';
-import { inviteFailureReason, resolveDestination, sendInvite, type SendInviteOptions, type UacLogger } from '../../src/sip/uac.ts';
+import { DialogManager, type Dialog } from '../../src/sip/dialog/index.ts';
+import { challengeHeaderName, DigestServer, parseDigestCredentials } from '../../src/sip/digest/index.ts';
+import { SipTransportError } from '../../src/sip/message/errors.ts';
+import { createResponse, generateTag, type SipRequest } from '../../src/sip/message/index.ts';
+import { TransactionLayer, type ServerTransaction, type TransactionTimerConfig } from '../../src/sip/transaction/index.ts';
+import { SipTransportLayer, type Inbound, type TransportProtocol } from '../../src/sip/transport/index.ts';
+import { inviteFailureReason, resolveDestination, sendInvite, type SendInviteOptions, type UacLogger } from '../../src/sip/ua/uac.ts';
 
 const TIMERS: TransactionTimerConfig = { t1: 20, t2: 80, t4: 100, timerD: 100 };
 const USER = 'trunk-user';

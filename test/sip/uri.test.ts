@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { SipParseError } from '../../src/sip/errors.ts';
-import { AbsoluteUri, hostKind, parseUri, SipUri, TelUri, uriEquals, type Uri } from '../../src/sip/message-uri.ts';
+import { SipParseError } from '../../src/sip/message/errors.ts';
+import { AbsoluteUri, hostKind, parseUri, SipUri, TelUri, uriEquals, type Uri } from '../../src/sip/message/uri.ts';
 
 function sip(text: string): SipUri {
   const u = parseUri(text);

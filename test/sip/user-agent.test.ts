@@ -1,5 +1,5 @@
 /**
- * The daemon's SIP user agent (src/sip/user-agent.ts, uas.ts, call.ts) over real loopback
+ * The daemon's SIP user agent (src/sip/ua/: user-agent.ts, uas.ts, call.ts) over real loopback
  * sockets, with our own SIP layers as the calling PBX (SipTransportLayer on 127.0.0.1:0 +
  * TransactionLayer + DialogManager, INVITEs from createRequest) and an RtpSession for the PBX's
  * media. The PBX's source, 127.0.0.1, is an ACL trunk, so no digest here (inbound-routing.test.ts
@@ -18,11 +18,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.ts';
 import { PortAllocator } from '../../src/media/port-allocator.ts';
 import { RtpSession } from '../../src/media/rtp-session.ts';
-import type { HangupInfo, SipCall } from '../../src/sip/call.ts';
-import { DialogManager, type Dialog } from '../../src/sip/dialog.ts';
-import { createRequest, type SipRequest, type SipResponse } from '../../src/sip/message.ts';
-import { TransactionLayer, type ClientTransaction } from '../../src/sip/transaction.ts';
-import { SipTransportLayer } from '../../src/sip/transport.ts';
+import type { HangupInfo, SipCall } from '../../src/sip/ua/call.ts';
+import { DialogManager, type Dialog } from '../../src/sip/dialog/index.ts';
+import { createRequest, type SipRequest, type SipResponse } from '../../src/sip/message/index.ts';
+import { TransactionLayer, type ClientTransaction } from '../../src/sip/transaction/index.ts';
+import { SipTransportLayer } from '../../src/sip/transport/index.ts';
 
 const NUMBER = '+15550002000';
 const CALLER = '+15559990000';

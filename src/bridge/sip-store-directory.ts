@@ -1,0 +1,224 @@
+/**
+ * InboundDirectory over the SQLite store: trunks, assignments, imported carrier numbers and
+ * agents. Every lookup reads the store, so a trunk or assignment changed through the API routes
+ * the very next INVITE; the queries are indexed point reads (tens of microseconds).
+ *
+ * inbound_host may be a DNS name ("ACL auth accepts a source address equal to inbound_host
+ * (resolved)", DESIGN.md): names are resolved with the system resolver and cached for
+ * `dnsTtlMs`; a failed lookup matches nothing and is retried on the next INVITE after a short
+ * back-off, and logged once per name.
+ */
+import dns from 'node:dns/promises';
+import { isIP } from 'node:net';
+import { aclTooWide, formatCidr, ipInCidr, parseCidr, type AclWidthLimit, type Cidr } from '../domain/sip-trunk.ts';
+import type { Store } from '../store/index.ts';
+import type { StoredSipTrunk } from '../store/sip-trunks.ts';
+import type { InboundDirectory, InboundRoute, InboundTrunk } from '../sip/ua/index.ts';
+import type { OutboundTrunk } from '../sip/ua/index.ts';
+
+export interface StoreDirectoryOptions {
+  /** How long a resolved inbound_host stays cached. Default 60 s. */
+  dnsTtlMs?: number;
+  /** Resolver; tests inject one. Default dns.lookup (all addresses). */
+  resolve?: (host: string) => Promise<string[]>;
+  logger?: { warn(obj: object, msg?: string): void };
+  now?: () => number;
+}
+
+interface DnsEntry {
+  addresses: string[];
+  expires: number;
+  pending?: Promise<void>;
+}
+
+const FAILED_LOOKUP_RETRY_MS = 5000;
+
+function toInbound(t: StoredSipTrunk): InboundTrunk {
+  return { id: t.id, orgId: t.org_id, name: t.name, authType: t.inbound_auth_type === 'acl' ? 'acl' : 'digest' };
+}
+
+/** IPv4-mapped IPv6 sources (dual-stack sockets) compare as their IPv4 address. */
+function plainAddress(ip: string): string {
+  const m = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(ip);
+  return m ? m[1]! : ip.toLowerCase();
+}
+
+/**
+ * The forms of a dialled number to try against stored numbers: as sent, without visual
+ * separators, and for E.164 carrier numbers with a leading '+' when the PBX left it out.
+ */
+export function numberCandidates(user: string): string[] {
+  let decoded = user;
+  try {
+    decoded = decodeURIComponent(user);
+  } catch {
+    // not percent-encoded: keep as sent
+  }
+  const compact = decoded.replace(/[\s().-]/g, '');
+  const out = new Set([user, decoded, compact]);
+  if (/^[0-9]{2,15}$/.test(compact)) out.add('+' + compact);
+  return [...out].filter((s) => s !== '');
+}
+
+export class StoreDirectory implements InboundDirectory {
+  readonly #store: Store;
+  readonly #dnsTtlMs: number;
+  readonly #resolve: (host: string) => Promise<string[]>;
+  readonly #logger: StoreDirectoryOptions['logger'];
+  readonly #now: () => number;
+  readonly #dns = new Map<string, DnsEntry>();
+  /** Parsed CIDRs per trunk, keyed by updated_at so an edit through the API is seen at once. */
+  readonly #cidrs = new Map<string, { updatedAt: string; cidrs: Cidr[] }>();
+
+  constructor(store: Store, options: StoreDirectoryOptions = {}) {
+    this.#store = store;
+    this.#dnsTtlMs = options.dnsTtlMs ?? 60_000;
+    this.#resolve = options.resolve ?? (async (host) => (await dns.lookup(host, { all: true })).map((a) => a.address));
+    this.#logger = options.logger;
+    this.#now = options.now ?? Date.now;
+  }
+
+  /**
+   * The ACL trunks admitting `address`, each with how specifically: the prefix length of its
+   * longest matching CIDR, or the full length (32 / 128) when the address is its inbound_host.
+   * In store order; inbound-routing.ts ranks them.
+   */
+  async aclTrunksFor(address: string): Promise<InboundTrunk[]> {
+    const src = plainAddress(address);
+    const out: InboundTrunk[] = [];
+    for (const t of this.#store.sipTrunks.listByInboundAuth('acl')) {
+      let specificity = -1;
+      for (const c of this.#cidrsOf(t)) if (c.prefix > specificity && ipInCidr(src, c)) specificity = c.prefix;
+      const full = isIP(src) === 6 ? 128 : 32;
+      if (specificity < full && (await this.#hostMatches(t.inbound_host, src))) specificity = full;
+      if (specificity >= 0) out.push({ ...toInbound(t), specificity });
+    }
+    return out;
+  }
+
+  /**
+   * ACL trunks holding CIDRs wider than `limit` (written before the limit existed, or by hand):
+   * they still route, and the daemon warns about them at start.
+   */
+  wideAclTrunks(limit: AclWidthLimit): Array<{ trunkId: string; cidrs: string[] }> {
+    const out: Array<{ trunkId: string; cidrs: string[] }> = [];
+    for (const t of this.#store.sipTrunks.listByInboundAuth('acl')) {
+      const wide = this.#cidrsOf(t).filter((c) => aclTooWide(c, limit));
+      if (wide.length > 0) out.push({ trunkId: t.id, cidrs: wide.map(formatCidr) });
+    }
+    return out;
+  }
+
+  digestAccount(username: string): { trunk: InboundTrunk; password: string } | undefined {
+    const t = this.#store.sipTrunks.byInboundUsername(username);
+    if (t === undefined || t.inbound_auth_type !== 'digest') return undefined;
+    const password = this.#store.sipTrunks.credentials(t.id)?.inbound?.password;
+    return password === undefined ? undefined : { trunk: toInbound(t), password };
+  }
+
+  routeAcl(trunks: readonly InboundTrunk[], user: string): InboundRoute | undefined {
+    const ids = new Set(trunks.map((t) => t.id));
+    for (const n of numberCandidates(user)) {
+      const a = this.#store.assignments.byAlternateNumber(n);
+      if (a !== undefined && ids.has(a.sip_trunk_id)) {
+        const trunk = trunks.find((t) => t.id === a.sip_trunk_id)!;
+        return this.#agentRoute(trunk.orgId, a.agent_id, 'alternate_number', n, trunk.id);
+      }
+    }
+    for (const trunk of trunks) {
+      const r = this.#carrierRoute(trunk, user);
+      if (r !== undefined) return r;
+    }
+    return undefined;
+  }
+
+  routeDigest(trunk: InboundTrunk, user: string): InboundRoute | undefined {
+    for (const n of numberCandidates(user)) {
+      const a = this.#store.assignments.byTrunkNumber(trunk.id, n);
+      if (a !== undefined) return this.#agentRoute(trunk.orgId, a.agent_id, 'assignment_number', n, trunk.id);
+    }
+    return this.#carrierRoute(trunk, user);
+  }
+
+  digestRouteMayExist(user: string): boolean {
+    return numberCandidates(user).some((n) => this.#store.assignments.digestNumberExists(n) || (n.startsWith('+') && this.#store.telcoNumbers.digestRoutable(n)));
+  }
+
+  #carrierRoute(trunk: InboundTrunk, user: string): InboundRoute | undefined {
+    for (const n of numberCandidates(user)) {
+      if (!n.startsWith('+')) continue;
+      const num = this.#store.telcoNumbers.byPhoneNumber(trunk.orgId, n);
+      if (num === undefined) continue;
+      const agentId = this.#store.agents.holderOfPhoneNumber(num.id);
+      if (agentId !== undefined) return this.#agentRoute(trunk.orgId, agentId, 'carrier_number', n, trunk.id);
+    }
+    return undefined;
+  }
+
+  #agentRoute(orgId: string, agentId: string, via: InboundRoute['via'], number: string, trunkId: string): InboundRoute | undefined {
+    const agent = this.#store.agents.get(orgId, agentId);
+    if (agent === undefined) return undefined;
+    return { orgId, agentId, via, number, trunkId, agentActive: agent.status === 'active' };
+  }
+
+  #cidrsOf(t: StoredSipTrunk): Cidr[] {
+    const cached = this.#cidrs.get(t.id);
+    if (cached !== undefined && cached.updatedAt === t.updated_at) return cached.cidrs;
+    const cidrs: Cidr[] = [];
+    for (const s of t.inbound_acl) {
+      try {
+        cidrs.push(parseCidr(s));
+      } catch {
+        // validated on write; an unparsable one (older data) matches nothing
+      }
+    }
+    this.#cidrs.set(t.id, { updatedAt: t.updated_at, cidrs });
+    return cidrs;
+  }
+
+  async #hostMatches(host: string, src: string): Promise<boolean> {
+    if (host === '') return false;
+    const bare = host.startsWith('[') && host.endsWith(']') ? host.slice(1, -1) : host;
+    if (isIP(bare) !== 0) return plainAddress(bare) === src;
+    const addresses = await this.#lookup(bare.toLowerCase());
+    return addresses.some((a) => plainAddress(a) === src);
+  }
+
+  async #lookup(name: string): Promise<string[]> {
+    const now = this.#now();
+    let entry = this.#dns.get(name);
+    if (entry !== undefined && entry.expires > now) return entry.addresses;
+    if (entry?.pending !== undefined) {
+      await entry.pending;
+      return this.#dns.get(name)?.addresses ?? [];
+    }
+    entry ??= { addresses: [], expires: 0 };
+    this.#dns.set(name, entry);
+    const e = entry;
+    e.pending = this.#resolve(name).then(
+      (addresses) => {
+        e.addresses = addresses;
+        e.expires = this.#now() + this.#dnsTtlMs;
+      },
+      (err: unknown) => {
+        // Keep the last good answer through a resolver outage; retry soon.
+        if (e.addresses.length === 0) this.#logger?.warn({ err, host: name }, 'inbound_host does not resolve: ACL trunks naming it match no source');
+        e.expires = this.#now() + FAILED_LOOKUP_RETRY_MS;
+      },
+    );
+    await e.pending;
+    e.pending = undefined;
+    return e.addresses;
+  }
+}
+
+/**
+ * The trunk an outbound call goes through, as the UAC needs it (outbound credentials decrypted
+ * here, for the SIP layer only). Undefined when the trunk is not the organization's.
+ */
+export function outboundTrunkFromStore(store: Store, orgId: string, trunkId: string): OutboundTrunk | undefined {
+  const t = store.sipTrunks.get(orgId, trunkId);
+  if (t === undefined) return undefined;
+  const creds = store.sipTrunks.credentials(t.id)?.outbound;
+  return { id: t.id, orgId: t.org_id, name: t.name, pbx: t.pbx, outbound_host: t.outbound_host, caller_id_transforms: t.caller_id_transforms, ...(creds ? { credentials: creds } : {}) };
+}

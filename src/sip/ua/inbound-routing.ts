@@ -1,0 +1,279 @@
+/**
+ * Who may call, and which agent answers: the inbound decision for a new INVITE, exactly as
+ * DESIGN.md states it.
+ *
+ *   1. Source address inside an ACL trunk (inbound_host or an inbound_acl CIDR) and the
+ *      Request-URI user routes through that trunk (global `alternate_number`, then the trunk
+ *      organization's imported carrier numbers) -> accepted, no challenge. The most specific
+ *      match wins: trunks are ranked by the prefix length of the CIDR that admits the source (an
+ *      exact inbound_host counts as /32 or /128), and only the best rank that routes the number
+ *      counts. Two organizations' trunks tied at that rank and each routing the number -> 404,
+ *      logged with the tied trunks: guessing would hand one organization's call to another's
+ *      agent (two organizations may import the same carrier number).
+ *   2. Otherwise digest: no credentials -> 401 challenge; the username names a digest trunk and
+ *      the response checks out -> route by that trunk's assignment `number`, then its
+ *      organization's carrier numbers; bad credentials -> 403 (counted per source address).
+ *   3. No route -> 404; the routed agent is not active -> 480.
+ *
+ * Answers that cost a source nothing (a 401 challenge, a 403 because it is blocked) are rate
+ * limited per source (challenge-rate-limit.ts): over the bucket the decision is 'throttle', which
+ * the UAS drops (UDP) or answers 503 (TCP/TLS). A blocked source's refusals are logged once per
+ * block (AuthRateLimiter.refusedWhileBlocked), the rest only counted.
+ *
+ * An ACL source whose number does not route is still challenged when some digest trunk routes
+ * that number (a PBX may use both kinds from one address); otherwise it gets 404 at once, because
+ * an ACL-only PBX cannot answer a challenge and "401" would hide the real problem.
+ *
+ * This file decides; it sends nothing. The UAS (uas.ts) turns a decision into a response and
+ * logs `why` once per rejected INVITE, since "no trunk found" is what PBX admins fight most.
+ */
+import type { DigestServer } from '../digest/index.ts';
+import type { AuthRateLimiter } from './auth-rate-limit.ts';
+import type { ChallengeRateLimiter } from './challenge-rate-limit.ts';
+
+/** A trunk as inbound routing sees it. */
+export interface InboundTrunk {
+  id: string;
+  orgId: string;
+  name: string;
+  authType: 'digest' | 'acl';
+  /**
+   * ACL trunks from aclTrunksFor(): how specifically the trunk admitted the source, as a prefix
+   * length (its longest matching CIDR; 32 or 128 for an exact inbound_host). Absent counts as 0.
+   */
+  specificity?: number;
+}
+
+/** The agent an inbound call goes to, and how it was found. */
+export interface InboundRoute {
+  orgId: string;
+  agentId: string;
+  /** How the Request-URI user matched. */
+  via: 'assignment_number' | 'alternate_number' | 'carrier_number';
+  /** The number as stored (the matched form of the Request-URI user). */
+  number: string;
+  /** The trunk whose assignment routed the call (carrier-number routes keep the authenticating trunk). */
+  trunkId: string;
+  agentActive: boolean;
+}
+
+/** What routing needs from the store (bridge/sip-store-directory.ts implements it). */
+export interface InboundDirectory {
+  /** ACL trunks whose inbound_host (resolved) or inbound_acl CIDRs contain the address, with their `specificity`. */
+  aclTrunksFor(address: string): InboundTrunk[] | Promise<InboundTrunk[]>;
+  /** The digest trunk with this inbound username, and its password (for verification only). */
+  digestAccount(username: string): { trunk: InboundTrunk; password: string } | undefined;
+  /** ACL route: a global alternate_number on one of `trunks`, then their organizations' carrier numbers. */
+  routeAcl(trunks: readonly InboundTrunk[], user: string): InboundRoute | undefined;
+  /** Digest route: the trunk's assignment `number`, then its organization's carrier numbers. */
+  routeDigest(trunk: InboundTrunk, user: string): InboundRoute | undefined;
+  /** Whether some digest trunk could route this user (then an ACL miss is challenged, not 404). */
+  digestRouteMayExist(user: string): boolean;
+}
+
+export interface InboundRequestInfo {
+  method: string;
+  /** The Request-URI exactly as received (the digest uri is compared with it). */
+  requestUri: string;
+  /** The Request-URI user part (the number dialled), '' when none. */
+  user: string;
+  /** Authorization header values. */
+  authorization: readonly string[];
+  /** The source IP address the request came from (not Via: RFC 3581 received). */
+  sourceAddress: string;
+}
+
+export type InboundDecision =
+  | {
+      kind: 'accept';
+      trunk: InboundTrunk;
+      route: InboundRoute;
+      auth: 'acl' | 'digest';
+      /** The digest username that authenticated, for logs. */
+      username?: string;
+    }
+  | {
+      kind: 'reject';
+      status: 400 | 401 | 403 | 404 | 480;
+      /** Extra headers, e.g. WWW-Authenticate challenges. */
+      headers: [string, string][];
+      /** One sentence for the log line: which trunk matched or not, which step failed. */
+      why: string;
+      /** Fields for the log line (never a secret). */
+      detail: Record<string, unknown>;
+      /** A 401 is part of every login; the rest is worth a warning. */
+      quiet: boolean;
+      /** The outcome counted in metrics when it is not the status's usual one (e.g. ambiguous_route). */
+      outcome?: string;
+      /** Counted, not logged: a blocked source's refusals after the first of its block. */
+      unlogged?: boolean;
+    }
+  | {
+      /**
+       * The source is over its challenge rate (sip.challenge_rate): no 401/403 for it now. The
+       * UAS drops the INVITE on UDP and answers 503 with Retry-After on TCP/TLS.
+       */
+      kind: 'throttle';
+      retryAfter: number;
+      why: string;
+      detail: Record<string, unknown>;
+      /** Log this one (the first of the source's window); the rest are only counted. */
+      log: boolean;
+    };
+
+export interface InboundAuthorizer {
+  directory: InboundDirectory;
+  digest: DigestServer;
+  limiter: AuthRateLimiter;
+  /** Per-source rate of challenges and blocked refusals; undefined: no limit. */
+  challenges?: ChallengeRateLimiter | undefined;
+}
+
+/**
+ * Undefined when the source may get another cheap refusal now (a challenge, a blocked 403, a 400
+ * to a malformed INVITE); else the throttle decision. Takes a token.
+ */
+export function throttled(a: Pick<InboundAuthorizer, 'challenges'>, src: string, detail: Record<string, unknown>): Extract<InboundDecision, { kind: 'throttle' }> | undefined {
+  const t = a.challenges?.take(src);
+  if (t === undefined) return undefined;
+  const limit = a.challenges!;
+  return {
+    kind: 'throttle',
+    retryAfter: t.retryAfterSecs,
+    log: t.log,
+    why: `source ${src} is over the challenge rate limit (sip.challenge_rate ${limit.ratePerSecond}/s, burst ${limit.burst}): its INVITEs that would be challenged or refused are dropped (UDP) or answered 503 (TCP/TLS) until it slows down; counted as outcome "throttled", logged at most once a minute per source`,
+    detail: t.suppressed > 0 ? { ...detail, throttledSinceLastLog: t.suppressed } : detail,
+  };
+}
+
+function challenge(a: InboundAuthorizer, req: InboundRequestInfo, why: string, detail: Record<string, unknown>, stale = false): InboundDecision {
+  const over = throttled(a, req.sourceAddress, detail);
+  if (over !== undefined) return over;
+  const headers = a.digest.challenge({ stale, binding: req.sourceAddress }).map((v): [string, string] => ['WWW-Authenticate', v]);
+  return { kind: 'reject', status: 401, headers, why, detail, quiet: true };
+}
+
+function reject(status: 400 | 403 | 404 | 480, why: string, detail: Record<string, unknown>, outcome?: string): InboundDecision {
+  return outcome === undefined ? { kind: 'reject', status, headers: [], why, detail, quiet: false } : { kind: 'reject', status, headers: [], why, detail, quiet: false, outcome };
+}
+
+type AclPick =
+  | { kind: 'route'; trunk: InboundTrunk; route: InboundRoute; prefix: number }
+  | { kind: 'tie'; trunkIds: string[]; prefix: number }
+  | { kind: 'none' };
+
+/**
+ * The ACL route, most specific first: trunks ranked by `specificity` (longest prefix first, store
+ * order within a rank); the first rank where some trunk routes the number decides. Within that
+ * rank each organization's trunks are asked together (an alternate_number first, then carrier
+ * numbers, as routeAcl does); routes from two organizations are a tie. One trunk (the common
+ * case) costs one routeAcl call, as before.
+ */
+function pickAclRoute(directory: InboundDirectory, trunks: readonly InboundTrunk[], user: string): AclPick {
+  const ranked = trunks.length === 1 ? trunks : [...trunks].sort((x, y) => (y.specificity ?? 0) - (x.specificity ?? 0));
+  for (let i = 0; i < ranked.length; ) {
+    const prefix = ranked[i]!.specificity ?? 0;
+    let j = i + 1;
+    while (j < ranked.length && (ranked[j]!.specificity ?? 0) === prefix) j++;
+    const byOrg = new Map<string, InboundTrunk[]>();
+    for (let k = i; k < j; k++) {
+      const t = ranked[k]!;
+      const group = byOrg.get(t.orgId);
+      if (group === undefined) byOrg.set(t.orgId, [t]);
+      else group.push(t);
+    }
+    let found: { trunk: InboundTrunk; route: InboundRoute } | undefined;
+    const tied: string[] = [];
+    for (const group of byOrg.values()) {
+      const route = directory.routeAcl(group, user);
+      if (route === undefined) continue;
+      const trunk = group.find((t) => t.id === route.trunkId) ?? group[0]!;
+      tied.push(trunk.id);
+      found ??= { trunk, route };
+    }
+    if (tied.length > 1) return { kind: 'tie', trunkIds: tied, prefix };
+    if (found !== undefined) return { kind: 'route', ...found, prefix };
+    i = j;
+  }
+  return { kind: 'none' };
+}
+
+function routed(trunk: InboundTrunk, route: InboundRoute, auth: 'acl' | 'digest', detail: Record<string, unknown>, username?: string): InboundDecision {
+  if (!route.agentActive) {
+    return reject(480, `number ${route.number} routes to agent ${route.agentId}, which is not active`, { ...detail, agentId: route.agentId, via: route.via });
+  }
+  return username === undefined ? { kind: 'accept', trunk, route, auth } : { kind: 'accept', trunk, route, auth, username };
+}
+
+/** The decision for one new INVITE (see the file comment). */
+export async function decideInbound(a: InboundAuthorizer, req: InboundRequestInfo): Promise<InboundDecision> {
+  const src = req.sourceAddress;
+  const user = req.user;
+  const aclTrunks = await a.directory.aclTrunksFor(src);
+  const base: Record<string, unknown> = { source: src, user };
+  if (aclTrunks.length > 0) {
+    const pick = pickAclRoute(a.directory, aclTrunks, user);
+    const names = aclTrunks.map((t) => t.id);
+    if (pick.kind === 'route') return routed(pick.trunk, pick.route, 'acl', { ...base, trunkId: pick.trunk.id, auth: 'acl' });
+    if (pick.kind === 'tie') {
+      // Trunk ids only: the log line must not carry one organization's data into another's view.
+      return reject(
+        404,
+        `ambiguous route: source ${src} is admitted equally specifically (/${pick.prefix}) by ACL trunks ${pick.trunkIds.join(', ')} of different organizations, and each routes "${user}"; refusing rather than guessing (narrow one trunk's inbound_acl or inbound_host)`,
+        { ...base, aclTrunks: names, tiedTrunks: pick.trunkIds, prefix: pick.prefix },
+        'ambiguous_route',
+      );
+    }
+    if (req.authorization.length === 0 && !a.directory.digestRouteMayExist(user)) {
+      return reject(404, `source ${src} matched ACL trunk(s) ${names.join(', ')} but "${user}" is no alternate_number of theirs nor a carrier number of their organization`, {
+        ...base,
+        aclTrunks: names,
+      });
+    }
+    base.aclTrunks = names;
+  }
+
+  if (a.limiter.isBlocked(src)) {
+    const over = throttled(a, src, { ...base, blocked: true });
+    if (over !== undefined) return over;
+    const refusal = a.limiter.refusedWhileBlocked(src);
+    const decision = reject(
+      403,
+      `source ${src} is blocked after repeated failed authentication (sip.auth_block_secs); its further INVITEs during this block get 403 and are counted as outcome "auth_blocked", not logged`,
+      { ...base, blocked: true },
+      'auth_blocked',
+    );
+    if (decision.kind === 'reject' && refusal?.first === false) decision.unlogged = true;
+    return decision;
+  }
+  if (req.authorization.length === 0) {
+    return challenge(a, req, aclTrunks.length > 0 ? `source ${src} in an ACL trunk without a route for "${user}": challenging for a digest trunk` : `source ${src} is in no ACL trunk and sent no credentials: challenging`, base);
+  }
+  let account: { trunk: InboundTrunk; password: string } | undefined;
+  const result = a.digest.verify<InboundTrunk>({
+    method: req.method,
+    uri: req.requestUri,
+    authorization: req.authorization,
+    binding: src,
+    password: (username) => {
+      account = a.directory.digestAccount(username);
+      return account === undefined ? undefined : { password: account.password, data: account.trunk };
+    },
+  });
+  if (!result.ok) {
+    const detail: Record<string, unknown> = { ...base, username: result.username, digest: result.reason };
+    if (result.action === 'challenge') return challenge(a, req, `digest: ${result.detail}; challenging again`, detail, result.stale);
+    const outcome = a.limiter.recordFailure(src);
+    if (outcome.newlyBlocked) detail.blockedNow = true;
+    const who = result.reason === 'unknown_user' ? `no digest trunk has inbound_sip_username "${result.username ?? ''}"` : `digest${account === undefined ? '' : ` trunk ${account.trunk.id} (${result.username ?? ''})`}: ${result.detail}`;
+    return reject(result.action === 'bad_request' ? 400 : 403, who, detail);
+  }
+  a.limiter.recordSuccess(src);
+  const trunk = result.account!;
+  const route = a.directory.routeDigest(trunk, user);
+  const detail = { ...base, trunkId: trunk.id, auth: 'digest', username: result.username };
+  if (route === undefined) {
+    return reject(404, `digest trunk ${trunk.id} (${result.username}) has no assignment number "${user}" and its organization no such carrier number`, detail);
+  }
+  return routed(trunk, route, 'digest', detail, result.username);
+}
