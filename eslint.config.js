@@ -2,6 +2,45 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 import globals from 'globals';
 
+
+// The dependency direction of DESIGN.md, between the folders of src/ and between the SIP layers:
+//   main | cli | sip-service -> api | bridge | sip -> session | agent | telco -> media | store -> domain
+// (config.ts and log.ts are leaves for the middle tiers; coded-error.ts imports nothing and is
+// open to all). A wrong import fails `npm run lint`, naming the rule it breaks.
+const ROOT_MODULES = 'main|cli|sip-service';
+/** An import of one of src/'s folders (or top-level modules), from any depth below src/. */
+const folders = (names) => ({ regex: `^(\\.\\./)+(${names})(/|\\.ts$)`, message: '' });
+/** Outside sip/, a SIP layer is imported through its entry module only. */
+const SIP_ENTRY = { regex: '^(\\.\\.?/)+sip/[a-z]+/(?!index\\.ts$)', message: 'import a SIP layer through its entry module, sip/<layer>/index.ts' };
+const rule = (files, forbidden, why) => ({
+  files,
+  rules: {
+    'no-restricted-imports': ['error', { patterns: [...forbidden.map((names) => ({ ...folders(names), message: why })), ...(files[0].startsWith('src/sip/') ? [] : [SIP_ENTRY])] }],
+  },
+});
+const direction = [
+  rule(['src/domain/**/*.ts'], ['api|bridge|sip|session|agent|telco|media|store|config|log|' + ROOT_MODULES], 'domain/ imports nothing of ours (DESIGN.md)'),
+  rule(['src/media/**/*.ts'], ['api|bridge|sip|session|agent|telco|store|domain|config|log|' + ROOT_MODULES], 'media/ imports nothing of ours (DESIGN.md)'),
+  rule(['src/store/**/*.ts'], ['api|bridge|sip|session|agent|telco|media|' + ROOT_MODULES], 'store/ sits below everything but domain/ (DESIGN.md)'),
+  rule(['src/session/**/*.ts'], ['api|bridge|sip|agent|telco|' + ROOT_MODULES], 'session/ sits below api/bridge/sip and never imports the agent runtime (main.ts injects it)'),
+  rule(['src/agent/**/*.ts', 'src/telco/**/*.ts'], ['api|bridge|sip|' + ROOT_MODULES], 'agent/ and telco/ sit below api/, bridge/ and sip/ (DESIGN.md)'),
+  rule(['src/api/**/*.ts'], ['bridge|sip|' + ROOT_MODULES], 'api/ does not reach into the bridge or SIP; the composition root wires them'),
+  rule(['src/bridge/**/*.ts'], ['api|' + ROOT_MODULES], 'bridge/ does not import the API or the composition root'),
+  rule(['src/*.ts'], [], ''),
+  rule(['src/sip/**/*.ts'], ['api|bridge|session|agent|telco|store|config|log|' + ROOT_MODULES], 'sip/ knows nothing of agents, sessions or the store: it hands routed calls to whoever registered (DESIGN.md)'),
+];
+/** Between SIP layers: only downward, and only through the layer's entry module (index.ts). */
+const SIP_LAYERS = ['message', 'transport', 'transaction', 'dialog', 'digest', 'sdp', 'ua'];
+const sipBelow = { message: [], transport: ['message'], transaction: ['message', 'transport'], dialog: ['message', 'transport', 'transaction'], digest: [], sdp: [], ua: ['message', 'transport', 'transaction', 'dialog', 'digest', 'sdp'] };
+const sipLayers = SIP_LAYERS.map((layer) => {
+  const notBelow = SIP_LAYERS.filter((l) => l !== layer && !sipBelow[layer].includes(l));
+  const patterns = [{ regex: '^\\.\\./(' + SIP_LAYERS.join('|') + ')/(?!index\\.ts$)', message: 'import another SIP layer through its entry module, ../<layer>/index.ts' }];
+  if (notBelow.length > 0) patterns.push({ regex: `^\\.\\./(${notBelow.join('|')})/`, message: `the SIP ${layer} layer may import only ${sipBelow[layer].join(', ') || 'no other SIP layer'} (message <- transport <- transaction <- dialog <- ua; digest and sdp stand alone)` });
+  // The folder rule above stays in force for these files: flat config replaces a rule's options, so repeat it.
+  patterns.push(...direction.at(-1).rules['no-restricted-imports'][1].patterns);
+  return { files: [`src/sip/${layer}/**/*.ts`], rules: { 'no-restricted-imports': ['error', { patterns }] } };
+});
+
 export default tseslint.config(
   { ignores: ['dist/', 'node_modules/', 'data/', 'coverage/'] },
   js.configs.recommended,
@@ -17,4 +56,6 @@ export default tseslint.config(
     files: ['test/**/*.ts', 'bench/**/*.ts'],
     rules: { '@typescript-eslint/no-explicit-any': 'off' },
   },
+  ...direction,
+  ...sipLayers,
 );

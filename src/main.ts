@@ -1,6 +1,8 @@
 /**
- * Composition root: load config, open the store, make sure an API key exists, start SIP and
- * HTTP with the voice WebSocket (the bridge comes with a later issue). SIGTERM/SIGINT drain:
+ * Composition root: load config, open the store, make sure an API key exists, build the agent
+ * runtime factory and the call bridge (its sessions in this daemon or on bridge.upstream_url),
+ * start SIP with the bridge as its call handler, then HTTP with the voice WebSocket (carrier
+ * client, metrics and recording are wired in here too). SIGTERM/SIGINT drain:
  * /readyz turns 503, new INVITEs and new voice connections get 503, calls and voice sessions in
  * progress get drain.deadline_secs, in-flight requests finish, the store closes.
  */

@@ -4,6 +4,7 @@
  * humans and never contain credentials. The vendor's HTTP status, when there is one, is kept as
  * `status`; the underlying failure as `cause`.
  */
+import { CodedError } from '../coded-error.ts';
 
 export const AGENT_ERROR_CODES = [
   /** The vendor answered with an HTTP error status (401, 429, 500, ...). */
@@ -22,14 +23,10 @@ export const AGENT_ERROR_CODES = [
 
 export type AgentErrorCode = (typeof AGENT_ERROR_CODES)[number];
 
-export class AgentError extends Error {
+export class AgentError extends CodedError<AgentErrorCode> {
   override name = 'AgentError';
-  constructor(
-    readonly code: AgentErrorCode,
-    message: string,
-    options?: { cause?: unknown; status?: number },
-  ) {
-    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
+  constructor(code: AgentErrorCode, message: string, options?: { cause?: unknown; status?: number }) {
+    super(code, message, options?.cause === undefined ? undefined : { cause: options.cause });
     if (options?.status !== undefined) this.status = options.status;
   }
   /** The vendor's HTTP status, when the failure was one. */

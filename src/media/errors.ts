@@ -7,6 +7,7 @@
  * media engine: it is counted in the session's stats. These classes are for the caller's own
  * mistakes and for resources running out.
  */
+import { CodedError } from '../coded-error.ts';
 
 export const MEDIA_ERROR_CODES = [
   /** Every even RTP port of the configured range is taken (by us or by another process). */
@@ -25,15 +26,8 @@ export const MEDIA_ERROR_CODES = [
 
 export type MediaErrorCode = (typeof MEDIA_ERROR_CODES)[number];
 
-export class MediaError extends Error {
+export class MediaError extends CodedError<MediaErrorCode> {
   override name = 'MediaError';
-  constructor(
-    readonly code: MediaErrorCode,
-    message: string,
-    options?: { cause?: unknown },
-  ) {
-    super(message, options);
-  }
 }
 
 export class PortsExhaustedError extends MediaError {

@@ -2,6 +2,7 @@
  * Errors of the dialog layer (dialog*.ts). Kept here rather than in errors.ts until the codes
  * are merged into SIP_ERROR_CODES there; same shape: a stable `code`, the cause as `cause`.
  */
+import { CodedError } from '../../coded-error.ts';
 export const SIP_DIALOG_ERROR_CODES = [
   /** The dialog is terminated (or closed): no further requests. */
   'SIP_DIALOG_TERMINATED',
@@ -17,13 +18,6 @@ export const SIP_DIALOG_ERROR_CODES = [
 
 export type SipDialogErrorCode = (typeof SIP_DIALOG_ERROR_CODES)[number];
 
-export class SipDialogError extends Error {
+export class SipDialogError extends CodedError<SipDialogErrorCode> {
   override name = 'SipDialogError';
-  constructor(
-    readonly code: SipDialogErrorCode,
-    message: string,
-    options?: { cause?: unknown },
-  ) {
-    super(message, options);
-  }
 }

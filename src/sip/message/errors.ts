@@ -14,6 +14,7 @@
  * message was recognisably a request, the header fields needed to build that answer
  * (`context`; see context.ts). Further layers add their codes to SIP_ERROR_CODES here.
  */
+import { CodedError } from '../../coded-error.ts';
 
 export const SIP_ERROR_CODES = [
   /** A message (or one of its header fields, or a URI) does not follow the RFC 3261 grammar. */
@@ -54,15 +55,8 @@ export const SIP_ERROR_CODES = [
 
 export type SipErrorCode = (typeof SIP_ERROR_CODES)[number];
 
-export class SipError extends Error {
+export class SipError extends CodedError<SipErrorCode> {
   override name = 'SipError';
-  constructor(
-    readonly code: SipErrorCode,
-    message: string,
-    options?: { cause?: unknown },
-  ) {
-    super(message, options);
-  }
 }
 
 /**

@@ -13,6 +13,7 @@
  *
  * For a re-INVITE the same statuses apply and the session continues unchanged (RFC 3261 14.2).
  */
+import { CodedError } from '../../coded-error.ts';
 
 export const SDP_ERROR_CODES = [
   /** The body is not a well-formed session description (RFC 4566 section 5 grammar). */
@@ -33,15 +34,8 @@ export const SDP_ERROR_CODES = [
 
 export type SdpErrorCode = (typeof SDP_ERROR_CODES)[number];
 
-export class SdpError extends Error {
+export class SdpError extends CodedError<SdpErrorCode> {
   override name = 'SdpError';
-  constructor(
-    readonly code: SdpErrorCode,
-    message: string,
-    options?: { cause?: unknown },
-  ) {
-    super(message, options);
-  }
 }
 
 /** Quotes a string for a quoted-string header parameter (RFC 3261 25.1): escape `"` and `\`. */
