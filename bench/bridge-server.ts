@@ -109,8 +109,8 @@ channel.onmessage = (event) => {
     if (w.snaps.length === config.rtp.media_threads) w.done();
   }
 };
-// The workers load their probe (CALLBRIDGE_MEDIA_WORKER_PRELOAD) as they start.
-process.env.CALLBRIDGE_MEDIA_WORKER_PRELOAD = new URL('./lib/bridge-probe-worker.ts', import.meta.url).href;
+// The workers load their probe as they start (DaemonOptions.mediaWorkerPreload below).
+const probeModule = new URL('./lib/bridge-probe-worker.ts', import.meta.url);
 
 const config = loadConfig(
   {
@@ -130,7 +130,7 @@ const logger = logFile ? createLogger('info', pino.destination({ dest: logFile, 
 // No agent runtime here (sessions are the upstream's); startDaemon loads the resamplers only with
 // its default runtime (prepareAgentRuntime), and the bridge needs them: load them here.
 await initResamplers();
-const daemon = await startDaemon(config, logger, () => {}, { runtimeFactory: null });
+const daemon = await startDaemon(config, logger, () => {}, { runtimeFactory: null, mediaWorkerPreload: [probeModule] });
 process.stdout.write(`LISTENING ${daemon.url} ${daemon.sip!.port}\n`);
 
 let nextTake = 1;

@@ -39,8 +39,8 @@ const mediaThreads = process.env.BENCH_SOAK_MEDIA_THREADS;
 const upstream = process.env.BENCH_SOAK_UPSTREAM_URL;
 const upstreamKey = process.env.BENCH_SOAK_UPSTREAM_KEY ?? '';
 
-// The media workers load the memory probe as they start.
-process.env.CALLBRIDGE_MEDIA_WORKER_PRELOAD = new URL('./lib/memory-probe-worker.ts', import.meta.url).href;
+// The media workers load the memory probe as they start (DaemonOptions.mediaWorkerPreload below).
+const memoryProbe = new URL('./lib/memory-probe-worker.ts', import.meta.url);
 
 const config = loadConfig(
   {
@@ -57,7 +57,7 @@ const config = loadConfig(
 const logFile = process.env.BENCH_SOAK_LOG;
 const logger = logFile ? createLogger('info', pino.destination({ dest: logFile, sync: false })) : createLogger('warn');
 // Upstream: no agent runtime here (startDaemon then loads only the resamplers the bridge needs).
-const daemon = await startDaemon(config, logger, () => {}, upstream ? { runtimeFactory: null } : {});
+const daemon = await startDaemon(config, logger, () => {}, { mediaWorkerPreload: [memoryProbe], ...(upstream ? { runtimeFactory: null } : {}) });
 // Diagnostics: BENCH_SOAK_SQLITE_CACHE_KIB=<n> sets the store's page cache limit (PRAGMA cache_size = -n).
 if (process.env.BENCH_SOAK_SQLITE_CACHE_KIB) daemon.store.db.pragma(`cache_size = -${Number(process.env.BENCH_SOAK_SQLITE_CACHE_KIB)}`);
 

@@ -50,6 +50,8 @@ export interface DaemonOptions {
   runtimeFactory?: SessionRuntimeFactory | null;
   /** Tuning of the /v1/connection server (tests shorten the ping interval). */
   sessionServer?: { pingIntervalMs?: number; maxBufferedBytes?: number };
+  /** Modules each media worker imports before anything else (the benchmarks' instrumentation). */
+  mediaWorkerPreload?: readonly URL[];
 }
 
 export const INITIAL_KEY_FILE = 'initial-api-key';
@@ -115,7 +117,7 @@ export async function startDaemon(
     },
   }, registry);
   try {
-    if (config.sip.enabled) sip = await startSip(config, store, logger, registry);
+    if (config.sip.enabled) sip = await startSip(config, store, logger, registry, options.mediaWorkerPreload ? { mediaWorkerPreload: options.mediaWorkerPreload } : {});
     await app.listen({ host: config.http.host, port: config.http.port });
   } catch (err) {
     await sip?.close();

@@ -15,6 +15,7 @@ import { MediaWorkerPool } from './media/media-worker-pool.ts';
 import type { CodecName } from './media/codecs.ts';
 import type { DigestAlgorithm } from './sip/digest/index.ts';
 import { StoreDirectory } from './bridge/sip-store-directory.ts';
+import { WORKER_VOICE_LINK_MODULE } from './bridge/worker-voice-link.ts';
 import type { SipTransportListen } from './sip/transport/index.ts';
 import { SipUserAgent } from './sip/ua/index.ts';
 import { TrunkHealth } from './sip/ua/index.ts';
@@ -118,7 +119,12 @@ function installSipMetrics(registry: Registry, ua: SipUserAgent, ports: { inUse:
   return { trunkUp };
 }
 
-export async function startSip(config: Config, store: Store, logger: Logger, registry?: Registry): Promise<SipService> {
+export interface SipServiceOptions {
+  /** Modules each media worker imports before anything else (the benchmarks' instrumentation). */
+  mediaWorkerPreload?: readonly URL[];
+}
+
+export async function startSip(config: Config, store: Store, logger: Logger, registry?: Registry, options: SipServiceOptions = {}): Promise<SipService> {
   const log = logger.child({ component: 'sip' });
   const host = config.sip.host;
   const advertise = advertiseAddress(config);
@@ -145,9 +151,9 @@ export async function startSip(config: Config, store: Store, logger: Logger, reg
           address: config.rtp.address,
           niceness: config.rtp.media_thread_nice === 0 ? null : config.rtp.media_thread_nice,
           realtime: config.rtp.media_thread_realtime,
-          preload: (process.env.CALLBRIDGE_MEDIA_WORKER_PRELOAD ?? '').split(',').filter(Boolean),
+          preload: options.mediaWorkerPreload ?? [],
           // The bridge's voice-session sockets run beside their calls' media (bridge/worker-voice-link.ts).
-          extensions: [new URL(import.meta.url.endsWith('.ts') ? './bridge/worker-voice-link.ts' : './bridge/worker-voice-link.js', import.meta.url).href],
+          extensions: [WORKER_VOICE_LINK_MODULE],
           logger: log,
         })
       : new PortAllocator({ min: config.rtp.port_min, max: config.rtp.port_max, address: config.rtp.address });

@@ -1,5 +1,5 @@
 /**
- * Preloaded into each media worker of bench/bridge's daemon (CALLBRIDGE_MEDIA_WORKER_PRELOAD):
+ * Preloaded into each media worker of bench/bridge's daemon (DaemonOptions.mediaWorkerPreload):
  * installs the probe on the worker's thread and answers the main thread's requests for its
  * figures over a BroadcastChannel (bench/bridge-server.ts merges them into one window).
  */

@@ -2,7 +2,7 @@
  * The instrumentation of bench/bridge's daemon (bench/bridge-server.ts has the rules of every
  * figure), installable on any thread that runs media: the main thread (media on the main event
  * loop, or the main thread's share with media workers) and each media worker (loaded there with
- * CALLBRIDGE_MEDIA_WORKER_PRELOAD, see bridge-probe-worker.ts). It wraps, from outside, the
+ * DaemonOptions.mediaWorkerPreload, see bridge-probe-worker.ts). It wraps, from outside, the
  * methods every frame goes through (src/ is unchanged) and keeps histograms that take() hands out
  * raw and starts over, so the main thread can merge every thread's figures into one window.
  */

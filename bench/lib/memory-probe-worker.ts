@@ -1,5 +1,5 @@
 /**
- * Preloaded into each media worker of bench/soak's daemon (CALLBRIDGE_MEDIA_WORKER_PRELOAD):
+ * Preloaded into each media worker of bench/soak's daemon (DaemonOptions.mediaWorkerPreload):
  * answers the main thread's memory requests (bench/lib/memory-probe.ts).
  */
 import { workerData } from 'node:worker_threads';

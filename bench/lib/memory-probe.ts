@@ -7,7 +7,7 @@
  * keeps there (the speex resampler's, RNNoise's): a WebAssembly.Memory grows and never shrinks,
  * so a leak on it shows as a size that climbs flood after flood.
  *
- * Media workers load bench/lib/memory-probe-worker.ts (CALLBRIDGE_MEDIA_WORKER_PRELOAD), which
+ * Media workers load bench/lib/memory-probe-worker.ts (DaemonOptions.mediaWorkerPreload), which
  * answers `take` requests over a BroadcastChannel; `gc: true` runs a full collection on every
  * thread first (the daemon must run with --expose-gc), so what is left is what is still held.
  */

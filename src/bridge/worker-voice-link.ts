@@ -35,6 +35,9 @@ interface Link {
 }
 
 /** The worker half: a media worker extension (MediaWorkerExtensionHost). */
+/** This module, for MediaWorkerPoolOptions.extensions (whatever it was compiled to: .ts or .js). */
+export const WORKER_VOICE_LINK_MODULE = new URL(import.meta.url);
+
 export function install(host: MediaWorkerExtensionHost): void {
   const links = new Map<number, Link>();
   const emit = (id: number, e: WorkerEvent): void => host.post({ t: 'vl', id, ...e });

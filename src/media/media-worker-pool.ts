@@ -32,10 +32,14 @@ export interface MediaWorkerPoolOptions {
   niceness?: number | null;
   /** SCHED_RR priority (1-99) for the media threads; 0 or absent: the normal policy. */
   realtime?: number;
-  /** Modules each worker imports first (absolute file URLs; the benchmark's instrumentation). */
-  preload?: string[];
-  /** Extension modules for the workers (media-worker-protocol.ts MediaWorkerExtensionHost). */
-  extensions?: string[];
+  /** Modules each worker imports before anything else (the benchmarks' instrumentation). */
+  preload?: readonly URL[];
+  /**
+   * Modules that carry more of a call than its media in each worker (the bridge's voice link);
+   * each exports install(host) (MediaWorkerExtension). URLs, because a worker can only be handed
+   * a module by its location; a typo is a start-up error naming the module.
+   */
+  extensions?: readonly URL[];
   logger: { info(obj: object, msg?: string): void; warn(obj: object, msg?: string): void; error(obj: object, msg?: string): void };
 }
 
@@ -527,7 +531,7 @@ export class MediaWorkerPool {
       const min = firstEven + i * perWorker * 2;
       const max = i === n - 1 ? options.portMax : min + perWorker * 2 - 1;
       this.#workers.push(
-        new MediaWorkerHandle(i, { index: i, portMin: min, portMax: max, address: options.address, niceness: options.niceness ?? null, realtime: options.realtime ?? 0, preload: options.preload ?? [], extensions: options.extensions ?? [] }, options.logger),
+        new MediaWorkerHandle(i, { index: i, portMin: min, portMax: max, address: options.address, niceness: options.niceness ?? null, realtime: options.realtime ?? 0, preload: (options.preload ?? []).map((u) => u.href), extensions: (options.extensions ?? []).map((u) => u.href) }, options.logger),
       );
     }
   }

@@ -74,6 +74,11 @@ export type StoppedBridge = BridgeMediaStats;
  * call than its media, e.g. the bridge's voice-session socket (src/bridge/worker-voice-link.ts):
  * it gets messages of its own types and may take a bridged call's caller frames.
  */
+/** What an extension module exports (MediaWorkerPoolOptions.extensions). */
+export interface MediaWorkerExtension {
+  install(host: MediaWorkerExtensionHost): void;
+}
+
 export interface MediaWorkerExtensionHost {
   /** Main-thread messages of this type (`t`) go to fn. */
   handle(type: string, fn: (msg: { t: string; id: number } & Record<string, unknown>) => void): void;
@@ -100,8 +105,8 @@ export interface MediaWorkerData {
   niceness: number | null;
   /** SCHED_RR priority (1-99) for the worker's thread; 0: leave the normal policy. */
   realtime: number;
-  /** Modules imported before anything else (bench instrumentation). */
+  /** Module URLs (href) imported before anything else (bench instrumentation). */
   preload: string[];
-  /** Extension modules (file URLs) exporting install(host: MediaWorkerExtensionHost). */
+  /** Extension module URLs (href), each a MediaWorkerExtension. */
   extensions: string[];
 }

@@ -12,7 +12,7 @@ import os from 'node:os';
 import { parentPort, workerData } from 'node:worker_threads';
 import { LocalBridgeMedia } from './bridge-media.ts';
 import { MediaTicker } from './media-ticker.ts';
-import type { FromWorker, MediaWorkerData, MediaWorkerExtensionHost, ToWorker } from './media-worker-protocol.ts';
+import type { FromWorker, MediaWorkerData, MediaWorkerExtension, MediaWorkerExtensionHost, ToWorker } from './media-worker-protocol.ts';
 import { PortAllocator, type RtpPortPair } from './port-allocator.ts';
 import { initResamplers } from './resampler.ts';
 import { RtpSession } from './rtp-session.ts';
@@ -275,7 +275,11 @@ const host: MediaWorkerExtensionHost = {
     else (e.closers ??= []).push(fn);
   },
 };
-for (const ext of data.extensions) ((await import(ext)) as { install(h: MediaWorkerExtensionHost): void }).install(host);
+for (const ext of data.extensions) {
+  const mod = (await import(ext)) as Partial<MediaWorkerExtension>;
+  if (typeof mod.install !== 'function') throw new Error(`media worker extension ${ext} exports no install(host) function`);
+  mod.install(host);
+}
 
 port.on('message', (batch: ToWorker[]) => {
   for (const msg of batch) {

@@ -8,7 +8,9 @@
  * check its own wire format.
  */
 import dgram from 'node:dgram';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decodeTelephoneEvent, encodeTelephoneEvent, type DtmfDigit } from '../../src/media/dtmf.ts';
@@ -528,7 +530,7 @@ describe('MediaWorkerPool: a worker that cannot start', () => {
       portMax: BROKEN_MAX,
       address: '127.0.0.1',
       // A module the worker imports first, which does not exist: the worker exits during start-up.
-      preload: [pathToFileURL('/nonexistent/callbridge-media-worker-preload.mjs').href],
+      preload: [pathToFileURL('/nonexistent/callbridge-media-worker-preload.mjs')],
       logger: { info() {}, warn() {}, error: (_o: object, msg?: string) => logs.push(msg ?? '') },
     });
     try {
@@ -541,6 +543,31 @@ describe('MediaWorkerPool: a worker that cannot start', () => {
     } finally {
       // Closing stops the loop (the test must not leave it running).
       await pool.close();
+    }
+  });
+
+  it('an extension module without install(host): ready() rejects naming the module', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'cb-ext-'));
+    const module = join(dir, 'not-an-extension.mjs');
+    writeFileSync(module, 'export const something = 1;\n');
+    const errors: string[] = [];
+    const pool = new MediaWorkerPool({
+      workers: 1,
+      portMin: BROKEN_MIN,
+      portMax: BROKEN_MAX,
+      address: '127.0.0.1',
+      extensions: [pathToFileURL(module)],
+      logger: { info() {}, warn() {}, error: (o: object, msg?: string) => errors.push(`${msg ?? ''} ${JSON.stringify(o)}`) },
+    });
+    try {
+      const failure = await pool.ready().then(
+        () => 'ready',
+        (err: unknown) => String(err),
+      );
+      expect(`${failure} ${errors.join(' ')}`).toContain('not-an-extension.mjs exports no install(host) function');
+    } finally {
+      await pool.close();
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });
