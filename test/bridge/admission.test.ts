@@ -1,5 +1,5 @@
 /**
- * Issue 20, item 4: the call-limit refusal came after a 180 Ringing and without Retry-After,
+ * Call limits refuse before ringing: the call-limit refusal once came after a 180 Ringing and without Retry-After,
  * though bridge.max_calls promises Retry-After. The bridge now admits a routed INVITE before the
  * UAS sends any provisional response: over bridge.max_calls, 503 with Retry-After; over
  * bridge.max_calls_per_trunk, 486 Busy Here; no 18x either way (a 100 Trying is allowed).

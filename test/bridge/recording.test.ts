@@ -1,6 +1,5 @@
 /**
- * Call recording end to end (issue 6, "Call records: optional recording of both directions as a
- * stereo WAV"). A daemon with bridge.recording on takes a call from SIPp (signaling) whose media
+ * Call recording end to end (bridge.recording: both directions of a call as one stereo WAV). A daemon with bridge.recording on takes a call from SIPp (signaling) whose media
  * is this process (test/interop/rtp-peer.ts): the agent's first message plays, the caller says the
  * fixture test/fixtures/audio/caller-hello.wav, local/echo replies, the caller hangs up. Then
  * GET /v1/calls shows has_recording, and GET /v1/calls/{id}/recording returns a WAV whose left

@@ -52,7 +52,7 @@ describe.skipIf(!sippAvailable()).each([0, 2])('call bridge smoke (SIPp, ACL tru
     expect(rec).toMatchObject({ status: 'ended', end_status: 'completed', termination_reason: 'client_closed', outcome: 'ended_by_user' });
     expect(rec.transcript.entries[0]).toMatchObject({ index: 0, type: 'message', role: 'assistant', message: 'Hello from the bridge.' });
     expect(d.daemon.bridge.active).toBe(0);
-    // The per-call quality line counts the audio that flowed both ways (issue 20: it said
+    // The per-call quality line counts the audio that flowed both ways (it once said
     // framesIn 0, audioOut 0 when the media ran on a worker thread).
     let ended: Record<string, unknown> | undefined;
     for (const until = Date.now() + 3000; ended === undefined && Date.now() < until; await new Promise((res) => setTimeout(res, 50))) {

@@ -1,7 +1,7 @@
 /**
- * Upstream mode of the call bridge (bridge.upstream_url, issue 6: "a test with the upstream URL
- * pointing at a second daemon instance proves the bridge speaks only the public WebSocket
- * protocol"). Two daemons on loopback:
+ * Upstream mode of the call bridge (bridge.upstream_url): with the upstream URL pointing at a
+ * second daemon instance, the bridge must work through the public WebSocket protocol alone.
+ * Two daemons on loopback:
  *
  *   SIPp (PBX, ACL trunk) --SIP--> A (SIP + bridge, upstream_url = B) --POST /v1/session-token,
  *   test RTP peer <------RTP------>                                       WebSocket /v1/connection--> B
