@@ -18,6 +18,8 @@ const rule = (files, forbidden, why) => ({
     'no-restricted-imports': ['error', { patterns: [...forbidden.map((names) => ({ ...folders(names), message: why })), ...(files[0].startsWith('src/sip/') ? [] : [SIP_ENTRY])] }],
   },
 });
+/** sip/'s folder rule; the SIP layers' rules below repeat its patterns. */
+const SIP_FOLDER_RULE = rule(['src/sip/**/*.ts'], ['api|bridge|session|agent|telco|store|config|log|' + ROOT_MODULES], 'sip/ knows nothing of agents, sessions or the store: it hands routed calls to whoever registered (DESIGN.md)');
 const direction = [
   rule(['src/domain/**/*.ts'], ['api|bridge|sip|session|agent|telco|media|store|config|log|' + ROOT_MODULES], 'domain/ imports nothing of ours (DESIGN.md)'),
   rule(['src/media/**/*.ts'], ['api|bridge|sip|session|agent|telco|store|domain|config|log|' + ROOT_MODULES], 'media/ imports nothing of ours (DESIGN.md)'),
@@ -27,7 +29,7 @@ const direction = [
   rule(['src/api/**/*.ts'], ['bridge|sip|' + ROOT_MODULES], 'api/ does not reach into the bridge or SIP; the composition root wires them'),
   rule(['src/bridge/**/*.ts'], ['api|' + ROOT_MODULES], 'bridge/ does not import the API or the composition root'),
   rule(['src/*.ts'], [], ''),
-  rule(['src/sip/**/*.ts'], ['api|bridge|session|agent|telco|store|config|log|' + ROOT_MODULES], 'sip/ knows nothing of agents, sessions or the store: it hands routed calls to whoever registered (DESIGN.md)'),
+  SIP_FOLDER_RULE,
 ];
 /** Between SIP layers: only downward, and only through the layer's entry module (index.ts). */
 const SIP_LAYERS = ['message', 'transport', 'transaction', 'dialog', 'digest', 'sdp', 'ua'];
@@ -37,7 +39,7 @@ const sipLayers = SIP_LAYERS.map((layer) => {
   const patterns = [{ regex: '^\\.\\./(' + SIP_LAYERS.join('|') + ')/(?!index\\.ts$)', message: 'import another SIP layer through its entry module, ../<layer>/index.ts' }];
   if (notBelow.length > 0) patterns.push({ regex: `^\\.\\./(${notBelow.join('|')})/`, message: `the SIP ${layer} layer may import only ${sipBelow[layer].join(', ') || 'no other SIP layer'} (message <- transport <- transaction <- dialog <- ua; digest and sdp stand alone)` });
   // The folder rule above stays in force for these files: flat config replaces a rule's options, so repeat it.
-  patterns.push(...direction.at(-1).rules['no-restricted-imports'][1].patterns);
+  patterns.push(...SIP_FOLDER_RULE.rules['no-restricted-imports'][1].patterns);
   return { files: [`src/sip/${layer}/**/*.ts`], rules: { 'no-restricted-imports': ['error', { patterns }] } };
 });
 
