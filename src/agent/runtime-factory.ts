@@ -15,6 +15,7 @@ import { createSttProvider } from './providers/stt/index.ts';
 import { createTtsProviders, LocalEspeakProvider } from './providers/tts/index.ts';
 import { EnergyVad } from './providers/vad/energy.ts';
 import { AgentRuntime, type RuntimeDeps } from './runtime/index.ts';
+import type { AgentMetrics } from './agent-metrics.ts';
 
 /**
  * Loads the WASM engines the runtime needs; call once at start-up (idempotent). The local voice
@@ -29,10 +30,13 @@ export async function prepareAgentRuntime(config?: Pick<Config, 'tts'>, logger?:
   }
 }
 
-/** The runtime's dependencies from the configuration; tests override single fields. */
-export function runtimeDepsFromConfig(config: Config, logger: Logger, overrides: Partial<RuntimeDeps> = {}): RuntimeDeps {
+/**
+ * The runtime's dependencies from the configuration; tests override single fields. With
+ * `metrics`, every TTS request's time to first audio is observed there.
+ */
+export function runtimeDepsFromConfig(config: Config, logger: Logger, overrides: Partial<RuntimeDeps> = {}, metrics?: AgentMetrics): RuntimeDeps {
   const llm = createLlmRegistry(config.llm.providers);
-  const tts = createTtsProviders(ttsProvidersBySlot(config.tts.providers));
+  const tts = createTtsProviders(ttsProvidersBySlot(config.tts.providers), { onFirstByte: metrics?.ttsFirstByte });
   const stt = createSttProvider({ provider: config.stt.provider, base_url: config.stt.base_url, api_key: config.stt.api_key, model: config.stt.model });
   const log = logger.child({ component: 'agent' });
   return {

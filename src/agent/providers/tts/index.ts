@@ -6,6 +6,7 @@
  */
 import { TtsError } from '../../errors.ts';
 import type { TtsProvider } from '../types.ts';
+import { withFirstByteTiming } from './first-byte-timing.ts';
 import { LocalEspeakProvider } from './local-espeak.ts';
 import { OpenAiSpeechProvider } from './openai.ts';
 import { StreamingWsTtsProvider } from './stream.ts';
@@ -48,7 +49,12 @@ function build(slot: string, config: TtsProviderConfig): TtsProvider {
   }
 }
 
-export function createTtsProviders(config: Partial<Record<TtsProviderSlot, TtsProviderConfig>>): TtsProviders {
+export interface TtsProvidersOptions {
+  /** Each request's time to first audio, seconds, with the slot and its adapter type (metrics). */
+  onFirstByte?(slot: string, type: TtsProviderConfig['type'], seconds: number): void;
+}
+
+export function createTtsProviders(config: Partial<Record<TtsProviderSlot, TtsProviderConfig>>, options: TtsProvidersOptions = {}): TtsProviders {
   const built = new Map<string, TtsProvider>();
   return {
     get(voiceProvider) {
@@ -58,7 +64,9 @@ export function createTtsProviders(config: Partial<Record<TtsProviderSlot, TtsPr
         ? config[voiceProvider as TtsProviderSlot]
         : undefined;
       if (entry === undefined) throw new TtsError('VENDOR_NOT_CONFIGURED', `TTS provider ${voiceProvider} is not configured`);
-      const provider = build(voiceProvider, entry);
+      const adapter = build(voiceProvider, entry);
+      const { onFirstByte } = options;
+      const provider = onFirstByte === undefined ? adapter : withFirstByteTiming(adapter, (seconds) => onFirstByte(voiceProvider, entry.type, seconds));
       built.set(voiceProvider, provider);
       return provider;
     },
