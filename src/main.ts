@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { Config } from './config.ts';
 import type { Logger } from './log.ts';
-import { openStore, type Store } from './store/index.ts';
+import { openStore, SQLITE_DRIVER_PACKAGE, type Store } from './store/index.ts';
 import { CallBridge } from './bridge/call-bridge.ts';
 import { LocalSessionOpener } from './bridge/session-opener.ts';
 import { UpstreamSessionOpener } from './bridge/upstream-session-opener.ts';
@@ -20,6 +20,7 @@ import { CallRecorder } from './bridge/call-recorder.ts';
 import { initResamplers } from './media/resampler.ts';
 import { scheduleProcessThreads } from './media/thread-scheduling.ts';
 import { createAgentRuntimeFactory, prepareAgentRuntime, runtimeDepsFromConfig } from './agent/runtime-factory.ts';
+import { createAgentMetrics } from './agent/agent-metrics.ts';
 import { buildApp } from './api/app.ts';
 import { createRegistry } from './api/metrics.ts';
 import { createCarrierClient } from './telco/carrier-client.ts';
@@ -76,8 +77,11 @@ export async function startDaemon(
   options: DaemonOptions = {},
 ): Promise<Daemon> {
   scheduleProcessThreads({ main: config.rtp.main_thread_realtime, media: config.rtp.media_thread_realtime, mediaThreads: config.rtp.media_threads }, logger);
+  const registry = createRegistry();
+  const agentMetrics = createAgentMetrics(registry);
   // Providers are built (and misconfigured vendors refused) before anything listens.
-  const runtimeFactory = options.runtimeFactory === undefined ? createAgentRuntimeFactory(runtimeDepsFromConfig(config, logger)) : (options.runtimeFactory ?? undefined);
+  const runtimeFactory =
+    options.runtimeFactory === undefined ? createAgentRuntimeFactory(runtimeDepsFromConfig(config, logger, {}, agentMetrics)) : (options.runtimeFactory ?? undefined);
   if (options.runtimeFactory === undefined) await prepareAgentRuntime(config, logger);
   // The bridge's media paths resample (8 <-> 24 kHz) whatever runs the sessions.
   else await initResamplers();
@@ -86,7 +90,6 @@ export async function startDaemon(
   let listening = false;
   let draining = false;
   let sip: SipService | undefined;
-  const registry = createRegistry();
   const tokens = new SessionTokens(loadTokenSecret(config));
   // The bridge connects to our own /v1/connection, whose URL is known once HTTP listens.
   let url = '';
@@ -129,7 +132,7 @@ export async function startDaemon(
   const port = typeof addr === 'object' && addr ? addr.port : config.http.port;
   const host = config.http.host.includes(':') ? `[${config.http.host}]` : config.http.host;
   url = `http://${host === '0.0.0.0' ? '127.0.0.1' : host}:${port}`;
-  logger.info({ url, dataDir: config.data_dir, region: config.region.self }, 'callbridge listening');
+  logger.info({ url, dataDir: config.data_dir, region: config.region.self, node: process.versions.node, sqliteDriver: SQLITE_DRIVER_PACKAGE }, 'callbridge listening');
   // Every routed inbound call becomes a voice session of its agent, through our own
   // /v1/connection (the bridge is a client of the public protocol). The bridge's call limits
   // are checked before the INVITE rings (503 Retry-After / 486, no 18x).

@@ -3,12 +3,12 @@
  * WAL for concurrent readers; synchronous=FULL so a committed write survives power loss, since
  * every write is committed before the API answers.
  */
-import Database from 'better-sqlite3';
 import { chmodSync, closeSync, existsSync, mkdirSync, openSync } from 'node:fs';
 import { join } from 'node:path';
 import { MIGRATIONS, type Migration } from './migrations.ts';
+import { Database } from './sqlite-driver.ts';
 
-export type Db = Database.Database;
+export type Db = Database;
 
 /** The largest database read through the memory map (larger ones: the rest by read()). */
 const MMAP_BYTES = 4 * 1024 ** 3;

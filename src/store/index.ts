@@ -11,6 +11,8 @@ import { SessionRepo } from './sessions.ts';
 import { SecretBox } from './secret-box.ts';
 import { loadOrCreateSecret } from './data-dir-secrets.ts';
 
+export { SQLITE_DRIVER_PACKAGE } from './sqlite-driver.ts';
+
 export interface Store {
   db: Db;
   secretBox: SecretBox;

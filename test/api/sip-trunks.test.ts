@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import Database from 'better-sqlite3';
+import { Database } from '../../src/store/sqlite-driver.ts';
 import { join } from 'node:path';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.ts';
 

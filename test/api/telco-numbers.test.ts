@@ -4,7 +4,7 @@
  * organization isolation, secrets at rest and in logs, restart.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import Database from 'better-sqlite3';
+import { Database } from '../../src/store/sqlite-driver.ts';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';

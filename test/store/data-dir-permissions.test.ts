@@ -4,7 +4,7 @@
  * for one made before (tightened at start), whatever the umask.
  */
 import { afterAll, describe, expect, it } from 'vitest';
-import Database from 'better-sqlite3';
+import { Database } from '../../src/store/sqlite-driver.ts';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
