@@ -1,9 +1,10 @@
 # syntax=docker/dockerfile:1
-# Node 22, the LTS line package.json's engines and CI's second suite run (scripts/ci-lts-node.sh)
-# cover. Not 24 yet: better-sqlite3 12 aborts the process on Node 24.19 and later, and the 13 that
-# fixes it does not run on Node 20 (docs/decisions.md, "Supported Node lines").
-# Build stage: compile TypeScript and native modules (better-sqlite3) with the full toolchain.
-FROM node:22-bookworm AS build
+# Node 24, the newest LTS line (package.json's engines; CI runs the suite on it, scripts/ci-lts-node.sh).
+# There the store's SQLite driver is better-sqlite3 13, the optional dependency better-sqlite3-napi
+# (docs/decisions.md, "Supported Node lines"): the image keeps optional dependencies.
+# Build stage: compile TypeScript and native modules (@discordjs/opus, better-sqlite3 12) with the
+# full toolchain.
+FROM node:24-bookworm AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
@@ -12,7 +13,7 @@ COPY src ./src
 RUN npm run build && npm prune --omit=dev
 
 # Runtime stage: compiled JavaScript and production dependencies only, as a non-root user.
-FROM node:22-bookworm-slim
+FROM node:24-bookworm-slim
 ENV NODE_ENV=production \
     CALLBRIDGE_DATA_DIR=/data \
     CALLBRIDGE_HTTP_HOST=0.0.0.0 \
