@@ -294,6 +294,18 @@ const schema = {
       env: 'CALLBRIDGE_SIP_T1_MS',
     },
     options_ping_secs: { doc: "OPTIONS pings to trunks' outbound hosts every this many seconds; 0 = off.", format: 'nat', default: 0, env: 'CALLBRIDGE_SIP_OPTIONS_PING_SECS' },
+    register_min_expires_secs: {
+      doc: 'Shortest registration a PBX on a digest trunk may ask for (RFC 3261 10.3): a shorter non-zero expiry is answered 423 Interval Too Brief with this as Min-Expires. At least 1.',
+      format: 'nat',
+      default: 60,
+      env: 'CALLBRIDGE_SIP_REGISTER_MIN_EXPIRES_SECS',
+    },
+    register_max_expires_secs: {
+      doc: 'Longest registration granted to a PBX on a digest trunk; a longer expiry is shortened to this (the 200 OK says so). At least sip.register_min_expires_secs.',
+      format: 'nat',
+      default: 3600,
+      env: 'CALLBRIDGE_SIP_REGISTER_MAX_EXPIRES_SECS',
+    },
     tcp_message_timeout_ms: {
       doc: 'A TCP/TLS message (header section and body) must arrive within this many ms of its first byte, or the connection is closed: a sender trickling bytes cannot hold a connection past it (slowloris). At least 100.',
       format: 'nat',
@@ -562,6 +574,8 @@ export type Config = {
     ring_timeout_secs: number;
     t1_ms: number;
     options_ping_secs: number;
+    register_min_expires_secs: number;
+    register_max_expires_secs: number;
     tcp_message_timeout_ms: number;
     tcp_max_connections: number;
     tcp_max_connections_per_source: number;
@@ -703,6 +717,10 @@ function crossCheck(config: Config): void {
     if (a !== 'SHA-256' && a !== 'MD5') throw new ConfigError(`invalid configuration: sip.digest_algorithms: "${a}" is not SHA-256 or MD5`);
   }
   if (config.sip.digest_secret !== '' && config.sip.digest_secret.length < 16) throw new ConfigError('invalid configuration: sip.digest_secret must be at least 16 characters');
+  if (config.sip.register_min_expires_secs < 1) throw new ConfigError('invalid configuration: sip.register_min_expires_secs must be at least 1');
+  if (config.sip.register_max_expires_secs < config.sip.register_min_expires_secs) {
+    throw new ConfigError('invalid configuration: sip.register_max_expires_secs must be at least sip.register_min_expires_secs');
+  }
   if (config.sip.acl_min_prefix_v4 < 1 || config.sip.acl_min_prefix_v4 > 32) throw new ConfigError('invalid configuration: sip.acl_min_prefix_v4 must be between 1 and 32 (/0 is never accepted)');
   if (config.sip.acl_min_prefix_v6 < 1 || config.sip.acl_min_prefix_v6 > 128) throw new ConfigError('invalid configuration: sip.acl_min_prefix_v6 must be between 1 and 128 (/0 is never accepted)');
   if (config.sip.challenge_rate > 0 && config.sip.challenge_burst < 1) throw new ConfigError('invalid configuration: sip.challenge_burst must be at least 1 when sip.challenge_rate is set');

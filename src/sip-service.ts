@@ -15,6 +15,7 @@ import { MediaWorkerPool } from './media/media-worker-pool.ts';
 import type { CodecName } from './media/codecs.ts';
 import type { DigestAlgorithm } from './sip/digest/index.ts';
 import { StoreDirectory } from './bridge/sip-store-directory.ts';
+import { StoreRegistrations } from './bridge/sip-store-registrations.ts';
 import { WORKER_VOICE_LINK_MODULE } from './bridge/worker-voice-link.ts';
 import type { SipTransportListen } from './sip/transport/index.ts';
 import { SipUserAgent } from './sip/ua/index.ts';
@@ -34,6 +35,11 @@ export interface SipService {
   drainAndClose(deadlineMs: number): Promise<void>;
   close(): Promise<void>;
 }
+
+/** RFC 3261 10.2.1.1's usual registration length, when a REGISTER names none. */
+const DEFAULT_REGISTER_EXPIRES_SECS = 3600;
+/** How often expired REGISTER bindings are deleted. */
+const REGISTRATION_SWEEP_MS = 60_000;
 
 const isWildcard = (a: string): boolean => a === '0.0.0.0' || a === '::';
 
@@ -75,7 +81,18 @@ function list(s: string): string[] {
 }
 
 /** Prometheus metrics of SIP on the daemon's registry. */
-function installSipMetrics(registry: Registry, ua: SipUserAgent, ports: { inUse: number }): { trunkUp: Gauge<'trunk_id'> } {
+function installSipMetrics(registry: Registry, ua: SipUserAgent, ports: { inUse: number }, store: Store): { trunkUp: Gauge<'trunk_id'> } {
+  new Gauge({
+    name: 'callbridge_sip_registrations',
+    help: 'Unexpired REGISTER bindings of the PBX on each digest trunk (callbridge as its registrar).',
+    labelNames: ['trunk_id'] as const,
+    registers: [registry],
+    collect() {
+      // Read at scrape time: bindings expire without an event, and a trunk with none drops out.
+      this.reset();
+      for (const [trunkId, n] of store.registrations.countsByTrunk(Date.now())) this.set({ trunk_id: trunkId }, n);
+    },
+  });
   new Gauge({
     name: 'callbridge_sip_calls_active',
     help: 'SIP calls in progress (ringing or answered), by direction.',
@@ -196,10 +213,25 @@ export async function startSip(config: Config, store: Store, logger: Logger, reg
     // T2 stays 4 s unless T1 outgrows it (RFC 3261 17.1.2.2 needs T2 >= T1).
     timers: { t1: config.sip.t1_ms, t2: Math.max(4000, config.sip.t1_ms) },
     sessionTimer: { interval: config.sip.session_expires_secs, minSE: config.sip.min_se_secs },
+    registrar: {
+      store: new StoreRegistrations(store),
+      minExpiresSecs: config.sip.register_min_expires_secs,
+      maxExpiresSecs: config.sip.register_max_expires_secs,
+      defaultExpiresSecs: Math.min(DEFAULT_REGISTER_EXPIRES_SECS, config.sip.register_max_expires_secs),
+    },
     logger: log,
   });
   await ua.start();
-  const metrics = registry ? installSipMetrics(registry, ua, ports) : undefined;
+  // Expired bindings are ignored on read already; the sweep only keeps the table small.
+  const sweep = setInterval(() => {
+    try {
+      store.registrations.sweep(Date.now());
+    } catch (err) {
+      log.warn({ err }, 'sweeping expired SIP registrations failed');
+    }
+  }, REGISTRATION_SWEEP_MS);
+  sweep.unref();
+  const metrics = registry ? installSipMetrics(registry, ua, ports, store) : undefined;
   let health: TrunkHealth | undefined;
   if (config.sip.options_ping_secs > 0) {
     health = new TrunkHealth({
@@ -229,11 +261,13 @@ export async function startSip(config: Config, store: Store, logger: Logger, reg
       while (ua.calls.length > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 100));
       if (ua.calls.length > 0) log.warn({ calls: ua.calls.length }, 'drain deadline reached: hanging up the remaining calls');
       health?.close();
+      clearInterval(sweep);
       await ua.close();
       if (ports instanceof MediaWorkerPool) await ports.close();
     },
     close: async () => {
       health?.close();
+      clearInterval(sweep);
       await ua.close();
       if (ports instanceof MediaWorkerPool) await ports.close();
     },

@@ -17,7 +17,7 @@ import type { Logger } from '../log.ts';
 import { MediaTicker } from '../media/media-ticker.ts';
 import type { SipCall } from '../sip/ua/index.ts';
 import type { InboundRoute } from '../sip/ua/index.ts';
-import { outboundTrunkFromStore } from './sip-store-directory.ts';
+import { canCallThrough, outboundTrunkFromStore } from './sip-store-directory.ts';
 import type { AdmissionRefusal } from '../sip/ua/index.ts';
 import type { SipUserAgent } from '../sip/ua/index.ts';
 import type { Store } from '../store/index.ts';
@@ -153,7 +153,9 @@ export class CallBridge {
     if (ua === undefined || !ua.listening) throw unavailable('outbound calling needs the SIP user agent (sip.enabled is false, or it is draining)');
     const trunk = outboundTrunkFromStore(this.#o.store, req.orgId, req.sipTrunkId);
     if (trunk === undefined) throw notFound('sip trunk');
-    if (trunk.outbound_host === '') throw validation(`SIP trunk "${trunk.name}" has no outbound_host to call through`);
+    if (!canCallThrough(trunk)) {
+      throw validation(`SIP trunk "${trunk.name}" has no outbound_host, and no PBX is registered on it: set outbound_host, or let the PBX REGISTER with the trunk's inbound_sip_username`);
+    }
     const over = this.#overLimit(trunk.id);
     if (over !== undefined) {
       this.#o.metrics?.failure(`limit_${over}`);

@@ -15,6 +15,7 @@ import type { Store } from '../store/index.ts';
 import type { StoredSipTrunk } from '../store/sip-trunks.ts';
 import type { InboundDirectory, InboundRoute, InboundTrunk } from '../sip/ua/index.ts';
 import type { OutboundTrunk } from '../sip/ua/index.ts';
+import { registeredContactOf } from './sip-store-registrations.ts';
 
 export interface StoreDirectoryOptions {
   /** How long a resolved inbound_host stays cached. Default 60 s. */
@@ -214,11 +215,27 @@ export class StoreDirectory implements InboundDirectory {
 
 /**
  * The trunk an outbound call goes through, as the UAC needs it (outbound credentials decrypted
- * here, for the SIP layer only). Undefined when the trunk is not the organization's.
+ * here, for the SIP layer only), with the PBX registered on it when it has no outbound_host.
+ * Undefined when the trunk is not the organization's.
  */
 export function outboundTrunkFromStore(store: Store, orgId: string, trunkId: string): OutboundTrunk | undefined {
   const t = store.sipTrunks.get(orgId, trunkId);
   if (t === undefined) return undefined;
   const creds = store.sipTrunks.credentials(t.id)?.outbound;
-  return { id: t.id, orgId: t.org_id, name: t.name, pbx: t.pbx, outbound_host: t.outbound_host, caller_id_transforms: t.caller_id_transforms, ...(creds ? { credentials: creds } : {}) };
+  const registered = t.outbound_host === '' ? registeredContactOf(store, t.id) : undefined;
+  return {
+    id: t.id,
+    orgId: t.org_id,
+    name: t.name,
+    pbx: t.pbx,
+    outbound_host: t.outbound_host,
+    caller_id_transforms: t.caller_id_transforms,
+    ...(creds ? { credentials: creds } : {}),
+    ...(registered ? { registered } : {}),
+  };
+}
+
+/** Whether a call can go through the trunk: it names an outbound_host or a PBX is registered on it. */
+export function canCallThrough(trunk: OutboundTrunk): boolean {
+  return trunk.outbound_host !== '' || trunk.registered !== undefined;
 }

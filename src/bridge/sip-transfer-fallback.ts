@@ -1,11 +1,12 @@
 /**
  * The transfer fallback of a SIP call: when the caller's side refuses the REFER, a new outbound
  * call to the target through the call's own trunk (caller ID kept, so the target sees who is
- * calling), its RTP relayed with the caller's (media-relay.ts).
+ * calling), its RTP relayed with the caller's (media-relay.ts). A trunk without outbound_host
+ * reaches the target through the PBX registered on it.
  */
 import type { Logger } from '../log.ts';
 import type { SipCall } from '../sip/ua/index.ts';
-import { outboundTrunkFromStore } from './sip-store-directory.ts';
+import { canCallThrough, outboundTrunkFromStore } from './sip-store-directory.ts';
 import type { SipUserAgent } from '../sip/ua/index.ts';
 import type { Store } from '../store/index.ts';
 import { MediaRelay } from './media-relay.ts';
@@ -22,8 +23,8 @@ export function trunkTransferDialer(ua: () => SipUserAgent | undefined, store: S
     const orgId = call.trunk?.orgId ?? call.route?.orgId;
     if (agent === undefined || trunkId === undefined || orgId === undefined) return undefined;
     const trunk = outboundTrunkFromStore(store, orgId, trunkId);
-    if (trunk === undefined || trunk.outbound_host === '') {
-      logger.warn({ callId: call.id, trunkId }, 'transfer fallback impossible: the call\'s trunk has no outbound_host');
+    if (trunk === undefined || !canCallThrough(trunk)) {
+      logger.warn({ callId: call.id, trunkId }, 'transfer fallback impossible: the call\'s trunk has no outbound_host and no registered PBX');
       return undefined;
     }
     const result = await agent.dial({ trunk, to: target, callerId: call.from });

@@ -8,6 +8,7 @@ import { SipTrunkRepo } from './sip-trunks.ts';
 import { AssignmentRepo } from './assignments.ts';
 import { CallRepo } from './calls.ts';
 import { SessionRepo } from './sessions.ts';
+import { RegistrationRepo } from './registrations.ts';
 import { SecretBox } from './secret-box.ts';
 import { loadOrCreateSecret } from './data-dir-secrets.ts';
 
@@ -24,6 +25,8 @@ export interface Store {
   assignments: AssignmentRepo;
   calls: CallRepo;
   sessions: SessionRepo;
+  /** REGISTER bindings of PBXs on digest trunks (callbridge as their registrar). */
+  registrations: RegistrationRepo;
   /** Runs fn in one transaction: all of its writes commit together or none does. */
   tx<T>(fn: () => T): T;
   close(): void;
@@ -44,6 +47,7 @@ export function openStore(dataDir: string, encryptionKey: string): Store {
     assignments: new AssignmentRepo(db),
     calls,
     sessions: new SessionRepo(db, calls),
+    registrations: new RegistrationRepo(db),
     tx: <T>(fn: () => T): T => db.transaction(fn)(),
     close: () => {
       if (db.open) db.close();

@@ -325,4 +325,29 @@ export const MIGRATIONS: Migration[] = [
       END;
     `,
   },
+  {
+    version: 4,
+    name: 'SIP registrations of PBXs on digest trunks',
+    // docs/sip-registrar.md: callbridge as the registrar of the PBX behind a digest trunk.
+    sql: `
+      -- One row per Contact a PBX registered for its trunk (RFC 3261 10.3). expires_at and
+      -- updated_at are milliseconds since the epoch; rows past expires_at are ignored on read and
+      -- swept. The flow it came over (transport, source address and port, the TCP/TLS connection)
+      -- is where calls to the PBX go (RFC 5626 style), since the Contact may be behind NAT.
+      CREATE TABLE sip_registrations (
+        trunk_id TEXT NOT NULL REFERENCES sip_trunks(id) ON DELETE CASCADE,
+        contact TEXT NOT NULL,           -- the Contact URI as our serializer writes it
+        expires_at INTEGER NOT NULL,
+        call_id TEXT NOT NULL,           -- Call-ID and CSeq of the REGISTER that wrote it (10.3 step 7)
+        cseq INTEGER NOT NULL,
+        transport TEXT NOT NULL CHECK (transport IN ('udp', 'tcp', 'tls')),
+        source_address TEXT NOT NULL,
+        source_port INTEGER NOT NULL,
+        connection_id TEXT,              -- TCP/TLS: the connection of this daemon's run it came over
+        updated_at INTEGER NOT NULL,     -- the last REGISTER that added or refreshed it
+        PRIMARY KEY (trunk_id, contact)
+      ) WITHOUT ROWID;
+      CREATE INDEX sip_registrations_expiry ON sip_registrations (expires_at);
+    `,
+  },
 ];

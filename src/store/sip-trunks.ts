@@ -131,6 +131,7 @@ export class SipTrunkRepo {
   readonly #setStatus;
   readonly #byAuthType;
   readonly #withOutbound;
+  readonly #hasLiveBinding;
 
   constructor(
     db: Db,
@@ -160,19 +161,21 @@ export class SipTrunkRepo {
     );
     this.#withOutbound = db.prepare(`SELECT ${COLUMNS} FROM sip_trunks WHERE outbound_host != '' ORDER BY created_at, id`);
     this.#byAuthType = db.prepare(`SELECT ${COLUMNS} FROM sip_trunks WHERE inbound_auth_type = ? ORDER BY created_at, id`);
+    this.#hasLiveBinding = db.prepare('SELECT 1 FROM sip_registrations WHERE trunk_id = ? AND expires_at > ? LIMIT 1');
     this.#setStatus = db.prepare(
       'UPDATE sip_trunks SET inbound_registration_status = COALESCE(@inbound, inbound_registration_status), ' +
         'outbound_registration_status = COALESCE(@outbound, outbound_registration_status) WHERE id = @id',
     );
   }
 
+  /** The organization's trunk, its inbound_registration_status as of now (withLiveInboundStatus). */
   get(orgId: string, id: string): StoredSipTrunk | undefined {
     const row = this.#get.get(id, orgId) as SipTrunkRow | undefined;
-    return row && fromRow(row);
+    return row && this.#withLiveInboundStatus(fromRow(row));
   }
 
   list(orgId: string, limit: number, offset: number): StoredSipTrunk[] {
-    return (this.#list.all(orgId, limit, offset) as SipTrunkRow[]).map(fromRow);
+    return (this.#list.all(orgId, limit, offset) as SipTrunkRow[]).map((r) => this.#withLiveInboundStatus(fromRow(r)));
   }
 
   /**
@@ -248,6 +251,19 @@ export class SipTrunkRepo {
   /** Registration state as SIP observes it; an undefined side is left unchanged. */
   setRegistrationStatus(id: string, status: { inbound?: RegistrationStatus; outbound?: RegistrationStatus }): void {
     this.#setStatus.run({ id, inbound: status.inbound ?? null, outbound: status.outbound ?? null });
+  }
+
+  /**
+   * inbound_registration_status is computed, not kept: `registered` while the PBX holds an
+   * unexpired REGISTER binding, else `auth_failed` when the stored outcome of its last REGISTER
+   * attempt says so, else `not_registered`. Bindings expire without anything writing the trunk,
+   * so only a read at the moment can be right. A failed attempt does not hide live bindings: an
+   * unauthenticated sender who knows the username must not make a working trunk look broken.
+   */
+  #withLiveInboundStatus(t: StoredSipTrunk): StoredSipTrunk {
+    const live = this.#hasLiveBinding.get(t.id, Date.now()) !== undefined;
+    const status: RegistrationStatus = live ? 'registered' : t.inbound_registration_status === 'auth_failed' ? 'auth_failed' : 'not_registered';
+    return status === t.inbound_registration_status ? t : { ...t, inbound_registration_status: status };
   }
 
   #seal(password: string | null | undefined): string | null {

@@ -121,6 +121,9 @@ export type InboundDecision =
       log: boolean;
     };
 
+/** The source is over its challenge rate: drop (UDP) or 503 (TCP/TLS), see uas-responses.ts. */
+export type ThrottleDecision = Extract<InboundDecision, { kind: 'throttle' }>;
+
 export interface InboundAuthorizer {
   directory: InboundDirectory;
   digest: DigestServer;
@@ -133,7 +136,7 @@ export interface InboundAuthorizer {
  * Undefined when the source may get another cheap refusal now (a challenge, a blocked 403, a 400
  * to a malformed INVITE); else the throttle decision. Takes a token.
  */
-export function throttled(a: Pick<InboundAuthorizer, 'challenges'>, src: string, detail: Record<string, unknown>): Extract<InboundDecision, { kind: 'throttle' }> | undefined {
+export function throttled(a: Pick<InboundAuthorizer, 'challenges'>, src: string, detail: Record<string, unknown>): ThrottleDecision | undefined {
   const t = a.challenges?.take(src);
   if (t === undefined) return undefined;
   const limit = a.challenges!;
@@ -141,7 +144,7 @@ export function throttled(a: Pick<InboundAuthorizer, 'challenges'>, src: string,
     kind: 'throttle',
     retryAfter: t.retryAfterSecs,
     log: t.log,
-    why: `source ${src} is over the challenge rate limit (sip.challenge_rate ${limit.ratePerSecond}/s, burst ${limit.burst}): its INVITEs that would be challenged or refused are dropped (UDP) or answered 503 (TCP/TLS) until it slows down; counted as outcome "throttled", logged at most once a minute per source`,
+    why: `source ${src} is over the challenge rate limit (sip.challenge_rate ${limit.ratePerSecond}/s, burst ${limit.burst}): its INVITEs and REGISTERs that would be challenged or refused are dropped (UDP) or answered 503 (TCP/TLS) until it slows down; counted as outcome "throttled", logged at most once a minute per source`,
     detail: t.suppressed > 0 ? { ...detail, throttledSinceLastLog: t.suppressed } : detail,
   };
 }

@@ -5,3 +5,6 @@ export type { InboundDirectory, InboundRoute, InboundTrunk } from './inbound-rou
 export type { AdmissionRefusal } from './uas.ts';
 export type { OutboundTrunk } from './outbound-call.ts';
 export { TrunkHealth } from './trunk-health.ts';
+export type { RegistrationStore, RegistrarOptions } from './registrar.ts';
+export type { RegistrationBinding, RegistrarLimits } from './register-bindings.ts';
+export type { RegisteredContact } from './registered-route.ts';

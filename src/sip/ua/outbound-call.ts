@@ -5,6 +5,7 @@
  *
  * Request-URI: sip:<number>@<outbound host>[:port][;transport=tcp|tls], written once and used
  * unchanged as the digest uri (a strict carrier compares the two and loops on 401 otherwise).
+ * A trunk without outbound_host calls the PBX registered on it instead (registered-route.ts).
  */
 import { createCallRtp, type CallPorts, type CallRtp, type PortSource } from '../../media/media-host.ts';
 import type { CodecName } from '../../media/codecs.ts';
@@ -16,7 +17,8 @@ import { LocalSdpSession, parseAnswer, type NegotiatedMedia } from '../sdp/index
 import { peerAllowsUpdate, sessionTimerFromUacResponse, sessionTimerUacHeaders, type SessionTimerConfig } from '../dialog/index.ts';
 import type { TransactionLayer } from '../transaction/index.ts';
 import type { TransactionTimers } from '../transaction/index.ts';
-import type { SipTransportLayer } from '../transport/index.ts';
+import type { Endpoint, SipTransportLayer } from '../transport/index.ts';
+import { registeredRoute, type RegisteredContact } from './registered-route.ts';
 import { resolveDestination, sendInvite, type InviteFailureReason } from './uac.ts';
 import { ALLOW, SUPPORTED } from './uas.ts';
 
@@ -30,6 +32,8 @@ export interface OutboundTrunk {
   caller_id_transforms: readonly CallerIdTransform[];
   /** outbound_sip_username / password, when the trunk has them. */
   credentials?: { username: string; password: string };
+  /** The PBX registered on the trunk (its most recent binding): where calls go without outbound_host. */
+  registered?: RegisteredContact;
 }
 
 export interface DialOptions {
@@ -45,6 +49,7 @@ export interface DialOptions {
   onProgress?: (status: number, reason: string) => void;
 }
 
+/** no_outbound_host: neither an outbound_host nor a registered PBX to call. */
 export type DialFailureReason = InviteFailureReason | 'no_outbound_host' | 'no_rtp_port' | 'no_common_codec';
 
 export type DialResult =
@@ -82,17 +87,33 @@ function newRtp(ctx: OutboundContext, ports: CallPorts, media: NegotiatedMedia):
   });
 }
 
-export async function placeCall(ctx: OutboundContext, opts: DialOptions): Promise<DialResult> {
-  const { trunk } = opts;
-  const log = { trunkId: trunk.id, to: opts.to };
+/** Where the INVITE goes: the trunk's outbound_host, else its registered PBX (registered-route.ts). */
+interface CallRoute {
+  destination: Endpoint;
+  requestUri: string;
+  /** host[:port] of the To header. */
+  toHost: string;
+}
+
+async function routeOf(ctx: OutboundContext, trunk: OutboundTrunk, to: string): Promise<CallRoute | Extract<DialResult, { ok: false }>> {
   let target;
   try {
     target = outboundTarget(trunk);
   } catch {
     target = undefined;
   }
-  if (target === undefined) return { ok: false, reason: 'no_outbound_host', status: 0, detail: `trunk ${trunk.id} has no usable outbound_host` };
-
+  const log = { trunkId: trunk.id, to };
+  if (target === undefined) {
+    if (trunk.registered === undefined) return { ok: false, reason: 'no_outbound_host', status: 0, detail: `trunk ${trunk.id} has no usable outbound_host and no registered PBX` };
+    try {
+      const route = await registeredRoute(ctx.transport, trunk.registered);
+      ctx.logger.debug({ ...log, contact: route.requestUri, reusesConnection: route.reusesConnection }, 'outbound call to the registered PBX');
+      return route;
+    } catch (err) {
+      ctx.logger.warn({ ...log, err }, 'outbound call failed: the registered Contact cannot be reached');
+      return { ok: false, reason: 'unreachable', status: 503, detail: `cannot reach the registered Contact ${trunk.registered.contact}` };
+    }
+  }
   let destination;
   try {
     destination = await resolveDestination(target.host, target.port, target.transport);
@@ -100,6 +121,18 @@ export async function placeCall(ctx: OutboundContext, opts: DialOptions): Promis
     ctx.logger.warn({ ...log, err }, 'outbound call failed: outbound_host does not resolve');
     return { ok: false, reason: 'unreachable', status: 503, detail: `cannot resolve ${target.host}` };
   }
+  const transportParam = target.transport === 'udp' ? '' : `;transport=${target.transport}`;
+  const toHost = hostPort(target.host, target.port);
+  // Through parseUri and back, so the text is exactly what the serializer writes on the wire.
+  return { destination, requestUri: parseUri(`sip:${to}@${toHost}${transportParam}`).toString(), toHost };
+}
+
+export async function placeCall(ctx: OutboundContext, opts: DialOptions): Promise<DialResult> {
+  const { trunk } = opts;
+  const log = { trunkId: trunk.id, to: opts.to };
+  const route = await routeOf(ctx, trunk, opts.to);
+  if ('ok' in route) return route;
+  const { destination, requestUri } = route;
 
   let ports: CallPorts;
   try {
@@ -111,9 +144,6 @@ export async function placeCall(ctx: OutboundContext, opts: DialOptions): Promis
 
   const sdp = new LocalSdpSession();
   const offer = sdp.offer({ localAddress: ctx.mediaAddress, localPort: ports.rtpPort, codecs: ctx.codecs });
-  const transportParam = target.transport === 'udp' ? '' : `;transport=${target.transport}`;
-  // Through parseUri and back, so the text is exactly what the serializer writes on the wire.
-  const requestUri = parseUri(`sip:${opts.to}@${hostPort(target.host, target.port)}${transportParam}`).toString();
   let local;
   try {
     local = ctx.transport.localEndpoint(destination.protocol, destination.address.includes(':') ? 6 : 4);
@@ -133,7 +163,7 @@ export async function placeCall(ctx: OutboundContext, opts: DialOptions): Promis
     destination,
     requestUri,
     from: { user: callerId, host: localHost },
-    to: { user: opts.to, host: hostPort(target.host, target.port) },
+    to: { user: opts.to, host: route.toHost },
     contact: `<sip:callbridge@${localHost}${local.protocol === 'udp' ? '' : `;transport=${local.protocol}`}>`,
     sdp: offer.sdp,
     ...(trunk.credentials ? { credentials: trunk.credentials } : {}),

@@ -15,16 +15,20 @@ import type { ChallengeRateLimiter } from './challenge-rate-limit.ts';
 import { SipCall, type CallLogger } from './call.ts';
 import type { DialogManager, Dialog } from '../dialog/index.ts';
 import type { DigestServer } from '../digest/index.ts';
-import { decideInbound, throttled, type InboundDecision, type InboundDirectory, type InboundRoute, type InboundTrunk } from './inbound-routing.ts';
+import { decideInbound, throttled, type InboundDirectory, type InboundRoute, type InboundTrunk } from './inbound-routing.ts';
 import { createResponse, generateTag, type SipRequest } from '../message/index.ts';
 import { isSdpError, LocalSdpSession, SdpNegotiationError, type NegotiatedAnswer, type NegotiatedMedia, type SdpOffer } from '../sdp/index.ts';
 import { buildTrying, type ServerTransaction } from '../transaction/index.ts';
 import type { TransactionTimers } from '../transaction/index.ts';
 import type { Inbound } from '../transport/index.ts';
+import { respond, throttle } from './uas-responses.ts';
+import { handleRegister, type RegistrarContext } from './registrar.ts';
 import { negotiateSessionTimerUas, peerAllowsUpdate, type SessionTimerConfig } from '../dialog/index.ts';
 
-/** Methods we take out of dialog and in one (Allow, RFC 3261 20.5). */
+/** Methods we take in a dialog and out of one (Allow, RFC 3261 20.5). */
 export const ALLOW = 'INVITE, ACK, CANCEL, BYE, OPTIONS, UPDATE, INFO, REFER, NOTIFY';
+/** Out of dialog with the registrar on: REGISTER too (never inside a dialog, so not in ALLOW). */
+export const ALLOW_WITH_REGISTER = `${ALLOW}, REGISTER`;
 export const SUPPORTED = 'timer, replaces, norefersub';
 
 export interface UasLogger extends CallLogger {
@@ -76,6 +80,8 @@ export interface UasContext {
   admit(route: InboundRoute, trunk: InboundTrunk): AdmissionRefusal | undefined;
   /** Bookkeeping of setups and failures (metrics). */
   count(outcome: string): void;
+  /** REGISTER handling (registrar.ts); undefined: REGISTER gets 405 like any method we do not take. */
+  registrar?: RegistrarContext | undefined;
 }
 
 function contactFor(inbound: Inbound<SipRequest>): string {
@@ -85,14 +91,10 @@ function contactFor(inbound: Inbound<SipRequest>): string {
   return `<sip:callbridge@${host}:${l.port}${t}>`;
 }
 
-function respond(tx: ServerTransaction, req: SipRequest, status: number, reason?: string, headers: [string, string][] = []): void {
-  // 8.2.6.2: every response but 100 carries a To tag, the same for all of one request.
-  tx.respond(createResponse(req, status, reason, { toTag: tx.toTag ?? generateTag(), headers }));
-}
-
-/** A request outside any dialog: INVITE, OPTIONS or a method we do not take there. */
+/** A request outside any dialog: INVITE, REGISTER, OPTIONS or a method we do not take there. */
 export function handleOutOfDialog(ctx: UasContext, tx: ServerTransaction, inbound: Inbound<SipRequest>): void {
   const req = inbound.message;
+  const allow = ctx.registrar === undefined ? ALLOW : ALLOW_WITH_REGISTER;
   switch (req.method) {
     case 'INVITE':
       void handleInvite(ctx, tx, inbound).catch((err: unknown) => {
@@ -106,7 +108,7 @@ export function handleOutOfDialog(ctx: UasContext, tx: ServerTransaction, inboun
         createResponse(req, 200, undefined, {
           toTag: generateTag(),
           headers: [
-            ['Allow', ALLOW],
+            ['Allow', allow],
             ['Accept', 'application/sdp'],
             ['Supported', SUPPORTED],
             ['User-Agent', ctx.userAgent],
@@ -121,9 +123,17 @@ export function handleOutOfDialog(ctx: UasContext, tx: ServerTransaction, inboun
       // In-dialog methods without a To tag name no dialog (12.2.2).
       respond(tx, req, 481);
       return;
-    default:
-      respond(tx, req, 405, undefined, [['Allow', ALLOW]]);
+    case 'REGISTER':
+      if (ctx.registrar === undefined) break;
+      try {
+        handleRegister(ctx.registrar, tx, inbound);
+      } catch (err) {
+        ctx.logger.error({ err, callId: req.callId }, 'REGISTER handling failed');
+        if (tx.finalResponse === undefined) respond(tx, req, 500);
+      }
+      return;
   }
+  respond(tx, req, 405, undefined, [['Allow', allow]]);
 }
 
 /**
@@ -179,22 +189,6 @@ function identityTooLong(req: SipRequest, user: string, from: string): 'From' | 
 /** A value for a log line: cut at MAX_IDENTITY_LENGTH, so no field of a request is logged whole however long. */
 function clip(s: string): string {
   return s.length > MAX_IDENTITY_LENGTH ? `${s.slice(0, MAX_IDENTITY_LENGTH)}…` : s;
-}
-
-/**
- * Over the source's challenge rate (sip.challenge_rate). UDP: no answer at all. A 503 (or the
- * 401) would be retransmitted by Timer G until ACKed, so a flooder that never ACKs would get ten
- * datagrams per INVITE; silence costs nothing, and an honest sender's INVITE retransmissions
- * (Timer A: 0.5, 1, 2... s) are its retry, which finds a token again. TCP/TLS: no retransmission,
- * so silence would leave an honest client waiting for Timer B (32 s); a 503 with Retry-After is
- * one write (RFC 3261 21.5.4).
- */
-function throttle(ctx: UasContext, tx: ServerTransaction, inbound: Inbound<SipRequest>, base: Record<string, unknown>, decision: Extract<InboundDecision, { kind: 'throttle' }>): void {
-  ctx.count('throttled');
-  const udp = inbound.source.protocol === 'udp';
-  if (decision.log) ctx.logger.warn({ ...base, ...decision.detail, transport: inbound.source.protocol }, `INVITE ${udp ? 'dropped' : 'refused (503)'}: ${decision.why}`);
-  if (udp) tx.close();
-  else respond(tx, inbound.message, 503, 'Service Unavailable', [['Retry-After', String(decision.retryAfter)]]);
 }
 
 function userOf(req: SipRequest): string {

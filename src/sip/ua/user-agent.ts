@@ -6,6 +6,7 @@
  *   const ua = new SipUserAgent({ listen, directory, ports, mediaAddress, logger });
  *   await ua.start();
  *   ua.onInboundCall((call) => { ... call.answer(); });
+ *   (with `registrar`, PBXs on digest trunks REGISTER here: registrar.ts)
  *   const result = await ua.dial({ trunk, to, callerId });   // outbound (uac.ts)
  *   ua.drain(30);            // new INVITEs get 503 Retry-After: 30
  *   await ua.close();        // BYE to every call, sockets closed
@@ -26,6 +27,7 @@ import { SipTransportLayer, type SipTransportLayerOptions, type SipTransportList
 import type { Endpoint } from '../transport/index.ts';
 import type { SessionTimerConfig } from '../dialog/index.ts';
 import { placeCall, type DialOptions, type DialResult, type OutboundContext } from './outbound-call.ts';
+import { registrarContext, type RegistrarOptions } from './registrar.ts';
 import { handleOutOfDialog, type AdmitCall, type UasContext, type UasLogger } from './uas.ts';
 
 export interface SipUserAgentOptions {
@@ -58,6 +60,8 @@ export interface SipUserAgentOptions {
   sessionTimer?: SessionTimerConfig;
   /** Timers of the calls' session timers (tests pass a virtual clock); default Node's. */
   sessionClock?: TransactionTimers;
+  /** Be the registrar of PBXs on digest trunks (registrar.ts); without it REGISTER gets 405. */
+  registrar?: RegistrarOptions;
   logger: UasLogger;
 }
 
@@ -127,6 +131,12 @@ export class SipUserAgent extends EventEmitter<SipUserAgentEvents> {
       admit: (route, trunk) => (this.#handler === undefined ? undefined : this.#admit?.(route, trunk)),
       count: (outcome) => this.#count(outcome),
     };
+    if (opts.registrar !== undefined) {
+      ctx.registrar = registrarContext(
+        { directory: opts.directory, digest: this.digest, limiter: this.limiter, challenges: this.challenges, logger: opts.logger, count: (outcome) => this.#count(outcome) },
+        opts.registrar,
+      );
+    }
     this.dialogs.on('new-request', (tx, inbound) => handleOutOfDialog(ctx, tx, inbound));
     this.#outbound = {
       transport: this.transport,
