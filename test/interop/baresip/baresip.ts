@@ -82,6 +82,9 @@ export interface BaresipOptions {
   /** Stop baresip (SIGTERM, by PID) shortly after its call ends instead of waiting for -t.
    * Default true when dialling. */
   quitAfterCall?: boolean;
+  /** REGISTER with the account's domain every this many seconds (the account's regint; default
+   * 0: never). baresip unregisters (Expires 0) when it quits. */
+  registerSecs?: number;
 }
 
 export interface BaresipResult {
@@ -214,7 +217,8 @@ export async function startBaresip(opts: BaresipOptions): Promise<BaresipProcess
     PASSWORD: opts.account.password ?? '',
     DOMAIN: opts.account.domain,
   });
-  writeFileSync(join(dir, 'accounts'), opts.account.password === undefined ? accounts.replace(/;auth_pass=[^;\n]*/, '') : accounts);
+  const registering = opts.registerSecs === undefined ? accounts : accounts.replace(/;regint=0;/, `;regint=${opts.registerSecs};`);
+  writeFileSync(join(dir, 'accounts'), opts.account.password === undefined ? registering.replace(/;auth_pass=[^;\n]*/, '') : registering);
 
   const args = ['-f', dir, '-t', String(maxSeconds)];
   if (opts.dial) args.push('-e', `/dial ${opts.dial}`);
