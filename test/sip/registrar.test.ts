@@ -9,7 +9,10 @@
  * sip.register_max_expires_secs 600, sip.auth_max_failures 3.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { trunkTransferDialer } from '../../src/bridge/sip-transfer-fallback.ts';
+import { createLogger } from '../../src/log.ts';
 import { createResponse } from '../../src/sip/message/index.ts';
+import type { SipCall } from '../../src/sip/ua/index.ts';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.ts';
 import { bindingsOf, startRegistrarClient, type RegistrarClient } from '../helpers/raw-registrar-client.ts';
 
@@ -28,6 +31,11 @@ async function client(address: string, protocol: 'udp' | 'tcp' = 'udp', daemon =
   const c = await startRegistrarClient(protocol, address, daemon.daemon.sip!.port);
   clients.push(c);
   return c;
+}
+
+/** The organization of the daemon's initial key (the one that owns `trunkId`). */
+function orgIdOf(): string {
+  return d.daemon.store.organizations.byApiKey(d.key)!.id;
 }
 
 async function inboundStatus(id = trunkId, key?: string): Promise<string> {
@@ -244,6 +252,25 @@ describe('callbridge as a SIP registrar for PBXs on digest trunks', () => {
     expect(invite.uri.toString()).toBe(`sip:pbx@127.0.0.25:${c.port};transport=tcp`);
     expect(invite.topVia?.transport).toBe('TCP');
     c.sendRaw(createResponse(invite, 486, undefined, { toTag: 'busy2' }).toString());
+  });
+
+  it("the transfer fallback's new leg through a trunk without outbound_host goes to the registered PBX too", async () => {
+    const c = await client('127.0.0.27');
+    const dialTransfer = trunkTransferDialer(() => d.daemon.sip!.ua, d.daemon.store, createLogger('silent'));
+    // The call being transferred: only what the fallback reads of it (its trunk and caller).
+    const call = { id: 'transferred-call', from: '+15559990001', trunk: { id: trunkId, orgId: orgIdOf(), name: '' } } as unknown as SipCall;
+    // No PBX registered: no leg is placed.
+    expect(await dialTransfer(call, '+15557770005')).toBeUndefined();
+    expect(c.received).toEqual([]);
+
+    expect((await c.register({ user: USER, password: PASSWORD, expires: 60 })).final.status).toBe(200);
+    const leg = dialTransfer(call, '+15557770006');
+    const invite = await c.nextRequest('INVITE');
+    expect(invite.uri.toString()).toBe(`sip:pbx@127.0.0.27:${c.port}`);
+    expect(invite.to.uri.toString()).toBe(`sip:+15557770006@127.0.0.27:${c.port}`);
+    expect(invite.from.uri.kind === 'sip' ? invite.from.uri.user : '').toBe('+15559990001');
+    c.sendRaw(createResponse(invite, 486, undefined, { toTag: 'busy4' }).toString());
+    expect(await leg).toBeUndefined();
   });
 
   it('another organization sees neither the trunk nor its bindings, and cannot dial through it', async () => {
