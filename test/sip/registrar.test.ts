@@ -8,7 +8,7 @@
  * Settings of the daemon: sip.register_min_expires_secs 2 (so expiry is testable in seconds),
  * sip.register_max_expires_secs 600, sip.auth_max_failures 3.
  */
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { trunkTransferDialer } from '../../src/bridge/sip-transfer-fallback.ts';
 import { createLogger } from '../../src/log.ts';
 import { createResponse } from '../../src/sip/message/index.ts';
@@ -241,9 +241,16 @@ describe('callbridge as a SIP registrar for PBXs on digest trunks', () => {
     c.sendRaw(createResponse(invite, 486, undefined, { toTag: 'busy1' }).toString());
   });
 
-  it('dial through the trunk goes over the TCP connection the PBX registered on, while it is open', async () => {
+  it('dial through the trunk goes over the TCP connection the PBX registered on, which is held open while the binding lives', async () => {
+    const hold = vi.spyOn(d.daemon.sip!.ua.transport, 'holdConnection');
     const c = await client('127.0.0.25', 'tcp');
     expect((await c.register({ user: USER, password: PASSWORD, expires: 60 })).final.status).toBe(200);
+    // Past the transport's idle timeout: until the binding expires, plus 30 s for a late refresh.
+    const conn = d.daemon.sip!.ua.transport.connections().find((x) => x.remote.address === '127.0.0.25')!;
+    expect(hold).toHaveBeenLastCalledWith(conn.id, expect.any(Number));
+    expect(hold.mock.lastCall![1]).toBeGreaterThan(89_000);
+    expect(hold.mock.lastCall![1]).toBeLessThanOrEqual(90_000);
+    hold.mockRestore();
     const r = await d.api('POST', `/v1/agents/${agentId}/dial?sipTrunkId=${trunkId}&number=%2B15557770002`);
     expect(r.status, r.text).toBe(200);
     // The Contact's port is the client's own (ephemeral) port: nothing listens there, so the

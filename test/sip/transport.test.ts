@@ -661,6 +661,22 @@ describe('TCP', () => {
     expect(layer.stats.connectionsIdleClosed).toBe(1);
   });
 
+  it('holdConnection keeps a connection open past idleTimeoutMs (a registered flow), and 0 gives it its idle timeout back', async () => {
+    const layer = await startLayer([TCP4], { idleTimeoutMs: 150 });
+    const got = nextEvent<Inbound<SipRequest>>(layer, 'request');
+    const c = await tcpPeer(portOf(layer, 'tcp'));
+    c.write(request({ via: 'SIP/2.0/TCP 127.0.0.1:9;branch=z9hG4bKhold' }));
+    const id = (await got).connectionId!;
+    expect(layer.holdConnection(id, 800)).toBe(true);
+    await delay(450);
+    expect(layer.stats.connectionsIdleClosed).toBe(0);
+    expect(layer.connections().map((x) => x.id)).toEqual([id]);
+    expect(layer.holdConnection(id, 0)).toBe(true);
+    await c.closed;
+    expect(layer.stats.connectionsIdleClosed).toBe(1);
+    expect(layer.holdConnection(id, 800)).toBe(false);
+  });
+
   it('evicts the least recently active connection at maxConnections', async () => {
     let t = 1000;
     const layer = await startLayer([TCP4], { maxConnections: 2, now: () => t });

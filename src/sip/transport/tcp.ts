@@ -134,6 +134,17 @@ export class StreamConnection {
     return this.#closed;
   }
 
+  /**
+   * Lets the connection stay silent for `ms` (never less than its configured idle timeout; 0
+   * restores that): a PBX registered over it gets its calls on it and may send nothing between
+   * its re-REGISTERs.
+   */
+  holdIdle(ms: number): void {
+    if (this.#closed) return;
+    const idle = Math.max(this.#opts.idleTimeoutMs, ms);
+    if (idle > 0) this.#socket.setTimeout(idle);
+  }
+
   /** Bytes queued for a message not complete yet (bounded by the framer's caps). */
   get buffered(): number {
     return this.#framer.buffered;

@@ -458,6 +458,18 @@ export class SipTransportLayer extends EventEmitter<SipTransportEvents> implemen
     };
   }
 
+  /**
+   * Keeps the TCP/TLS connection `connectionId` open through `ms` without traffic (at least the
+   * idle timeout; 0 restores it): a registrar's binding lives on it (RFC 5626 flows). False when
+   * no such connection is open.
+   */
+  holdConnection(connectionId: string, ms: number): boolean {
+    const c = this.#pool.get(connectionId);
+    if (c === undefined || c.closed) return false;
+    c.holdIdle(ms);
+    return true;
+  }
+
   /** The TCP/TLS connections open now. */
   connections(): ConnectionInfo[] {
     return this.#pool.all().map((c) => this.#info(c));

@@ -59,6 +59,8 @@ export interface RegistrarContext extends ThrottleContext {
   limits: RegistrarLimits;
   now(): number;
   logger: RegistrarLogger;
+  /** Keeps a TCP/TLS connection open through `ms` of silence (0: its usual idle timeout). */
+  holdConnection?(connectionId: string, ms: number): void;
 }
 
 /** The context the user agent builds from its options. */
@@ -136,6 +138,20 @@ export function handleRegister(ctx: RegistrarContext, tx: ServerTransaction, inb
   registerBindings(ctx, tx, inbound, trunk, { ...base, trunkId: trunk.id });
 }
 
+/**
+ * Calls to the PBX go over the connection its bindings came on (registered-route.ts), so it must
+ * outlive the transport's idle timeout until the last of them expires (plus a margin for the
+ * re-REGISTER that refreshes it); with none left it closes when idle again.
+ */
+function holdFlow(ctx: RegistrarContext, connectionId: string, bindings: readonly RegistrationBinding[], now: number): void {
+  let until = now;
+  for (const b of bindings) if (b.connectionId === connectionId && b.expiresAt > until) until = b.expiresAt;
+  ctx.holdConnection?.(connectionId, until > now ? until - now + REREGISTER_MARGIN_MS : 0);
+}
+
+/** How long past a binding's expiry its connection is kept for the REGISTER that refreshes it late. */
+const REREGISTER_MARGIN_MS = 30_000;
+
 function challenge(ctx: RegistrarContext, tx: ServerTransaction, inbound: Inbound<SipRequest>, detail: Record<string, unknown>, stale: boolean): void {
   const src = inbound.source.address;
   const over = throttled(ctx, src, detail);
@@ -188,6 +204,7 @@ function registerBindings(ctx: RegistrarContext, tx: ServerTransaction, inbound:
     return respond(tx, req, outcome.status, outcome.reason, outcome.headers);
   }
   if (outcome.added + outcome.removed + outcome.refreshed > 0) ctx.store.replace(trunk.id, outcome.bindings);
+  if (inbound.connectionId !== undefined) holdFlow(ctx, inbound.connectionId, outcome.bindings, now);
   const line = { ...base, bindings: outcome.bindings.length, added: outcome.added, removed: outcome.removed, refreshed: outcome.refreshed };
   if (outcome.added + outcome.removed > 0) ctx.logger.info(line, outcome.bindings.length > 0 ? 'PBX registered' : 'PBX unregistered');
   else ctx.logger.debug(line, 'PBX registration refreshed');

@@ -133,7 +133,15 @@ export class SipUserAgent extends EventEmitter<SipUserAgentEvents> {
     };
     if (opts.registrar !== undefined) {
       ctx.registrar = registrarContext(
-        { directory: opts.directory, digest: this.digest, limiter: this.limiter, challenges: this.challenges, logger: opts.logger, count: (outcome) => this.#count(outcome) },
+        {
+          directory: opts.directory,
+          digest: this.digest,
+          limiter: this.limiter,
+          challenges: this.challenges,
+          logger: opts.logger,
+          count: (outcome) => this.#count(outcome),
+          holdConnection: (id, ms) => void this.transport.holdConnection(id, ms),
+        },
         opts.registrar,
       );
     }
