@@ -124,7 +124,10 @@ export function handleRegister(ctx: RegistrarContext, tx: ServerTransaction, inb
     // the PBX is not registered. An unknown username names no trunk.
     if (account !== undefined && result.reason === 'bad_response') ctx.store.authOutcome(account.trunk.id, false);
     const status = result.action === 'bad_request' ? 400 : 403;
-    const who = account === undefined ? `no digest trunk has inbound_sip_username "${clip(result.username ?? '')}"` : `digest trunk ${account.trunk.id}: ${result.detail}`;
+    const who =
+      result.reason === 'unknown_user'
+        ? `no digest trunk has inbound_sip_username "${clip(result.username ?? '')}"`
+        : `digest${account === undefined ? '' : ` trunk ${account.trunk.id}`}: ${result.detail}`;
     ctx.logger.warn({ ...detail, status, ...(failure.newlyBlocked ? { blockedNow: true } : {}) }, `REGISTER refused (${status}): ${who}`);
     return respond(tx, req, status);
   }
