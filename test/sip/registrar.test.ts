@@ -213,6 +213,18 @@ describe('callbridge as a SIP registrar for PBXs on digest trunks', () => {
     expect((await other.register({ user: USER, password: PASSWORD, expires: 60 })).final.status).toBe(200);
   });
 
+  it('REGISTERs take tokens of the per-source challenge rate like INVITEs: over it, 503 with Retry-After on TCP', async () => {
+    const c = await client('127.0.0.28', 'tcp');
+    // 80 at once: the burst is 40 and the rate 20/s (the defaults), so well over half get no challenge.
+    const results = await Promise.all(Array.from({ length: 80 }, () => c.register({ user: USER })));
+    const statuses = results.map((r) => r.final.status);
+    expect(statuses.filter((s) => s === 401).length).toBeGreaterThanOrEqual(40);
+    const throttled = results.filter((r) => r.final.status === 503);
+    expect(throttled.length).toBeGreaterThan(20);
+    expect(Number(throttled[0]!.final.get('Retry-After'))).toBeGreaterThanOrEqual(1);
+    expect(statuses.every((s) => s === 401 || s === 503)).toBe(true);
+  });
+
   it('a binding expires: the trunk reads not_registered once its expiry has passed', async () => {
     const c = await client('127.0.0.23');
     expect((await c.register({ user: USER, password: PASSWORD, expires: 2 })).final.status).toBe(200);
