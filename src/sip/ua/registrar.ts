@@ -25,7 +25,7 @@ import type { Inbound } from '../transport/index.ts';
 import type { AuthRateLimiter } from './auth-rate-limit.ts';
 import type { ChallengeRateLimiter } from './challenge-rate-limit.ts';
 import { throttled, type InboundDirectory, type InboundTrunk } from './inbound-routing.ts';
-import { applyRegister, DEFAULT_REGISTRAR_LIMITS, remainingSecs, type RegistrarLimits, type RegistrationBinding } from './register-bindings.ts';
+import { applyRegister, DEFAULT_REGISTRAR_LIMITS, remainingSecs, type RegisterRequest, type RegistrarLimits, type RegistrationBinding } from './register-bindings.ts';
 import { respond, throttle, type ThrottleContext } from './uas-responses.ts';
 
 /** Where the bindings are kept (the store, through the bridge's adapter). */
@@ -141,6 +141,9 @@ export function handleRegister(ctx: RegistrarContext, tx: ServerTransaction, inb
   registerBindings(ctx, tx, inbound, trunk, { ...base, trunkId: trunk.id });
 }
 
+/** How long past a binding's expiry its connection is kept for the REGISTER that refreshes it late. */
+const REREGISTER_MARGIN_MS = 30_000;
+
 /**
  * Calls to the PBX go over the connection its bindings came on (registered-route.ts), so it must
  * outlive the transport's idle timeout until the last of them expires (plus a margin for the
@@ -151,9 +154,6 @@ function holdFlow(ctx: RegistrarContext, connectionId: string, bindings: readonl
   for (const b of bindings) if (b.connectionId === connectionId && b.expiresAt > until) until = b.expiresAt;
   ctx.holdConnection?.(connectionId, until > now ? until - now + REREGISTER_MARGIN_MS : 0);
 }
-
-/** How long past a binding's expiry its connection is kept for the REGISTER that refreshes it late. */
-const REREGISTER_MARGIN_MS = 30_000;
 
 function challenge(ctx: RegistrarContext, tx: ServerTransaction, inbound: Inbound<SipRequest>, detail: Record<string, unknown>, stale: boolean): void {
   const src = inbound.source.address;
@@ -173,7 +173,7 @@ function challenge(ctx: RegistrarContext, tx: ServerTransaction, inbound: Inboun
 function registerBindings(ctx: RegistrarContext, tx: ServerTransaction, inbound: Inbound<SipRequest>, trunk: InboundTrunk, base: Record<string, unknown>): void {
   const req = inbound.message;
   const now = ctx.now();
-  let contacts: { uri: import('../message/index.ts').Uri; expires: number | undefined }[];
+  let contacts: RegisterRequest['contacts'];
   let wildcard: boolean;
   let expires: number | undefined;
   try {
