@@ -306,6 +306,24 @@ const schema = {
       default: 3600,
       env: 'CALLBRIDGE_SIP_REGISTER_MAX_EXPIRES_SECS',
     },
+    outbound_register_expires_secs: {
+      doc: "Expiry callbridge asks for when it registers with a trunk's outbound_host (register: true); the carrier's granted expiry is honoured and refreshed well before it ends. At least 1.",
+      format: 'nat',
+      default: 3600,
+      env: 'CALLBRIDGE_SIP_OUTBOUND_REGISTER_EXPIRES_SECS',
+    },
+    outbound_register_retry_min_secs: {
+      doc: 'First back-off after a failed registration with a carrier; it doubles per failure (with jitter) up to sip.outbound_register_retry_max_secs. At least 1.',
+      format: 'nat',
+      default: 5,
+      env: 'CALLBRIDGE_SIP_OUTBOUND_REGISTER_RETRY_MIN_SECS',
+    },
+    outbound_register_retry_max_secs: {
+      doc: 'Longest back-off between failed registrations with a carrier. At least sip.outbound_register_retry_min_secs.',
+      format: 'nat',
+      default: 300,
+      env: 'CALLBRIDGE_SIP_OUTBOUND_REGISTER_RETRY_MAX_SECS',
+    },
     tcp_message_timeout_ms: {
       doc: 'A TCP/TLS message (header section and body) must arrive within this many ms of its first byte, or the connection is closed: a sender trickling bytes cannot hold a connection past it (slowloris). At least 100.',
       format: 'nat',
@@ -576,6 +594,9 @@ export type Config = {
     options_ping_secs: number;
     register_min_expires_secs: number;
     register_max_expires_secs: number;
+    outbound_register_expires_secs: number;
+    outbound_register_retry_min_secs: number;
+    outbound_register_retry_max_secs: number;
     tcp_message_timeout_ms: number;
     tcp_max_connections: number;
     tcp_max_connections_per_source: number;
@@ -720,6 +741,10 @@ function crossCheck(config: Config): void {
   if (config.sip.register_min_expires_secs < 1) throw new ConfigError('invalid configuration: sip.register_min_expires_secs must be at least 1');
   if (config.sip.register_max_expires_secs < config.sip.register_min_expires_secs) {
     throw new ConfigError('invalid configuration: sip.register_max_expires_secs must be at least sip.register_min_expires_secs');
+  }
+  if (config.sip.outbound_register_expires_secs < 1) throw new ConfigError('invalid configuration: sip.outbound_register_expires_secs must be at least 1');
+  if (config.sip.outbound_register_retry_min_secs < 1 || config.sip.outbound_register_retry_max_secs < config.sip.outbound_register_retry_min_secs) {
+    throw new ConfigError('invalid configuration: sip.outbound_register_retry_min_secs must be at least 1 and sip.outbound_register_retry_max_secs at least that');
   }
   if (config.sip.acl_min_prefix_v4 < 1 || config.sip.acl_min_prefix_v4 > 32) throw new ConfigError('invalid configuration: sip.acl_min_prefix_v4 must be between 1 and 32 (/0 is never accepted)');
   if (config.sip.acl_min_prefix_v6 < 1 || config.sip.acl_min_prefix_v6 > 128) throw new ConfigError('invalid configuration: sip.acl_min_prefix_v6 must be between 1 and 128 (/0 is never accepted)');

@@ -16,10 +16,11 @@ import type { CodecName } from './media/codecs.ts';
 import type { DigestAlgorithm } from './sip/digest/index.ts';
 import { StoreDirectory } from './bridge/sip-store-directory.ts';
 import { StoreRegistrations } from './bridge/sip-store-registrations.ts';
+import { registeringTrunksOf, storeOutboundRegistrationState } from './bridge/sip-store-outbound-registrations.ts';
 import { WORKER_VOICE_LINK_MODULE } from './bridge/worker-voice-link.ts';
 import type { SipTransportListen } from './sip/transport/index.ts';
 import { SipUserAgent } from './sip/ua/index.ts';
-import { TrunkHealth } from './sip/ua/index.ts';
+import { TrunkHealth, OutboundRegistrations } from './sip/ua/index.ts';
 import { Counter, Gauge, type Registry } from 'prom-client';
 
 export interface SipService {
@@ -27,6 +28,8 @@ export interface SipService {
   ports: PortAllocator | MediaWorkerPool;
   /** OPTIONS pings to trunks' outbound hosts; undefined when sip.options_ping_secs is 0. */
   health: TrunkHealth | undefined;
+  /** callbridge's own REGISTERs to the outbound hosts of trunks with register: true. */
+  registrations: OutboundRegistrations;
   /** The SIP port bound (UDP and TCP). */
   port: number;
   /** The address in our Contact and SDP. */
@@ -40,6 +43,8 @@ export interface SipService {
 const DEFAULT_REGISTER_EXPIRES_SECS = 3600;
 /** How often expired REGISTER bindings are deleted. */
 const REGISTRATION_SWEEP_MS = 60_000;
+/** Longest wait for each carrier's answer to our un-REGISTER when the daemon stops. */
+const UNREGISTER_TIMEOUT_MS = 3000;
 
 const isWildcard = (a: string): boolean => a === '0.0.0.0' || a === '::';
 
@@ -81,7 +86,7 @@ function list(s: string): string[] {
 }
 
 /** Prometheus metrics of SIP on the daemon's registry. */
-function installSipMetrics(registry: Registry, ua: SipUserAgent, ports: { inUse: number }, store: Store): { trunkUp: Gauge<'trunk_id'> } {
+function installSipMetrics(registry: Registry, ua: SipUserAgent, ports: { inUse: number }, store: Store): { trunkUp: Gauge<'trunk_id'>; registerAttempts: Counter<'trunk_id' | 'outcome'> } {
   new Gauge({
     name: 'callbridge_sip_registrations',
     help: 'Unexpired REGISTER bindings of the PBX on each digest trunk (callbridge as its registrar).',
@@ -133,7 +138,27 @@ function installSipMetrics(registry: Registry, ua: SipUserAgent, ports: { inUse:
     },
   });
   const trunkUp = new Gauge({ name: 'callbridge_sip_trunk_up', help: "1 when the trunk's outbound host answers OPTIONS pings.", labelNames: ['trunk_id'] as const, registers: [registry] });
-  return { trunkUp };
+  const registerAttempts = new Counter({
+    name: 'callbridge_sip_outbound_registration_attempts_total',
+    help: "callbridge's REGISTERs to trunks' outbound hosts (register: true) by answer: registered, challenged, interval_too_brief, auth_failed, rejected, timeout, unreachable, unregistered.",
+    labelNames: ['trunk_id', 'outcome'] as const,
+    registers: [registry],
+  });
+  return { trunkUp, registerAttempts };
+}
+
+/** The gauge of live registrations with carriers, read from the client's states at scrape time. */
+function installOutboundRegistrationGauge(registry: Registry, registrations: OutboundRegistrations): void {
+  new Gauge({
+    name: 'callbridge_sip_outbound_registration_up',
+    help: "1 while callbridge holds a registration at the trunk's outbound host (register: true), 0 while it is pending or failing.",
+    labelNames: ['trunk_id'] as const,
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const [trunkId, s] of registrations.states) this.set({ trunk_id: trunkId }, s.status === 'registered' ? 1 : 0);
+    },
+  });
 }
 
 export interface SipServiceOptions {
@@ -245,6 +270,26 @@ export async function startSip(config: Config, store: Store, logger: Logger, reg
     });
     await health.start();
   }
+  const registrations = new OutboundRegistrations({
+    layer: ua.layer,
+    transport: ua.transport,
+    trunks: () => registeringTrunksOf(store),
+    expiresSecs: config.sip.outbound_register_expires_secs,
+    retry: { initialMs: config.sip.outbound_register_retry_min_secs * 1000, maxMs: config.sip.outbound_register_retry_max_secs * 1000 },
+    unregisterTimeoutMs: UNREGISTER_TIMEOUT_MS,
+    headers: [['User-Agent', 'callbridge']],
+    onState: (trunkId, state) => {
+      try {
+        storeOutboundRegistrationState(store, trunkId, state);
+      } catch (err) {
+        log.warn({ err, trunkId }, 'keeping the outbound registration state failed');
+      }
+    },
+    onAttempt: (trunkId, outcome) => metrics?.registerAttempts.inc({ trunk_id: trunkId, outcome }),
+    logger: log,
+  });
+  if (registry) installOutboundRegistrationGauge(registry, registrations);
+  await registrations.start();
   const bound = ua.endpoints.find((e) => e.protocol !== 'tls')?.port ?? port;
   log.info({ endpoints: ua.endpoints.map((e) => `${e.protocol}:${e.address}:${e.port}`), advertise, rtp: `${config.rtp.port_min}-${config.rtp.port_max}` }, 'SIP listening');
 
@@ -252,20 +297,25 @@ export async function startSip(config: Config, store: Store, logger: Logger, reg
     ua,
     ports,
     health,
+    registrations,
     port: bound,
     advertiseAddress: advertise,
     async drainAndClose(deadlineMs) {
       ua.drain(Math.max(1, Math.ceil(deadlineMs / 1000)));
+      // Best effort and at once: carriers stop sending calls to a daemon that is going away.
+      const unregistering = registrations.close({ unregister: true });
       const until = Date.now() + deadlineMs;
       if (ua.calls.length > 0) log.info({ calls: ua.calls.length, deadlineMs }, 'draining: waiting for calls to end');
       while (ua.calls.length > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 100));
       if (ua.calls.length > 0) log.warn({ calls: ua.calls.length }, 'drain deadline reached: hanging up the remaining calls');
+      await unregistering;
       health?.close();
       clearInterval(sweep);
       await ua.close();
       if (ports instanceof MediaWorkerPool) await ports.close();
     },
     close: async () => {
+      await registrations.close({ unregister: false });
       health?.close();
       clearInterval(sweep);
       await ua.close();

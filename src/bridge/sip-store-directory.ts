@@ -141,6 +141,21 @@ export class StoreDirectory implements InboundDirectory {
     return this.#carrierRoute(trunk, user);
   }
 
+  registeredContactTrunk(contactUser: string): InboundTrunk | undefined {
+    // Our Contact users are 'cb' + 16 hex digits: anything else is a number, not worth a query.
+    if (!/^cb[0-9a-f]{16}$/.test(contactUser)) return undefined;
+    const t = this.#store.sipTrunks.byOutboundContactUser(contactUser);
+    return t === undefined ? undefined : toInbound(t);
+  }
+
+  routeRegistered(trunk: InboundTrunk, user: string): InboundRoute | undefined {
+    for (const n of numberCandidates(user)) {
+      const a = this.#store.assignments.byTrunkNumber(trunk.id, n) ?? this.#store.assignments.byAlternateNumber(n);
+      if (a !== undefined && a.sip_trunk_id === trunk.id) return this.#agentRoute(trunk.orgId, a.agent_id, a.number === n ? 'assignment_number' : 'alternate_number', n, trunk.id);
+    }
+    return this.#carrierRoute(trunk, user);
+  }
+
   digestRouteMayExist(user: string): boolean {
     return numberCandidates(user).some((n) => this.#store.assignments.digestNumberExists(n) || (n.startsWith('+') && this.#store.telcoNumbers.digestRoutable(n)));
   }

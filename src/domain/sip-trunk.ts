@@ -50,6 +50,10 @@ export interface SipTrunk extends SipTrunkSettings {
   id: string;
   inbound_registration_status: RegistrationStatus;
   outbound_registration_status: RegistrationStatus;
+  /** Ours: why the last REGISTER to the carrier failed; '' when it did not or register is off. */
+  outbound_registration_error: string;
+  /** Ours: when the binding the carrier granted runs out (ISO 8601), null when none was granted. */
+  outbound_registration_expires_at: string | null;
   created_at: string;
   updated_at: string;
 }

@@ -350,4 +350,20 @@ export const MIGRATIONS: Migration[] = [
       CREATE INDEX sip_registrations_expiry ON sip_registrations (expires_at);
     `,
   },
+  {
+    version: 5,
+    name: 'callbridge registering with carriers (register: true)',
+    // docs/sip-registration-client.md: callbridge's own REGISTER to a trunk's outbound_host.
+    sql: `
+      -- The user part of our Contact in the trunk's REGISTERs: random, unique, and how an INVITE
+      -- the carrier sends to that Contact finds its trunk. Existing trunks get one now.
+      ALTER TABLE sip_trunks ADD COLUMN outbound_contact_user TEXT;
+      UPDATE sip_trunks SET outbound_contact_user = 'cb' || lower(hex(randomblob(8)));
+      CREATE UNIQUE INDEX sip_trunks_outbound_contact_user ON sip_trunks (outbound_contact_user);
+      -- The last attempt's error ('' after a success) and when the granted binding runs out (ms
+      -- since the epoch), as the registration client last reported them.
+      ALTER TABLE sip_trunks ADD COLUMN outbound_registration_error TEXT NOT NULL DEFAULT '';
+      ALTER TABLE sip_trunks ADD COLUMN outbound_registration_expires_at INTEGER;
+    `,
+  },
 ];

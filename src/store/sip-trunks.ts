@@ -28,6 +28,8 @@ interface SipTrunkRow {
   caller_id_transforms: string;
   inbound_registration_status: RegistrationStatus;
   outbound_registration_status: RegistrationStatus;
+  outbound_registration_error: string;
+  outbound_registration_expires_at: number | null;
   created_at: string;
   updated_at: string;
 }
@@ -37,6 +39,25 @@ export interface StoredSipTrunk extends SipTrunk {
   org_id: string;
   has_inbound_sip_password: boolean;
   has_outbound_sip_password: boolean;
+}
+
+/** A trunk with register: true, as the registration client needs it (password decrypted: SIP only). */
+export interface RegisteringSipTrunk {
+  id: string;
+  pbx: Pbx;
+  outbound_host: string;
+  outbound_sip_username: string;
+  outbound_sip_password: string;
+  /** The user part of callbridge's Contact in this trunk's REGISTERs. */
+  outbound_contact_user: string;
+}
+
+/** What the registration client last reported for a trunk. */
+export interface OutboundRegistrationReport {
+  status: RegistrationStatus;
+  error: string;
+  /** ms since the epoch; null before the first success. */
+  expiresAt: number | null;
 }
 
 /** Decrypted credentials, for the SIP layer (digest challenge checks and REGISTER/INVITE auth). */
@@ -54,7 +75,7 @@ export interface PasswordChange {
 const COLUMNS =
   'id, org_id, pbx, name, inbound_auth_type, inbound_host, inbound_acl, inbound_sip_username, inbound_sip_password_enc, ' +
   'outbound_host, outbound_sip_username, outbound_sip_password_enc, register, remain_in_dialog, caller_id_transforms, ' +
-  'inbound_registration_status, outbound_registration_status, created_at, updated_at';
+  'inbound_registration_status, outbound_registration_status, outbound_registration_error, outbound_registration_expires_at, created_at, updated_at';
 
 function fromRow(r: SipTrunkRow): StoredSipTrunk {
   return {
@@ -73,6 +94,8 @@ function fromRow(r: SipTrunkRow): StoredSipTrunk {
     caller_id_transforms: JSON.parse(r.caller_id_transforms) as CallerIdTransform[],
     inbound_registration_status: r.inbound_registration_status,
     outbound_registration_status: r.outbound_registration_status,
+    outbound_registration_error: r.outbound_registration_error,
+    outbound_registration_expires_at: r.outbound_registration_expires_at === null ? null : new Date(r.outbound_registration_expires_at).toISOString(),
     created_at: r.created_at,
     updated_at: r.updated_at,
     has_inbound_sip_password: r.inbound_sip_password_enc !== null,
@@ -97,6 +120,8 @@ export function toSipTrunkResource(t: StoredSipTrunk): SipTrunk {
     caller_id_transforms: t.caller_id_transforms,
     inbound_registration_status: t.inbound_registration_status,
     outbound_registration_status: t.outbound_registration_status,
+    outbound_registration_error: t.outbound_registration_error,
+    outbound_registration_expires_at: t.outbound_registration_expires_at,
     created_at: t.created_at,
     updated_at: t.updated_at,
   };
@@ -132,6 +157,9 @@ export class SipTrunkRepo {
   readonly #byAuthType;
   readonly #withOutbound;
   readonly #hasLiveBinding;
+  readonly #registering;
+  readonly #byContactUser;
+  readonly #setOutbound;
 
   constructor(
     db: Db,
@@ -140,9 +168,9 @@ export class SipTrunkRepo {
     this.#get = db.prepare(`SELECT ${COLUMNS} FROM sip_trunks WHERE id = ? AND org_id = ?`);
     this.#list = db.prepare(`SELECT ${COLUMNS} FROM sip_trunks WHERE org_id = ? ORDER BY created_at, id LIMIT ? OFFSET ?`);
     this.#insert = db.prepare(
-      `INSERT INTO sip_trunks (${COLUMNS}) VALUES (@id, @org_id, @pbx, @name, @inbound_auth_type, @inbound_host, @inbound_acl, ` +
+      `INSERT INTO sip_trunks (${COLUMNS}, outbound_contact_user) VALUES (@id, @org_id, @pbx, @name, @inbound_auth_type, @inbound_host, @inbound_acl, ` +
         '@inbound_sip_username, @inbound_enc, @outbound_host, @outbound_sip_username, @outbound_enc, @register, @remain_in_dialog, ' +
-        "@caller_id_transforms, 'not_registered', 'not_registered', @created_at, @created_at)",
+        "@caller_id_transforms, 'not_registered', 'not_registered', '', NULL, @created_at, @created_at, 'cb' || lower(hex(randomblob(8))))",
     );
     // @keep_* = 1 leaves the sealed password as it is; otherwise @*_enc replaces it (NULL clears).
     this.#update = db.prepare(
@@ -152,6 +180,10 @@ export class SipTrunkRepo {
         'outbound_host = @outbound_host, outbound_sip_username = @outbound_sip_username, ' +
         'outbound_sip_password_enc = CASE WHEN @keep_outbound = 1 THEN outbound_sip_password_enc ELSE @outbound_enc END, ' +
         'register = @register, remain_in_dialog = @remain_in_dialog, caller_id_transforms = @caller_id_transforms, ' +
+        // What the registration client reported is about the old host or credentials: it starts over.
+        "outbound_registration_status = CASE WHEN @outbound_changed = 1 THEN 'not_registered' ELSE outbound_registration_status END, " +
+        "outbound_registration_error = CASE WHEN @outbound_changed = 1 THEN '' ELSE outbound_registration_error END, " +
+        'outbound_registration_expires_at = CASE WHEN @outbound_changed = 1 THEN NULL ELSE outbound_registration_expires_at END, ' +
         'updated_at = @updated_at WHERE id = @id AND org_id = @org_id',
     );
     this.#delete = db.prepare('DELETE FROM sip_trunks WHERE id = ? AND org_id = ?');
@@ -162,20 +194,52 @@ export class SipTrunkRepo {
     this.#withOutbound = db.prepare(`SELECT ${COLUMNS} FROM sip_trunks WHERE outbound_host != '' ORDER BY created_at, id`);
     this.#byAuthType = db.prepare(`SELECT ${COLUMNS} FROM sip_trunks WHERE inbound_auth_type = ? ORDER BY created_at, id`);
     this.#hasLiveBinding = db.prepare('SELECT 1 FROM sip_registrations WHERE trunk_id = ? AND expires_at > ? LIMIT 1');
+    this.#registering = db.prepare(
+      "SELECT id, pbx, outbound_host, outbound_sip_username, outbound_sip_password_enc, outbound_contact_user FROM sip_trunks WHERE register = 1 AND outbound_host != '' " +
+        "AND outbound_sip_username != '' AND outbound_sip_password_enc IS NOT NULL AND outbound_contact_user IS NOT NULL ORDER BY created_at, id",
+    );
+    this.#byContactUser = db.prepare(`SELECT ${COLUMNS} FROM sip_trunks WHERE outbound_contact_user = ? AND register = 1`);
+    this.#setOutbound = db.prepare(
+      'UPDATE sip_trunks SET outbound_registration_status = @status, outbound_registration_error = @error, outbound_registration_expires_at = @expires_at WHERE id = @id',
+    );
     this.#setStatus = db.prepare(
       'UPDATE sip_trunks SET inbound_registration_status = COALESCE(@inbound, inbound_registration_status), ' +
         'outbound_registration_status = COALESCE(@outbound, outbound_registration_status) WHERE id = @id',
     );
   }
 
-  /** The organization's trunk, its inbound_registration_status as of now (withLiveInboundStatus). */
+  /** The organization's trunk, its registration statuses as of now (withLiveStatus). */
   get(orgId: string, id: string): StoredSipTrunk | undefined {
     const row = this.#get.get(id, orgId) as SipTrunkRow | undefined;
-    return row && this.#withLiveInboundStatus(fromRow(row));
+    return row && this.#withLiveStatus(fromRow(row));
   }
 
   list(orgId: string, limit: number, offset: number): StoredSipTrunk[] {
-    return (this.#list.all(orgId, limit, offset) as SipTrunkRow[]).map((r) => this.#withLiveInboundStatus(fromRow(r)));
+    return (this.#list.all(orgId, limit, offset) as SipTrunkRow[]).map((r) => this.#withLiveStatus(fromRow(r)));
+  }
+
+  /** Every trunk that is to register with its carrier, in any organization, password decrypted (SIP only). */
+  registeringTrunks(): RegisteringSipTrunk[] {
+    const rows = this.#registering.all() as { id: string; pbx: Pbx; outbound_host: string; outbound_sip_username: string; outbound_sip_password_enc: string; outbound_contact_user: string }[];
+    return rows.map((r) => ({
+      id: r.id,
+      pbx: r.pbx,
+      outbound_host: r.outbound_host,
+      outbound_sip_username: r.outbound_sip_username,
+      outbound_sip_password: this.box.open(r.outbound_sip_password_enc),
+      outbound_contact_user: r.outbound_contact_user,
+    }));
+  }
+
+  /** The registering trunk whose Contact user this is (an INVITE the carrier sent to our registered Contact). */
+  byOutboundContactUser(user: string): StoredSipTrunk | undefined {
+    const row = this.#byContactUser.get(user) as SipTrunkRow | undefined;
+    return row && fromRow(row);
+  }
+
+  /** What the registration client observed; read back through withLiveStatus. */
+  setOutboundRegistration(id: string, report: OutboundRegistrationReport): void {
+    this.#setOutbound.run({ id, status: report.status, error: report.error, expires_at: report.expiresAt });
   }
 
   /**
@@ -213,7 +277,7 @@ export class SipTrunkRepo {
   }
 
   /** Writes the merged settings; passwords change only when the change names them. */
-  update(t: { id: string; org_id: string; settings: SipTrunkSettings; passwords: PasswordChange; updated_at: string }): void {
+  update(t: { id: string; org_id: string; settings: SipTrunkSettings; passwords: PasswordChange; updated_at: string; outboundChanged?: boolean }): void {
     const { inbound_sip_password: inbound, outbound_sip_password: outbound } = t.passwords;
     this.#update.run({
       id: t.id,
@@ -223,6 +287,7 @@ export class SipTrunkRepo {
       inbound_enc: this.#seal(inbound),
       keep_outbound: outbound === undefined ? 1 : 0,
       outbound_enc: this.#seal(outbound),
+      outbound_changed: t.outboundChanged === true ? 1 : 0,
       updated_at: t.updated_at,
     });
   }
@@ -260,10 +325,32 @@ export class SipTrunkRepo {
    * so only a read at the moment can be right. A failed attempt does not hide live bindings: an
    * unauthenticated sender who knows the username must not make a working trunk look broken.
    */
-  #withLiveInboundStatus(t: StoredSipTrunk): StoredSipTrunk {
-    const live = this.#hasLiveBinding.get(t.id, Date.now()) !== undefined;
+  #withLiveInboundStatus(t: StoredSipTrunk, now: number): StoredSipTrunk {
+    const live = this.#hasLiveBinding.get(t.id, now) !== undefined;
     const status: RegistrationStatus = live ? 'registered' : t.inbound_registration_status === 'auth_failed' ? 'auth_failed' : 'not_registered';
     return status === t.inbound_registration_status ? t : { ...t, inbound_registration_status: status };
+  }
+
+  /**
+   * outbound_registration_status is what the registration client last reported, checked when
+   * read: `register: false` is `not_registered` whatever was stored (the client may not have
+   * caught up with a PATCH yet), `register: true` with nothing reported yet is `pending` (the
+   * client picks a new or changed trunk up within seconds), and `registered` past the granted expiry is `failed` (nothing
+   * refreshed it: the daemon stopped, or its refresh went unanswered).
+   */
+  #withLiveOutboundStatus(t: StoredSipTrunk, now: number): StoredSipTrunk {
+    if (!t.register) return { ...t, outbound_registration_status: 'not_registered', outbound_registration_error: '', outbound_registration_expires_at: null };
+    if (t.outbound_registration_status === 'not_registered') return { ...t, outbound_registration_status: 'pending' };
+    const expiresAt = t.outbound_registration_expires_at === null ? undefined : Date.parse(t.outbound_registration_expires_at);
+    if (t.outbound_registration_status === 'registered' && expiresAt !== undefined && expiresAt <= now) {
+      return { ...t, outbound_registration_status: 'failed', outbound_registration_error: 'the registration expired without a refresh' };
+    }
+    return t;
+  }
+
+  #withLiveStatus(t: StoredSipTrunk): StoredSipTrunk {
+    const now = Date.now();
+    return this.#withLiveOutboundStatus(this.#withLiveInboundStatus(t, now), now);
   }
 
   #seal(password: string | null | undefined): string | null {

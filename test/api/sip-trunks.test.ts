@@ -67,6 +67,8 @@ describe('SIP trunks API', () => {
         caller_id_transforms: [],
         inbound_registration_status: 'not_registered',
         outbound_registration_status: 'not_registered',
+        outbound_registration_error: '',
+        outbound_registration_expires_at: null,
         created_at: expect.any(String),
         updated_at: expect.any(String),
       });

@@ -87,6 +87,8 @@ function trunkSchemas(maxNameLength: number, acl: AclWidthLimit) {
       caller_id_transforms: Type.Array(Transform),
       inbound_registration_status: StrEnum(REGISTRATION_STATUSES),
       outbound_registration_status: StrEnum(REGISTRATION_STATUSES),
+      outbound_registration_error: Type.String({ description: "ours: why callbridge's last REGISTER to outbound_host failed; '' when it did not" }),
+      outbound_registration_expires_at: Nullable(DateTime()),
       created_at: DateTime(),
       updated_at: DateTime(),
     },
@@ -313,6 +315,13 @@ export async function sipTrunkRoutes(app: FastifyInstance, deps: ApiDeps): Promi
             settings,
             passwords: { inbound_sip_password: input.inbound_sip_password, outbound_sip_password: input.outbound_sip_password },
             updated_at: nowIso(),
+            // The registration with the carrier starts over (docs/sip-registration-client.md).
+            outboundChanged:
+              settings.register !== current.register ||
+              settings.outbound_host !== current.outbound_host ||
+              settings.outbound_sip_username !== current.outbound_sip_username ||
+              settings.pbx !== current.pbx ||
+              input.outbound_sip_password !== undefined,
           });
           return store.sipTrunks.get(req.org.id, id)!;
         }),

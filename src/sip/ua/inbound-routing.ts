@@ -15,6 +15,12 @@
  *      organization's carrier numbers; bad credentials -> 403 (counted per source address).
  *   3. No route -> 404; the routed agent is not active -> 480.
  *
+ * Before both: a Request-URI user that is the Contact user of a trunk registered with its carrier
+ * (register: true, outbound-registrations.ts) is a call the carrier sent to our registered
+ * Contact. That random user is the trunk's proof, as registration-based carriers answer no
+ * challenge; the number dialled is then the To user, routed on that trunk like a digest call
+ * (assignment `number`, its `alternate_number`, then the organization's carrier numbers).
+ *
  * Answers that cost a source nothing (a 401 challenge, a 403 because it is blocked) are rate
  * limited per source (challenge-rate-limit.ts): over the bucket the decision is 'throttle', which
  * the UAS drops (UDP) or answers 503 (TCP/TLS). A blocked source's refusals are logged once per
@@ -69,6 +75,10 @@ export interface InboundDirectory {
   routeDigest(trunk: InboundTrunk, user: string): InboundRoute | undefined;
   /** Whether some digest trunk could route this user (then an ACL miss is challenged, not 404). */
   digestRouteMayExist(user: string): boolean;
+  /** The trunk registered with its carrier under this Contact user, if any (see the file comment). */
+  registeredContactTrunk?(contactUser: string): InboundTrunk | undefined;
+  /** Route on a registered trunk: its assignment `number` or `alternate_number`, then carrier numbers. */
+  routeRegistered?(trunk: InboundTrunk, user: string): InboundRoute | undefined;
 }
 
 export interface InboundRequestInfo {
@@ -77,6 +87,8 @@ export interface InboundRequestInfo {
   requestUri: string;
   /** The Request-URI user part (the number dialled), '' when none. */
   user: string;
+  /** The To user part, '' when none: the number dialled when the Request-URI is our registered Contact. */
+  toUser?: string;
   /** Authorization header values. */
   authorization: readonly string[];
   /** The source IP address the request came from (not Via: RFC 3581 received). */
@@ -88,7 +100,7 @@ export type InboundDecision =
       kind: 'accept';
       trunk: InboundTrunk;
       route: InboundRoute;
-      auth: 'acl' | 'digest';
+      auth: 'acl' | 'digest' | 'registration';
       /** The digest username that authenticated, for logs. */
       username?: string;
     }
@@ -201,7 +213,7 @@ function pickAclRoute(directory: InboundDirectory, trunks: readonly InboundTrunk
   return { kind: 'none' };
 }
 
-function routed(trunk: InboundTrunk, route: InboundRoute, auth: 'acl' | 'digest', detail: Record<string, unknown>, username?: string): InboundDecision {
+function routed(trunk: InboundTrunk, route: InboundRoute, auth: 'acl' | 'digest' | 'registration', detail: Record<string, unknown>, username?: string): InboundDecision {
   if (!route.agentActive) {
     return reject(480, `number ${route.number} routes to agent ${route.agentId}, which is not active`, { ...detail, agentId: route.agentId, via: route.via });
   }
@@ -214,6 +226,16 @@ export async function decideInbound(a: InboundAuthorizer, req: InboundRequestInf
   const user = req.user;
   const aclTrunks = await a.directory.aclTrunksFor(src);
   const base: Record<string, unknown> = { source: src, user };
+  const registered = a.directory.registeredContactTrunk?.(user);
+  if (registered !== undefined) {
+    const dialled = req.toUser ?? '';
+    const detail = { ...base, trunkId: registered.id, auth: 'registration', to: dialled };
+    const route = a.directory.routeRegistered?.(registered, dialled);
+    if (route === undefined) {
+      return reject(404, `call to the Contact trunk ${registered.id} registered with its carrier, but the To user "${dialled}" is no assignment number or alternate_number of that trunk nor a carrier number of its organization`, detail);
+    }
+    return routed(registered, route, 'registration', detail);
+  }
   if (aclTrunks.length > 0) {
     const pick = pickAclRoute(a.directory, aclTrunks, user);
     const names = aclTrunks.map((t) => t.id);

@@ -8,3 +8,5 @@ export { TrunkHealth } from './trunk-health.ts';
 export type { RegistrationStore, RegistrarOptions } from './registrar.ts';
 export type { RegistrationBinding, RegistrarLimits } from './register-bindings.ts';
 export type { RegisteredContact } from './registered-route.ts';
+export { OutboundRegistrations, type RegisteringTrunk } from './outbound-registrations.ts';
+export type { OutboundRegistrationState, RegistrationAttemptOutcome } from './outbound-registration.ts';

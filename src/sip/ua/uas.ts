@@ -237,6 +237,7 @@ async function handleInvite(ctx: UasContext, tx: ServerTransaction, inbound: Inb
     method: req.method,
     requestUri: req.uri.toString(),
     user,
+    toUser: req.to.uri.kind === 'sip' ? (req.to.uri.user ?? '') : '',
     authorization: req.getAll('Authorization'),
     sourceAddress: src,
   });

@@ -1,0 +1,334 @@
+/**
+ * callbridge registering with a carrier (RFC 3261 10.2): one trunk's binding at its registrar,
+ * kept alive until stop().
+ *
+ *   const reg = new OutboundRegistration({ layer, destination, requestUri, aor, contact, credentials,
+ *                                          expiresSecs, retry, onState });
+ *   reg.start();   ...   await reg.stop({ unregister: true });
+ *
+ *          REGISTER (Expires N) ------------------------------->
+ *          <------------------------------- 401/407 + challenge
+ *          REGISTER (CSeq + 1, same Call-ID, credentials) ---->
+ *          <------------------------- 200 (Contact ...;expires=G)
+ *          ... refresh at refreshDelaySecs(G) ...
+ *          REGISTER (CSeq + 1, same Call-ID; credentials for the nonce we hold) -->
+ *
+ * - The granted expiry is our Contact's `expires` in the 200, else its Expires header, else what
+ *   we asked for (10.2.4). The refresh goes out well before it (refreshDelaySecs).
+ * - 423 Interval Too Brief: asked again at once with the 423's Min-Expires (10.2.8).
+ * - A challenge is answered with the digest client, which tells a stale nonce from refused
+ *   credentials; refused credentials (a new challenge to our credentials, or a 403 to them) are
+ *   `auth_failed`. A 403 to a request without credentials, any other final status, Timer F and
+ *   transport errors are `failed`. Both are retried after a back-off that doubles per failure up
+ *   to a cap, with jitter, so a fleet restarting together does not hammer the carrier in step.
+ * - One Call-ID for the life of the object and CSeq counting up (10.2.4: a registrar orders a
+ *   UA's REGISTERs by them); a daemon restart is a new Call-ID, which registrars accept as newer.
+ * - stop({ unregister: true }) sends Expires 0 for our Contact (10.2.2) and waits for its answer,
+ *   a challenge included, at most `unregisterTimeoutMs`.
+ *
+ * Nothing here reads the store or logs a password: the caller passes the credentials in and
+ * receives states (onState) to keep and show.
+ */
+import { DigestClient, authorizationHeaderName, challengeHeaderName } from '../digest/index.ts';
+import { createRequest, generateCallId, generateTag, NameAddr, parseUri, uriEquals, type HeaderValue, type SipRequest, type SipResponse } from '../message/index.ts';
+import { systemTransactionTimers, type ClientTransaction, type TransactionLayer, type TransactionTimers } from '../transaction/index.ts';
+import { placeholderVia, type Endpoint } from '../transport/index.ts';
+
+export type OutboundRegistrationStatus = 'pending' | 'registered' | 'failed' | 'auth_failed';
+
+export interface OutboundRegistrationState {
+  status: OutboundRegistrationStatus;
+  /** Why the last attempt failed, for people: status line or local cause, never a secret. '' after a success. */
+  error: string;
+  /** When the binding the registrar granted runs out, ms since the epoch; undefined before the first success. */
+  expiresAt: number | undefined;
+}
+
+/** Attempts as metrics count them. */
+export type RegistrationAttemptOutcome = 'registered' | 'challenged' | 'interval_too_brief' | 'auth_failed' | 'rejected' | 'timeout' | 'unreachable' | 'unregistered';
+
+export interface RegistrationRetry {
+  /** First back-off after a failure. */
+  initialMs: number;
+  /** Longest back-off. */
+  maxMs: number;
+}
+
+export interface OutboundRegistrationOptions {
+  layer: TransactionLayer;
+  /** Where the REGISTERs go (resolved outbound_host). */
+  destination: Endpoint;
+  /** The registrar's URI, e.g. "sip:sip.carrier.example:5060;transport=tcp"; also the digest uri. */
+  requestUri: string;
+  /** The address-of-record, To and From: "sip:<outbound_sip_username>@<outbound host>". */
+  aor: string;
+  /** Our Contact URI (without brackets), e.g. "sip:cb7f3a...@192.0.2.10:5060". */
+  contact: string;
+  credentials: { username: string; password: string };
+  /** The expiry asked for, seconds. */
+  expiresSecs: number;
+  retry: RegistrationRetry;
+  /** Longest wait for the un-REGISTER's answer in stop(). Default 4 s. */
+  unregisterTimeoutMs?: number;
+  /** Extra header fields (User-Agent...). */
+  headers?: [string, HeaderValue][];
+  onState?: (state: OutboundRegistrationState) => void;
+  onAttempt?: (outcome: RegistrationAttemptOutcome) => void;
+  clock?: TransactionTimers;
+  now?: () => number;
+  /** 0 <= x < 1; default Math.random (the back-off's jitter). */
+  random?: () => number;
+}
+
+/** Challenges answered per registration attempt before giving up (stale nonces, then a proxy). */
+const MAX_AUTH_RETRIES = 3;
+/** 423s followed per attempt. */
+const MAX_INTERVAL_RETRIES = 2;
+const DEFAULT_UNREGISTER_TIMEOUT_MS = 4000;
+
+/**
+ * When to refresh a binding granted for `grantedSecs`: at half of short ones, a minute before the
+ * end of long ones (an hour is refreshed after 59 minutes), never sooner than a second. A refresh
+ * lost on UDP is retransmitted for up to Timer F (32 s), which a minute's margin covers.
+ */
+export function refreshDelaySecs(grantedSecs: number): number {
+  return Math.max(1, Math.max(grantedSecs / 2, grantedSecs - 60));
+}
+
+/** The back-off before retry number `failures` (1 = first), with jitter between half and all of it. */
+export function retryDelayMs(failures: number, retry: RegistrationRetry, random: () => number = Math.random): number {
+  const full = Math.min(retry.maxMs, retry.initialMs * 2 ** Math.min(30, Math.max(0, failures - 1)));
+  return Math.round(full * (0.5 + random() / 2));
+}
+
+/** Our Contact's granted expiry in a 2xx: its `expires` param, else Expires, else undefined. */
+export function grantedExpirySecs(res: SipResponse, contact: string): number | undefined {
+  let ours;
+  try {
+    const want = parseUri(contact);
+    ours = res.contacts.find((c) => uriEquals(c.uri, want));
+  } catch {
+    ours = undefined;
+  }
+  const fromContact = ours?.expires;
+  if (fromContact !== undefined) return fromContact;
+  try {
+    return res.expires;
+  } catch {
+    return undefined;
+  }
+}
+
+export class OutboundRegistration {
+  readonly #o: OutboundRegistrationOptions;
+  readonly #clock: TransactionTimers;
+  readonly #now: () => number;
+  readonly #random: () => number;
+  readonly #callId = generateCallId();
+  readonly #fromTag = generateTag();
+  /** One client per challenge header, each keeping its nonce and count across refreshes. */
+  readonly #www: DigestClient;
+  readonly #proxy: DigestClient;
+  #cseq = 0;
+  #expiresSecs: number;
+  #state: OutboundRegistrationState = { status: 'pending', error: '', expiresAt: undefined };
+  #failures = 0;
+  #timer: unknown;
+  #tx: ClientTransaction | undefined;
+  #started = false;
+  #stopped = false;
+
+  constructor(o: OutboundRegistrationOptions) {
+    if (!Number.isInteger(o.expiresSecs) || o.expiresSecs < 1) throw new RangeError(`expiresSecs must be a positive integer, got ${o.expiresSecs}`);
+    if (!(o.retry.initialMs > 0) || !(o.retry.maxMs >= o.retry.initialMs)) throw new RangeError('retry needs 0 < initialMs <= maxMs');
+    this.#o = o;
+    this.#clock = o.clock ?? systemTransactionTimers;
+    this.#now = o.now ?? Date.now;
+    this.#random = o.random ?? Math.random;
+    this.#expiresSecs = o.expiresSecs;
+    this.#www = new DigestClient(o.credentials);
+    this.#proxy = new DigestClient(o.credentials);
+  }
+
+  get state(): OutboundRegistrationState {
+    return this.#state;
+  }
+
+  /** Registers now and keeps the binding refreshed. Idempotent. */
+  start(): void {
+    if (this.#started || this.#stopped) return;
+    this.#started = true;
+    this.#emit({ status: 'pending', error: '', expiresAt: undefined });
+    void this.#attempt();
+  }
+
+  /**
+   * Stops refreshing. With `unregister`, sends Expires 0 for our Contact and resolves once it is
+   * answered or after unregisterTimeoutMs. Idempotent; never rejects.
+   */
+  async stop(options: { unregister: boolean }): Promise<void> {
+    if (this.#stopped) return;
+    this.#stopped = true;
+    if (this.#timer !== undefined) this.#clock.clearTimeout(this.#timer);
+    this.#timer = undefined;
+    this.#tx?.close();
+    this.#tx = undefined;
+    if (!options.unregister || !this.#started) return;
+    const limit = this.#o.unregisterTimeoutMs ?? DEFAULT_UNREGISTER_TIMEOUT_MS;
+    let timer: unknown;
+    const timeout = new Promise<void>((resolve) => {
+      timer = this.#clock.setTimeout(resolve, limit);
+    });
+    await Promise.race([this.#exchange(0).then(() => undefined), timeout]);
+    this.#clock.clearTimeout(timer);
+  }
+
+  // --- one registration attempt ---------------------------------------------------------------
+
+  async #attempt(): Promise<void> {
+    this.#timer = undefined;
+    if (this.#stopped) return;
+    const result = await this.#exchange(this.#expiresSecs);
+    if (this.#stopped) return;
+    if (result.kind === 'ok') {
+      this.#failures = 0;
+      const granted = result.grantedSecs;
+      this.#emit({ status: 'registered', error: '', expiresAt: this.#now() + granted * 1000 });
+      this.#schedule(refreshDelaySecs(granted) * 1000);
+      return;
+    }
+    this.#failures++;
+    // A failed refresh leaves the last granted expiry visible: the binding may still live there.
+    this.#emit({ status: result.kind, error: result.error, expiresAt: this.#state.expiresAt });
+    this.#schedule(retryDelayMs(this.#failures, this.#o.retry, this.#random));
+  }
+
+  #schedule(ms: number): void {
+    if (this.#stopped) return;
+    this.#timer = this.#clock.setTimeout(() => void this.#attempt(), ms);
+  }
+
+  /**
+   * One REGISTER with its challenges and 423s followed to a final answer. `expires` 0 removes our
+   * binding. Never throws.
+   */
+  async #exchange(expires: number): Promise<{ kind: 'ok'; grantedSecs: number } | { kind: 'failed' | 'auth_failed'; error: string }> {
+    let credentials: [string, string][] = [];
+    let authRetries = 0;
+    let intervalRetries = 0;
+    const unregister = expires === 0;
+    for (;;) {
+      const req = this.#build(expires, credentials);
+      let tx: ClientTransaction;
+      try {
+        tx = this.#o.layer.sendRequest(req, this.#o.destination);
+      } catch (err) {
+        this.#count('unreachable');
+        return { kind: 'failed', error: `cannot send REGISTER: ${err instanceof Error ? err.message : String(err)}` };
+      }
+      if (!unregister) this.#tx = tx;
+      const res = await tx.finalResponse;
+      if (this.#tx === tx) this.#tx = undefined;
+      if (this.#stopped && !unregister) return { kind: 'failed', error: 'stopped' };
+      if (tx.error !== undefined) {
+        const timedOut = res.status === 408;
+        this.#count(timedOut ? 'timeout' : 'unreachable');
+        return { kind: 'failed', error: timedOut ? 'no answer from the registrar (REGISTER timed out)' : `cannot reach the registrar: ${tx.error.message}` };
+      }
+      if (res.status >= 200 && res.status < 300) {
+        this.#count(unregister ? 'unregistered' : 'registered');
+        return { kind: 'ok', grantedSecs: unregister ? 0 : Math.max(1, grantedExpirySecs(res, this.#o.contact) ?? expires) };
+      }
+      const carriedCredentials = req.has('Authorization') || req.has('Proxy-Authorization');
+      if (res.status === 401 || res.status === 407) {
+        this.#count('challenged');
+        const next = this.#authorize(req, res, authRetries);
+        if (typeof next === 'string') {
+          this.#count('auth_failed');
+          return { kind: 'auth_failed', error: `${res.status} ${res.reason}: ${next}` };
+        }
+        authRetries++;
+        credentials = next;
+        continue;
+      }
+      if (res.status === 423 && !unregister && intervalRetries < MAX_INTERVAL_RETRIES) {
+        const min = Number(res.get('Min-Expires'));
+        if (Number.isInteger(min) && min > expires) {
+          this.#count('interval_too_brief');
+          intervalRetries++;
+          // Kept for the refreshes too: the registrar will not take less.
+          expires = this.#expiresSecs = min;
+          continue;
+        }
+      }
+      const text = `${res.status} ${res.reason}`;
+      if (res.status === 403 && carriedCredentials) {
+        this.#count('auth_failed');
+        return { kind: 'auth_failed', error: `${text}: the registrar refused the credentials` };
+      }
+      this.#count('rejected');
+      return { kind: 'failed', error: res.status === 403 ? `${text} without a challenge` : text };
+    }
+  }
+
+  /** The credentials for a challenge, or why there are none (refused, unanswerable, looping). */
+  #authorize(req: SipRequest, res: SipResponse, retries: number): [string, string][] | string {
+    if (retries >= MAX_AUTH_RETRIES) return `still challenged after ${retries} authenticated attempts`;
+    const status = res.status as 401 | 407;
+    const client = status === 407 ? this.#proxy : this.#www;
+    const header = authorizationHeaderName(status);
+    // The first challenge of an exchange may answer our cached (preemptive) credentials, whose
+    // nonce the registrar has since dropped: that is a fresh challenge, not refused credentials.
+    const previous = retries === 0 ? [] : req.getAll(header);
+    const r = client.respond({ challenges: res.getAll(challengeHeaderName(status)), method: 'REGISTER', uri: this.#o.requestUri, previous });
+    if (!r.ok) return r.reason === 'rejected' ? `credentials refused${r.realm === undefined ? '' : ` for realm "${r.realm}"`}` : `cannot answer the challenge: ${r.detail}`;
+    return r.authorizations.map((a) => [header, a.value]);
+  }
+
+  #build(expires: number, credentials: [string, string][]): SipRequest {
+    const o = this.#o;
+    this.#cseq++;
+    const from = new NameAddr(parseUri(o.aor));
+    from.tag = this.#fromTag;
+    // A refresh carries credentials for the nonce we hold, so a registrar that keeps nonces
+    // alive need not challenge every refresh (RFC 3261 22.3).
+    const preemptive: [string, string][] =
+      credentials.length > 0
+        ? []
+        : [
+            ...this.#www.preemptive({ method: 'REGISTER', uri: o.requestUri }).map((a): [string, string] => ['Authorization', a.value]),
+            ...this.#proxy.preemptive({ method: 'REGISTER', uri: o.requestUri }).map((a): [string, string] => ['Proxy-Authorization', a.value]),
+          ];
+    const req = createRequest({
+      method: 'REGISTER',
+      uri: o.requestUri,
+      from,
+      to: new NameAddr(parseUri(o.aor)),
+      callId: this.#callId,
+      cseq: this.#cseq,
+      maxForwards: 70,
+      contact: expires === 0 ? `<${o.contact}>;expires=0` : `<${o.contact}>`,
+      headers: [['Expires', expires], ...credentials, ...preemptive, ...(o.headers ?? [])],
+    });
+    // A fresh branch per request; the transport fills sent-by from the socket it uses.
+    req.prepend('Via', placeholderVia());
+    return req;
+  }
+
+  #emit(state: OutboundRegistrationState): void {
+    this.#state = state;
+    try {
+      this.#o.onState?.(state);
+    } catch {
+      // the listener's problem; the registration goes on
+    }
+  }
+
+  #count(outcome: RegistrationAttemptOutcome): void {
+    try {
+      this.#o.onAttempt?.(outcome);
+    } catch {
+      // as above
+    }
+  }
+}

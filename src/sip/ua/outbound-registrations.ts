@@ -1,0 +1,230 @@
+/**
+ * Every trunk's registration with its carrier (`register: true`), kept in step with the trunks:
+ * the list is read again every `reconcileMs`, so a trunk created, changed or deleted through the
+ * API starts, restarts or stops its registration without a daemon restart.
+ *
+ *   trunk appears with register: true      -> a new OutboundRegistration (REGISTER now)
+ *   its host, username, password or        -> the old one un-REGISTERs (Expires 0), a new one
+ *   contact user changes                      registers
+ *   it disappears (deleted, register off)  -> un-REGISTER, forgotten
+ *   close({ unregister: true })            -> every one un-REGISTERs at once, bounded in time
+ *
+ * The trunk list comes from the caller (the store adapter in bridge/), so this file reads no
+ * store; states go back through onState for the store to keep and the API to show.
+ */
+import { createHash } from 'node:crypto';
+import { outboundTarget, type Pbx } from '../../domain/sip-trunk.ts';
+import { parseUri, type HeaderValue } from '../message/index.ts';
+import type { TransactionLayer, TransactionTimers } from '../transaction/index.ts';
+import type { SipTransportLayer } from '../transport/index.ts';
+import { OutboundRegistration, type OutboundRegistrationState, type RegistrationAttemptOutcome, type RegistrationRetry } from './outbound-registration.ts';
+import { resolveDestination } from './uac.ts';
+
+/** A trunk that registers, as the caller reads it (credentials decrypted, for SIP only). */
+export interface RegisteringTrunk {
+  id: string;
+  pbx: Pbx;
+  outbound_host: string;
+  username: string;
+  /** Never logged. */
+  password: string;
+  /** The user part of our Contact, unique per trunk: how the carrier's calls to it find the trunk. */
+  contactUser: string;
+}
+
+export interface OutboundRegistrationsOptions {
+  layer: TransactionLayer;
+  transport: SipTransportLayer;
+  /** Read at every reconciliation; may throw (logged, nothing changes that round). */
+  trunks: () => readonly RegisteringTrunk[];
+  expiresSecs: number;
+  retry: RegistrationRetry;
+  /** How often the trunk list is compared with the running registrations. Default 2 s. */
+  reconcileMs?: number;
+  unregisterTimeoutMs?: number;
+  headers?: [string, HeaderValue][];
+  onState?: (trunkId: string, state: OutboundRegistrationState) => void;
+  onAttempt?: (trunkId: string, outcome: RegistrationAttemptOutcome) => void;
+  logger: { info(obj: object, msg: string): void; warn(obj: object, msg: string): void };
+  clock?: TransactionTimers;
+}
+
+interface Running {
+  /** Hash of what the registration was built from; a change means register anew. */
+  fingerprint: string;
+  registration: OutboundRegistration | undefined;
+}
+
+function fingerprintOf(t: RegisteringTrunk): string {
+  // Hashed so the password is not kept a second time in plain text.
+  return createHash('sha256').update(JSON.stringify([t.pbx, t.outbound_host, t.username, t.password, t.contactUser])).digest('hex');
+}
+
+function hostPort(host: string, port: number | undefined): string {
+  const h = host.includes(':') && !host.startsWith('[') ? `[${host}]` : host;
+  return port === undefined ? h : `${h}:${port}`;
+}
+
+export class OutboundRegistrations {
+  readonly #o: OutboundRegistrationsOptions;
+  readonly #running = new Map<string, Running>();
+  readonly #states = new Map<string, OutboundRegistrationState>();
+  /** Why a trunk's registration could not start, as last logged: retried every round, logged once. */
+  readonly #startErrors = new Map<string, string>();
+  #timer: NodeJS.Timeout | undefined;
+  #reconciling: Promise<void> | undefined;
+  #closed = false;
+
+  constructor(o: OutboundRegistrationsOptions) {
+    this.#o = o;
+  }
+
+  /** The current state per registering trunk id. */
+  get states(): ReadonlyMap<string, OutboundRegistrationState> {
+    return this.#states;
+  }
+
+  /** Registers every trunk that should be, then keeps reconciling. */
+  async start(): Promise<void> {
+    await this.reconcile();
+    this.#timer = setInterval(() => void this.reconcile(), this.#o.reconcileMs ?? 2000);
+    this.#timer.unref();
+  }
+
+  /** Compares the trunk list with the running registrations once (see the file comment). */
+  reconcile(): Promise<void> {
+    this.#reconciling ??= this.#reconcile().finally(() => {
+      this.#reconciling = undefined;
+    });
+    return this.#reconciling;
+  }
+
+  /** Stops every registration; with `unregister`, each sends Expires 0 (in parallel, bounded). */
+  async close(options: { unregister: boolean }): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    if (this.#timer !== undefined) clearInterval(this.#timer);
+    await this.#reconciling;
+    const all = [...this.#running.values()];
+    this.#running.clear();
+    await Promise.all(all.map((r) => r.registration?.stop(options)));
+  }
+
+  async #reconcile(): Promise<void> {
+    if (this.#closed) return;
+    let trunks: readonly RegisteringTrunk[];
+    try {
+      trunks = this.#o.trunks();
+    } catch (err) {
+      this.#o.logger.warn({ err }, 'outbound registration: reading the trunks failed');
+      return;
+    }
+    const wanted = new Map(trunks.map((t) => [t.id, t]));
+    const stopping: Promise<void>[] = [];
+    for (const [id, r] of this.#running) {
+      const t = wanted.get(id);
+      if (t !== undefined && fingerprintOf(t) === r.fingerprint) continue;
+      this.#running.delete(id);
+      this.#states.delete(id);
+      this.#startErrors.delete(id);
+      if (r.registration !== undefined) {
+        this.#o.logger.info({ trunkId: id }, t === undefined ? 'outbound registration: trunk deleted or register turned off: un-registering' : 'outbound registration: trunk host or credentials changed: un-registering, then registering anew');
+        stopping.push(r.registration.stop({ unregister: true }));
+      }
+    }
+    // Trunks that never got running (their host did not resolve) and are gone now.
+    for (const id of [...this.#startErrors.keys()]) {
+      if (wanted.has(id)) continue;
+      this.#startErrors.delete(id);
+      this.#states.delete(id);
+    }
+    // The old binding goes before the new one is asked for (same Contact: a registrar could
+    // otherwise take our Expires 0 as removing the new binding).
+    await Promise.all(stopping);
+    for (const t of wanted.values()) {
+      if (this.#closed || this.#running.has(t.id)) continue;
+      await this.#startOne(t);
+    }
+  }
+
+  async #startOne(t: RegisteringTrunk): Promise<void> {
+    const running: Running = { fingerprint: fingerprintOf(t), registration: undefined };
+    this.#running.set(t.id, running);
+    const log = { trunkId: t.id, outboundHost: t.outbound_host };
+    const fail = (error: string): void => {
+      if (this.#startErrors.get(t.id) !== error) this.#o.logger.warn({ ...log, error }, 'outbound registration cannot start; retrying every few seconds');
+      this.#startErrors.set(t.id, error);
+      this.#setState(t.id, { status: 'failed', error, expiresAt: undefined });
+      // Forgotten, so the next reconciliation tries again (a DNS name may resolve later).
+      this.#running.delete(t.id);
+    };
+    let target;
+    try {
+      target = outboundTarget(t);
+    } catch {
+      target = undefined;
+    }
+    if (target === undefined) return fail('outbound_host is not a usable host[:port][;transport=]');
+    let destination;
+    try {
+      destination = await resolveDestination(target.host, target.port, target.transport);
+    } catch (err) {
+      return fail(err instanceof Error ? err.message : String(err));
+    }
+    if (this.#closed || this.#running.get(t.id) !== running) return;
+    let local;
+    try {
+      local = this.#o.transport.localEndpoint(destination.protocol, destination.address.includes(':') ? 6 : 4);
+    } catch {
+      return fail(`no ${destination.protocol.toUpperCase()} listener to register from`);
+    }
+    const transportParam = target.transport === 'udp' ? '' : `;transport=${target.transport}`;
+    const registrarHost = hostPort(target.host, target.port);
+    let aor: string;
+    let requestUri: string;
+    let contact: string;
+    try {
+      aor = parseUri(`sip:${encodeURIComponent(t.username)}@${registrarHost}`).toString();
+      requestUri = parseUri(`sip:${registrarHost}${transportParam}`).toString();
+      contact = parseUri(`sip:${t.contactUser}@${hostPort(local.address, local.port)}${local.protocol === 'udp' ? '' : `;transport=${local.protocol}`}`).toString();
+    } catch (err) {
+      return fail(`cannot build the REGISTER: ${err instanceof Error ? err.message : String(err)}`);
+    }
+    this.#startErrors.delete(t.id);
+    let lastStatus: string | undefined;
+    running.registration = new OutboundRegistration({
+      layer: this.#o.layer,
+      destination,
+      requestUri,
+      aor,
+      contact,
+      credentials: { username: t.username, password: t.password },
+      expiresSecs: this.#o.expiresSecs,
+      retry: this.#o.retry,
+      ...(this.#o.unregisterTimeoutMs !== undefined ? { unregisterTimeoutMs: this.#o.unregisterTimeoutMs } : {}),
+      ...(this.#o.headers ? { headers: this.#o.headers } : {}),
+      ...(this.#o.clock ? { clock: this.#o.clock } : {}),
+      onState: (state) => {
+        if (this.#running.get(t.id) !== running) return;
+        // One line per change of status, not per refresh.
+        if (state.status !== lastStatus) {
+          if (state.status === 'registered') this.#o.logger.info({ ...log, aor, contact, expiresAt: state.expiresAt }, 'outbound registration: registered');
+          else if (state.status !== 'pending') this.#o.logger.warn({ ...log, aor, status: state.status, error: state.error }, 'outbound registration failed; retrying after a back-off');
+          lastStatus = state.status;
+        }
+        this.#setState(t.id, state);
+      },
+      onAttempt: (outcome) => this.#o.onAttempt?.(t.id, outcome),
+    });
+    running.registration.start();
+  }
+
+  #setState(trunkId: string, state: OutboundRegistrationState): void {
+    this.#states.set(trunkId, state);
+    try {
+      this.#o.onState?.(trunkId, state);
+    } catch (err) {
+      this.#o.logger.warn({ err, trunkId }, 'outbound registration: onState threw');
+    }
+  }
+}
