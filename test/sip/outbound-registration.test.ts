@@ -12,6 +12,7 @@ import type { SipCall } from '../../src/sip/ua/index.ts';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.ts';
 import { startCarrierRegistrar, type CarrierRegistrar, type ReceivedRegister } from '../helpers/raw-carrier-registrar.ts';
 import { startRawSipPeer } from '../helpers/raw-sip.ts';
+import { getTrunk, waitOutboundStatus } from '../helpers/outbound-registration-status.ts';
 
 const USER = 'acct-4711';
 const PASSWORD = 'carrier-secret-9';
@@ -45,22 +46,8 @@ async function createTrunk(r: CarrierRegistrar, extra: Record<string, unknown> =
   return t.body.id;
 }
 
-async function trunk(id: string): Promise<Record<string, any>> {
-  const r = await d.api('GET', `/v1/sip-trunks/${id}`);
-  expect(r.status, r.text).toBe(200);
-  return r.body;
-}
-
-async function waitStatus(id: string, status: string, timeoutMs: number): Promise<Record<string, any>> {
-  const until = Date.now() + timeoutMs;
-  let t = await trunk(id);
-  while (t.outbound_registration_status !== status && Date.now() < until) {
-    await sleep(100);
-    t = await trunk(id);
-  }
-  expect(t.outbound_registration_status, JSON.stringify(t)).toBe(status);
-  return t;
-}
+const trunk = (id: string) => getTrunk(d, id);
+const waitStatus = (id: string, status: string, timeoutMs: number) => waitOutboundStatus(d, id, status, timeoutMs);
 
 const isUnregister = (x: ReceivedRegister) => x.expires === 0;
 const success = (x: ReceivedRegister) => x.answered === 200 && x.expires !== 0;
