@@ -172,12 +172,19 @@ describe('callbridge registering with its carrier (register: true)', () => {
     await waitStatus(id, 'registered', 2000);
     const mark = r.registers.length;
     r.password = 'rotated-secret-2';
-    expect((await d.api('PATCH', `/v1/sip-trunks/${id}`, { outbound_sip_password: 'rotated-secret-2' })).status).toBe(200);
+    const patched = await d.api('PATCH', `/v1/sip-trunks/${id}`, { outbound_sip_password: 'rotated-secret-2' });
+    expect(patched.status).toBe(200);
+    // What was reported is about the old password: pending until the new registration answers.
+    expect(patched.body.outbound_registration_status).toBe('pending');
+    expect(patched.body.outbound_registration_expires_at).toBeNull();
     const gone = await r.waitFor(isUnregister, 5000, mark);
     expect(gone.request.contacts[0]!.expires).toBe(0);
     const again = await r.waitFor(success, 5000, r.registers.indexOf(gone) + 1);
     expect(again.request.callId).not.toBe(gone.request.callId);
     await waitStatus(id, 'registered', 2000);
+    // A PATCH of something else leaves the registration alone.
+    const renamed = await d.api('PATCH', `/v1/sip-trunks/${id}`, { name: 'renamed' });
+    expect(renamed.body.outbound_registration_status).toBe('registered');
 
     const mark2 = r.registers.length;
     const off = await d.api('PATCH', `/v1/sip-trunks/${id}`, { register: false });
