@@ -197,7 +197,7 @@ describe('sendInvite against a loopback UAS', () => {
     expect(second!.to.tag).toBeUndefined();
     expect(second!.topVia!.branch).not.toBe(first!.topVia!.branch);
     expect(second!.get('Allow')).toContain('INVITE');
-    expect(second!.get('Supported')).toBe('timer');
+    expect(second!.supported).toEqual(['timer', '100rel']);
     expect(second!.contacts[0]!.uri.toString()).toBe(`sip:callbridge@127.0.0.1:${uac.port('udp')}`);
     expect(second!.body.toString()).toBe(OFFER);
     expect(second!.contentType?.mime).toBe('application/sdp');

@@ -52,6 +52,8 @@ export type DialogEvents = {
   info: Req;
   options: Req;
   notify: Req;
+  /** PRACK (RFC 3262) for a reliable provisional response; with no listener it is answered 481 (3). */
+  prack: Req;
   /** Early INVITE cancelled by the caller; the dialog answered 487. */
   cancel: [inbound: Inbound<SipRequest>];
   terminated: [reason: DialogTerminationReason];
@@ -92,7 +94,7 @@ export interface AnswerOptions extends BodyOptions {
 }
 
 /** Methods `request()` sends in a dialog. ACK goes through `ack()`, CANCEL through the INVITE's ClientTransaction. */
-export type InDialogMethod = 'BYE' | 'INFO' | 'OPTIONS' | 'REFER' | 'UPDATE' | 'INVITE' | 'NOTIFY' | 'MESSAGE';
+export type InDialogMethod = 'BYE' | 'INFO' | 'OPTIONS' | 'REFER' | 'UPDATE' | 'INVITE' | 'NOTIFY' | 'MESSAGE' | 'PRACK';
 
 /** Methods whose requests carry Contact and whose 2xx replace the remote target (target refresh, 12.2). */
 const TARGET_REFRESH = new Set(['INVITE', 'UPDATE', 'SUBSCRIBE', 'NOTIFY', 'REFER']);
@@ -100,8 +102,9 @@ const TARGET_REFRESH = new Set(['INVITE', 'UPDATE', 'SUBSCRIBE', 'NOTIFY', 'REFE
 /** Methods of a subscription usage (RFC 5057): a 481 to them leaves the call alone. */
 const SUBSCRIPTION_USAGE = new Set(['NOTIFY', 'SUBSCRIBE', 'REFER']);
 
-const EVENT_OF: Record<string, 'reinvite' | 'update' | 'refer' | 'info' | 'options' | 'notify'> = {
+const EVENT_OF: Record<string, 'reinvite' | 'update' | 'refer' | 'info' | 'options' | 'notify' | 'prack'> = {
   INVITE: 'reinvite',
+  PRACK: 'prack',
   UPDATE: 'update',
   REFER: 'refer',
   INFO: 'info',
@@ -345,6 +348,11 @@ export class Dialog extends EventEmitter<DialogEvents> {
     return res;
   }
 
+  /** UAS: the same 1xx again (a reliable provisional response's retransmission, RFC 3262 3). */
+  resendProvisional(res: SipResponse): void {
+    this.#requireInviteTx().respond(res);
+  }
+
   /**
    * UAS: a 2xx to the dialog-creating INVITE or, with `tx`, to a re-INVITE, retransmitted at
    * T1, 2*T1 ... T2 until its ACK arrives (13.3.1.4: end to end, on every transport). Without
@@ -565,8 +573,9 @@ export class Dialog extends EventEmitter<DialogEvents> {
     }
     const event = EVENT_OF[req.method];
     if (event === undefined || this.listenerCount(event) === 0) {
-      // Nobody handles it: OPTIONS is answered 200; an offer we cannot take 488; the rest 501.
-      const status = req.method === 'OPTIONS' ? 200 : req.method === 'INVITE' || req.method === 'UPDATE' ? 488 : 501;
+      // Nobody handles it: OPTIONS is answered 200; an offer we cannot take 488; a PRACK acknowledges
+      // no reliable provisional response of ours, 481 (RFC 3262 3); the rest 501.
+      const status = req.method === 'OPTIONS' ? 200 : req.method === 'INVITE' || req.method === 'UPDATE' ? 488 : req.method === 'PRACK' ? 481 : 501;
       tx.respond(createResponse(req, status));
       return;
     }

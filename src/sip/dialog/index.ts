@@ -4,3 +4,5 @@ export { SessionTimer, negotiateSessionTimerUas, peerAllowsUpdate, refreshSessio
 export type { NegotiatedSessionTimer, SessionTimerConfig } from './session-timer.ts';
 export { transferByRefer } from './refer.ts';
 export type { TransferOutcome } from './refer.ts';
+export { ReliableProvisionalSender, RELIABLE_PROVISIONAL_TAG, parseRAck, requiresReliableProvisional } from './reliable-provisional.ts';
+export type { ReliableProvisionalOptions } from './reliable-provisional.ts';

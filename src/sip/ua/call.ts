@@ -19,7 +19,7 @@
 import { EventEmitter } from 'node:events';
 import { randomUUID } from 'node:crypto';
 import type { CallRtp } from '../../media/media-host.ts';
-import type { Dialog, DialogTerminationReason } from '../dialog/index.ts';
+import type { Dialog, DialogTerminationReason, ReliableProvisionalSender } from '../dialog/index.ts';
 import { createResponse, type SipRequest } from '../message/index.ts';
 import { isSdpError, SdpNegotiationError, type LocalSdpSession, type NegotiatedMedia, parseAnswer, type SdpOffer } from '../sdp/index.ts';
 import type { CodecName } from '../../media/codecs.ts';
@@ -177,6 +177,10 @@ export class SipCall extends EventEmitter<SipCallEvents> {
   readonly #logger: CallLogger | undefined;
   /** Our offer in a 2xx to an offer-less re-INVITE, answered in the ACK (RFC 3264 with 3261 13.2.1). */
   #pendingOffer: SdpOffer | undefined;
+  /** Inbound with 100rel: the reliable 18x, whose PRACK the 200 waits for. */
+  #reliable: ReliableProvisionalSender | undefined;
+  /** answer() was called while a reliable 18x waited for its PRACK. */
+  #answerHeld = false;
   /** Hooks other modules attach (session timer, transfer) run when the call ends. */
   readonly #cleanups: (() => void)[] = [];
 
@@ -241,9 +245,36 @@ export class SipCall extends EventEmitter<SipCallEvents> {
     return this.#end !== undefined;
   }
 
-  /** Inbound: answers 200 OK with the negotiated SDP. False when it is too late (cancelled, ended). */
+  /**
+   * Inbound: the 18x of this call are sent reliably (RFC 3262); answer() holds the 200 back until
+   * the outstanding one is PRACKed (section 3 forbids a second reliable 1xx before that, and waiting
+   * keeps the offer/answer of section 5 simple: our answer goes in the 200 alone, after the PRACK).
+   */
+  useReliableProvisionals(sender: ReliableProvisionalSender): void {
+    this.#reliable = sender;
+  }
+
+  /**
+   * Inbound: answers 200 OK with the negotiated SDP. False when it is too late (cancelled, ended).
+   * While a reliable 18x waits for its PRACK, true: the 200 goes when the PRACK comes (the state
+   * stays 'ringing' until then; no PRACK in 64*T1 and the INVITE is rejected instead).
+   */
   answer(): boolean {
     if (this.direction !== 'inbound' || this.#end !== undefined || this.answeredAt !== undefined) return false;
+    const reliable = this.#reliable;
+    if (reliable?.pending === true) {
+      if (!this.#answerHeld) {
+        this.#answerHeld = true;
+        reliable.whenAcknowledged(() => void this.#sendAnswer());
+      }
+      return true;
+    }
+    return this.#sendAnswer();
+  }
+
+  #sendAnswer(): boolean {
+    if (this.#end !== undefined || this.answeredAt !== undefined) return false;
+    this.#reliable?.close();
     try {
       const headers: [string, HeaderValue][] = [...this.#answerHeaders, ...(this.#timerInit?.headers ?? [])];
       this.dialog.answer({ body: this.#answerSdp ?? '', contentType: 'application/sdp', headers });

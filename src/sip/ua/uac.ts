@@ -29,6 +29,7 @@ import { createRequest, generateCallId, generateTag, NameAddr, parseUri, type He
 import { ClientTransaction, type TransactionLayer } from '../transaction/index.ts';
 import { systemTransactionTimers, type TransactionTimers } from '../transaction/index.ts';
 import { placeholderVia } from '../transport/index.ts';
+import { PrackSender } from './prack-uac.ts';
 import type { Endpoint, TransportProtocol } from '../transport/index.ts';
 
 // --- public types -------------------------------------------------------------------------------
@@ -155,9 +156,9 @@ export interface InviteFailure extends OutcomeBase {
 export type InviteOutcome = InviteSuccess | InviteFailure;
 
 /** What the daemon's user agent implements (the dialog layer dispatches these). */
-export const DEFAULT_ALLOW = 'INVITE, ACK, CANCEL, BYE, OPTIONS, INFO, UPDATE, REFER, NOTIFY';
+export const DEFAULT_ALLOW = 'INVITE, ACK, CANCEL, BYE, OPTIONS, INFO, UPDATE, REFER, NOTIFY, PRACK';
 /** RFC 4028 session timers are kept by the call layer (call.ts). */
-export const DEFAULT_SUPPORTED: readonly string[] = Object.freeze(['timer']);
+export const DEFAULT_SUPPORTED: readonly string[] = Object.freeze(['timer', '100rel']);
 export const DEFAULT_RING_TIMEOUT_MS = 60_000;
 export const DEFAULT_MAX_AUTH_RETRIES = 3;
 
@@ -298,6 +299,8 @@ class OutboundInvite {
   #tx: ClientTransaction | undefined;
   #request: SipRequest | undefined;
   #dialog: Dialog | undefined;
+  /** PRACKs for reliable 18x (RFC 3262). */
+  readonly #prack: PrackSender;
   /** Why the first 2xx could not become a dialog (it was ACKed and BYEd raw). */
   #acceptError: string | undefined;
   /** Dialogs of extra 2xx (forks, or 2xx after an abort), by To tag: re-ACKed on retransmission. */
@@ -338,6 +341,24 @@ class OutboundInvite {
     }
     // From tag (8.1.1.3): one for every attempt of this call, so the retried INVITE stays the same call.
     this.#from.tag = generateTag();
+    this.#prack = new PrackSender({ dialogs: o.dialogs, callId: this.#callId, logger: o.logger, credentials: (method, uri) => this.#credentialsFor(method, uri) });
+  }
+
+  /**
+   * Credentials for an in-dialog request of this call (a PRACK): those the INVITE was asked for,
+   * computed for `method` and `uri` from the nonces answered (RFC 3261 22.3, preemptive).
+   */
+  #credentialsFor(method: string, uri: string): [string, string][] {
+    const out: [string, string][] = [];
+    for (const header of ['Authorization', 'Proxy-Authorization'] as const) {
+      const realms = this.#realms.get(header);
+      const client = header === 'Authorization' ? this.#www : this.#proxy;
+      if (realms === undefined || client === undefined) continue;
+      for (const a of client.preemptive({ method, uri })) {
+        if (realms.has(a.realm)) out.push([header, a.value]);
+      }
+    }
+    return out;
   }
 
   async run(): Promise<InviteOutcome> {
@@ -380,6 +401,7 @@ class OutboundInvite {
       }
     } finally {
       this.#stopRing();
+      this.#prack.settle();
       signal?.removeEventListener('abort', onAbort);
     }
   }
@@ -422,15 +444,18 @@ class OutboundInvite {
       return this.#fail('unreachable', 503, 'Service Unavailable', errMessage(err), undefined);
     }
     this.#tx = tx;
-    tx.on('provisional', (res) => this.#onProvisional(res));
+    tx.on('provisional', (res) => this.#onProvisional(req, res));
     tx.on('response', (res) => this.#onResponse(req, tx, res));
     this.#ringTimer = this.#clock.setTimeout(() => this.#onRingTimeout(tx), this.#ringTimeoutMs);
     return tx;
   }
 
-  #onProvisional(res: SipResponse): void {
+  #onProvisional(req: SipRequest, res: SipResponse): void {
+    if (res.status === 100) return;
+    // RFC 3262 4: a reliable 18x is PRACKed; a repeated or out-of-order one is not processed further.
+    if (this.#prack.receive(req, res) === 'ignored') return;
     const cb = this.#o.onProvisional;
-    if (cb === undefined || res.status === 100) return;
+    if (cb === undefined) return;
     try {
       cb(res.status, res.reason, sdpOf(res), res);
     } catch (err) {

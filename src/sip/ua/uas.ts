@@ -24,13 +24,15 @@ import type { TransactionTimers } from '../transaction/index.ts';
 import type { Inbound } from '../transport/index.ts';
 import { respond, throttle } from './uas-responses.ts';
 import { handleRegister, type RegistrarContext } from './registrar.ts';
-import { negotiateSessionTimerUas, peerAllowsUpdate, type SessionTimerConfig } from '../dialog/index.ts';
+import { negotiateSessionTimerUas, peerAllowsUpdate, ReliableProvisionalSender, requiresReliableProvisional, type SessionTimerConfig } from '../dialog/index.ts';
 
 /** Methods we take in a dialog and out of one (Allow, RFC 3261 20.5). */
-export const ALLOW = 'INVITE, ACK, CANCEL, BYE, OPTIONS, UPDATE, INFO, REFER, NOTIFY';
+export const ALLOW = 'INVITE, ACK, CANCEL, BYE, OPTIONS, UPDATE, INFO, REFER, NOTIFY, PRACK';
 /** Out of dialog with the registrar on: REGISTER too (never inside a dialog, so not in ALLOW). */
 export const ALLOW_WITH_REGISTER = `${ALLOW}, REGISTER`;
-export const SUPPORTED = 'timer, replaces, norefersub';
+export const SUPPORTED = 'timer, replaces, norefersub, 100rel';
+/** The option tags an INVITE may Require of us; any other gets 420 Bad Extension (RFC 3261 8.2.2.3). */
+const SUPPORTED_TAGS: ReadonlySet<string> = new Set(SUPPORTED.split(', '));
 
 export interface UasLogger extends CallLogger {
   error(obj: object, msg?: string): void;
@@ -73,7 +75,9 @@ export interface UasContext {
   draining(): number | undefined;
   /** RFC 4028 session timer settings (interval we grant, our Min-SE). */
   sessionTimer: SessionTimerConfig;
-  /** Timers of the calls' session timers; default Node's. */
+  /** RFC 3261 T1/T2 (ms) for reliable provisional responses (RFC 3262): the transaction layer's. */
+  reliableProvisional: { t1: number; t2: number };
+  /** Timers of the calls' session timers and reliable provisional responses; default Node's. */
   sessionClock?: TransactionTimers;
   /** Called with the new call after 180 was sent; returns false when nobody takes calls. */
   deliver(call: SipCall): boolean;
@@ -192,6 +196,40 @@ function clip(s: string): string {
   return s.length > MAX_IDENTITY_LENGTH ? `${s.slice(0, MAX_IDENTITY_LENGTH)}…` : s;
 }
 
+/** The option tags the INVITE's Require names that we do not support (a malformed Require: none here; the session timer check answers it 400). */
+function unsupportedRequirements(req: SipRequest): string[] {
+  let required: string[];
+  try {
+    required = req.require;
+  } catch {
+    return [];
+  }
+  return required.filter((t) => !SUPPORTED_TAGS.has(t.toLowerCase()));
+}
+
+/**
+ * 180 Ringing, reliably (RFC 3262) when the INVITE requires 100rel: the 200 then waits for its
+ * PRACK (SipCall), and without one in 64*T1 the INVITE is rejected 504. With Supported: 100rel only,
+ * the 180 goes unreliably: it carries no SDP, so reliability would only add a round trip.
+ */
+function ring(ctx: UasContext, call: SipCall, req: SipRequest, base: object): void {
+  if (!requiresReliableProvisional(req)) {
+    call.dialog.provisional(180);
+    return;
+  }
+  const reliable = new ReliableProvisionalSender(call.dialog, {
+    ...ctx.reliableProvisional,
+    ...(ctx.sessionClock ? { clock: ctx.sessionClock } : {}),
+    onUnacknowledged: (res) => {
+      ctx.logger.warn({ ...base, id: call.id, status: 504, rseq: res.get('RSeq') }, `INVITE refused (504): no PRACK for the reliable ${res.status} within 64*T1`);
+      ctx.count('prack_timeout');
+      call.reject(504, 'No PRACK');
+    },
+  });
+  call.useReliableProvisionals(reliable);
+  reliable.send(180);
+}
+
 function userOf(req: SipRequest): string {
   return req.uri.kind === 'sip' ? (req.uri.user ?? '') : req.uri.kind === 'tel' ? req.uri.toString().slice(4).split(';')[0]! : '';
 }
@@ -251,6 +289,14 @@ async function handleInvite(ctx: UasContext, tx: ServerTransaction, inbound: Inb
     else ctx.logger.warn(line, `INVITE refused (${decision.status}): ${decision.why}`);
     if (!decision.quiet) ctx.count(decision.outcome ?? (decision.status === 404 ? 'no_route' : decision.status === 480 ? 'agent_inactive' : 'auth_failed'));
     respond(tx, req, decision.status, undefined, decision.headers);
+    return;
+  }
+
+  const unsupported = unsupportedRequirements(req);
+  if (unsupported.length > 0) {
+    ctx.logger.warn({ ...base, status: 420, unsupported }, 'INVITE refused (420): it requires an extension we do not support');
+    ctx.count('bad_extension');
+    respond(tx, req, 420, undefined, [['Unsupported', unsupported.join(', ')]]);
     return;
   }
 
@@ -358,7 +404,7 @@ async function handleInvite(ctx: UasContext, tx: ServerTransaction, inbound: Inb
     ...(ctx.sessionClock ? { sessionClock: ctx.sessionClock } : {}),
     logger,
   });
-  dialog.provisional(180);
+  ring(ctx, call, req, base);
   ctx.logger.info(
     { ...base, id: call.id, trunkId: decision.trunk.id, auth: decision.auth, agentId: decision.route.agentId, via: decision.route.via, codec: answer.codec.name },
     'inbound call routed',

@@ -21,7 +21,7 @@ import type { HangupReason, SipCall } from './call.ts';
 import { DialogManager } from '../dialog/index.ts';
 import { DigestServer, type DigestAlgorithm } from '../digest/index.ts';
 import type { InboundDirectory } from './inbound-routing.ts';
-import { TransactionLayer } from '../transaction/index.ts';
+import { resolveTimerConfig, TransactionLayer } from '../transaction/index.ts';
 import type { TransactionTimerConfig, TransactionTimers } from '../transaction/index.ts';
 import { SipTransportLayer, type SipTransportLayerOptions, type SipTransportListen } from '../transport/index.ts';
 import type { Endpoint } from '../transport/index.ts';
@@ -103,6 +103,7 @@ export class SipUserAgent extends EventEmitter<SipUserAgentEvents> {
     super();
     this.#opts = opts;
     this.transport = new SipTransportLayer({ ...opts.transport, listen: opts.listen, logger: opts.logger });
+    const timerConfig = resolveTimerConfig(opts.timers);
     this.layer = new TransactionLayer({ transport: this.transport, ...(opts.timers ? { timers: opts.timers } : {}), logger: opts.logger });
     this.dialogs = new DialogManager({ layer: this.layer, logger: opts.logger });
     this.digest = new DigestServer({
@@ -126,6 +127,7 @@ export class SipUserAgent extends EventEmitter<SipUserAgentEvents> {
       logger: opts.logger,
       draining: () => this.#retryAfter,
       sessionTimer: opts.sessionTimer ?? {},
+      reliableProvisional: { t1: timerConfig.t1, t2: timerConfig.t2 },
       ...(opts.sessionClock ? { sessionClock: opts.sessionClock } : {}),
       deliver: (call) => this.#deliver(call),
       admit: (route, trunk) => (this.#handler === undefined ? undefined : this.#admit?.(route, trunk)),
