@@ -196,6 +196,17 @@ describe('callbridge registering with its carrier (register: true)', () => {
     expect(r.registers.slice(mark2).filter((x) => !isUnregister(x))).toEqual([]);
   });
 
+  it('sends no un-REGISTER to a registrar that never answered', async () => {
+    const r = await registrar();
+    r.mode = 'silent';
+    const id = await createTrunk(r);
+    await waitStatus(id, 'failed', 6000);
+    const mark = r.registers.length;
+    expect((await d.api('DELETE', `/v1/sip-trunks/${id}`)).status).toBe(204);
+    await sleep(2500);
+    expect(r.registers.slice(mark).filter(isUnregister)).toEqual([]);
+  });
+
   it('DELETE of the trunk un-registers', async () => {
     const r = await registrar(600);
     const id = await createTrunk(r);

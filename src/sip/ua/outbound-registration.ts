@@ -24,7 +24,7 @@
  * - One Call-ID for the life of the object and CSeq counting up (10.2.4: a registrar orders a
  *   UA's REGISTERs by them); a daemon restart is a new Call-ID, which registrars accept as newer.
  * - stop({ unregister: true }) sends Expires 0 for our Contact (10.2.2) and waits for its answer,
- *   a challenge included, at most `unregisterTimeoutMs`.
+ *   a challenge included, at most `unregisterTimeoutMs`; not to a registrar that never answered.
  *
  * Nothing here reads the store or logs a password: the caller passes the credentials in and
  * receives states (onState) to keep and show.
@@ -137,6 +137,8 @@ export class OutboundRegistration {
   #tx: ClientTransaction | undefined;
   #started = false;
   #stopped = false;
+  /** The registrar has answered a REGISTER of ours (any status). */
+  #heardFrom = false;
 
   constructor(o: OutboundRegistrationOptions) {
     if (!Number.isInteger(o.expiresSecs) || o.expiresSecs < 1) throw new RangeError(`expiresSecs must be a positive integer, got ${o.expiresSecs}`);
@@ -163,8 +165,9 @@ export class OutboundRegistration {
   }
 
   /**
-   * Stops refreshing. With `unregister`, sends Expires 0 for our Contact and resolves once it is
-   * answered or after unregisterTimeoutMs. Idempotent; never rejects.
+   * Stops refreshing. With `unregister`, and when the registrar ever answered us, sends
+   * Expires 0 for our Contact and resolves once it is answered or after unregisterTimeoutMs.
+   * Idempotent; never rejects.
    */
   async stop(options: { unregister: boolean }): Promise<void> {
     if (this.#stopped) return;
@@ -173,7 +176,10 @@ export class OutboundRegistration {
     this.#timer = undefined;
     this.#tx?.close();
     this.#tx = undefined;
-    if (!options.unregister || !this.#started) return;
+    // A registrar that never answered holds no binding of ours and would only hold up the caller
+    // for unregisterTimeoutMs. One that answered may have accepted a REGISTER whose 200 is still
+    // on its way, so it gets the un-REGISTER whatever our state says.
+    if (!options.unregister || !this.#started || !this.#heardFrom) return;
     const limit = this.#o.unregisterTimeoutMs ?? DEFAULT_UNREGISTER_TIMEOUT_MS;
     let timer: unknown;
     const timeout = new Promise<void>((resolve) => {
@@ -235,6 +241,7 @@ export class OutboundRegistration {
         this.#count(timedOut ? 'timeout' : 'unreachable');
         return { kind: 'failed', error: timedOut ? 'no answer from the registrar (REGISTER timed out)' : `cannot reach the registrar: ${tx.error.message}` };
       }
+      this.#heardFrom = true;
       if (res.status >= 200 && res.status < 300) {
         this.#count(unregister ? 'unregistered' : 'registered');
         return { kind: 'ok', grantedSecs: unregister ? 0 : Math.max(1, grantedExpirySecs(res, this.#o.contact) ?? expires) };
