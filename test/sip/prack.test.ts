@@ -76,9 +76,13 @@ describe('UAS: reliable 18x from callbridge (RFC 3262 3)', () => {
   let pbx: Stack;
   const calls: SipCall[] = [];
   let handle: (call: SipCall) => void = (call) => void call.answer();
+  /** The daemon's log lines at info and above (JSON). */
+  const logLines: string[] = [];
+  const outcomes: string[] = [];
 
   beforeAll(async () => {
-    d = await startTestDaemon({ sip: { t1_ms: 20 } });
+    d = await startTestDaemon({ sip: { t1_ms: 20 } }, undefined, {}, logLines);
+    d.daemon.sip!.ua.on('outcome', (o: string) => outcomes.push(o));
     const agent = (await d.api('POST', '/v1/agents', { name: 'Front desk' })).body;
     const trunk = (await d.api('POST', '/v1/sip-trunks', { pbx: 'generic', name: 'loopback pbx', inbound_auth_type: 'acl', inbound_acl: ['127.0.0.1/32'] })).body;
     expect((await d.api('POST', `/v1/sip-trunks/${trunk.id}/assignments`, { agent_id: agent.id, alternate_number: NUMBER })).status).toBe(201);
@@ -162,9 +166,10 @@ describe('UAS: reliable 18x from callbridge (RFC 3262 3)', () => {
     await until(() => call.state === 'ended', 'the call ended');
   });
 
-  it('no PRACK: the 180 is retransmitted (T1 doubling to T2) and after 64*T1 the INVITE is rejected 504', async () => {
+  it('no PRACK: the 180 is retransmitted (T1 doubling to T2) and after 64*T1 the INVITE is rejected 504, logged once, counted prack_timeout', async () => {
     const before = calls.length;
     const inv = invite([['Require', '100rel']]);
+    const callLines = () => logLines.filter((l) => l.includes(inv.req.callId));
     const final = await inv.tx.finalResponse;
     expect(final.status).toBe(504);
     const ringing = inv.ofCall().filter((r) => r.status === 180);
@@ -174,6 +179,11 @@ describe('UAS: reliable 18x from callbridge (RFC 3262 3)', () => {
     const call = calls[before]!;
     await until(() => call.state === 'ended', 'the call ended');
     expect(call.endInfo).toMatchObject({ reason: 'rejected', status: 504 });
+    // One warning for the missing PRACK and nothing per retransmission at info level and above.
+    const lines = callLines().map((l) => JSON.parse(l) as { level: number; msg: string });
+    expect(lines.filter((l) => /PRACK/.test(l.msg))).toEqual([expect.objectContaining({ level: 40, msg: expect.stringContaining('504') })]);
+    expect(lines.map((l) => l.msg)).toEqual(['inbound call routed', expect.stringContaining('no PRACK'), 'call ended']);
+    expect(outcomes.filter((o) => o === 'prack_timeout')).toHaveLength(1);
   });
 
   it('Supported: 100rel without Require: the 180 is sent unreliably (no RSeq) and the 200 follows at once', async () => {
