@@ -139,6 +139,9 @@ describe('UAS: reliable 18x from callbridge (RFC 3262 3)', () => {
     const early: Dialog = pbx.dialogs.fromResponse(inv.req, ringing);
     const wrong = await early.request('PRACK', { headers: [['RAck', `${rseq + 1} ${inv.req.cseq.seq} INVITE`]] }).finalResponse;
     expect(wrong.status).toBe(481);
+    // Hang up before 64*T1, so this call's PRACK timeout does not land in the tests that follow.
+    inv.tx.cancel();
+    expect((await inv.tx.finalResponse).status).toBe(487);
   });
 
   it('the PRACK with the right RAck gets 200 inside the early dialog, then the INVITE its 200; the call is answered', async () => {
