@@ -13,6 +13,7 @@
  *          <------------------------------ 401/407 + challenge       (the transaction ACKs it)
  *          INVITE (CSeq 2, same Call-ID and From tag, new branch, credentials) ->
  *          <--------------------------------------- 180 / 183 + SDP  (onProvisional)
+ *          PRACK (when the 18x is reliable, RFC 3262; prack-uac.ts) -->
  *          <------------------------------------------------- 200 + SDP
  *          ACK (the dialog's: remote target, route set) --------->
  *

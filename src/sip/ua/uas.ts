@@ -2,7 +2,7 @@
  * The UAS core for requests outside any dialog (RFC 3261 8.2): a new INVITE is checked (identity
  * lengths), authenticated and routed (inbound-routing.ts), admitted by whoever takes calls
  * (capacity: refused before any provisional response), is told 100 Trying, gets its RTP ports and
- * SDP answer, rings (180) and is handed to whoever registered for calls; OPTIONS is answered 200 with what we support (11.2); a
+ * SDP answer, rings (180; reliably, RFC 3262, when the INVITE requires 100rel) and is handed to whoever registered for calls; OPTIONS is answered 200 with what we support (11.2); a
  * REGISTER goes to the registrar (registrar.ts) when the user agent has one; other methods get
  * 405 with Allow (8.2.1); while draining, INVITEs get 503 with Retry-After.
  *
