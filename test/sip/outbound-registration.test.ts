@@ -269,4 +269,25 @@ describe('callbridge registering with its carrier (register: true)', () => {
     expect(after.request.callId).not.toBe(before.request.callId);
     await waitStatus(id, 'registered', 2000);
   });
+
+  it('a registrar that stops answering holds up the drain at most the un-REGISTER bound (3 s), not Timer F (32 s)', async () => {
+    // A daemon of its own with the default T1 (500 ms): an unbounded un-REGISTER would wait 32 s.
+    const own = await startTestDaemon({ sip: { outbound_register_retry_min_secs: 1 } });
+    try {
+      const r = await registrar(600);
+      const t = await own.api('POST', '/v1/sip-trunks', { pbx: 'generic', inbound_auth_type: 'none', outbound_host: `127.0.0.1:${r.port}`, outbound_sip_username: USER, outbound_sip_password: PASSWORD, register: true });
+      expect(t.status, t.text).toBe(201);
+      await r.waitFor(success, 5000);
+      r.mode = 'silent';
+      const mark = r.registers.length;
+      const started = Date.now();
+      await own.stop();
+      const took = Date.now() - started;
+      expect(r.registers.slice(mark).some(isUnregister)).toBe(true);
+      expect(took).toBeGreaterThanOrEqual(2900);
+      expect(took).toBeLessThan(4500);
+    } finally {
+      await own.close();
+    }
+  });
 });
