@@ -3,7 +3,8 @@
  * daemon and SIPp, both ways, on loopback (sip.t1_ms 100, so 64*T1 is 6.4 s):
  *
  * - inbound-100rel.xml: a PBX requiring 100rel gets a reliable 180, PRACKs it, gets the PRACK's
- *   200 and only then the INVITE's; RTP both ways, BYE.
+ *   200 and only then the INVITE's; RTP both ways, BYE. Once through the call bridge (the voice
+ *   session answers), once with the test as the call handler echoing RTP.
  * - inbound-100rel-no-prack.xml: the PBX never PRACKs; callbridge retransmits the 180 and rejects
  *   the INVITE 504.
  * - uas-100rel-183.xml: `POST /v1/agents/{id}/dial` through a trunk whose outbound_host is SIPp,
@@ -58,6 +59,24 @@ describe.skipIf(!sipp.ok)(`callbridge 100rel / PRACK vs SIPp${sipp.ok ? ` (${sip
       call.answer();
     });
   }
+
+  it('(a) through the call bridge (the daemon answers once the voice session is up): PRACK -> 200, then the INVITE 200, BYE; the call record is connected and ended by the caller', async () => {
+    const since = Date.now();
+    const r = await runSipp({ scenario: 'inbound-100rel', remote, service: ACL_NUMBER, keys: { caller: CALLER }, durationMs: 1000 });
+    expectOk(r);
+    const finals = r.messages.filter((m) => m.direction === 'received' && m.status !== undefined && m.status >= 200).map((m) => `${m.status} ${m.cseqMethod}`);
+    expect(finals.slice(0, 2), r.describe()).toEqual(['200 PRACK', '200 INVITE']);
+    let rec: { connected_at?: string | null; ended_at?: string | null; outcome?: string } | undefined;
+    for (const end = Date.now() + 5000; Date.now() < end; await sleep(100)) {
+      const res = await d.api('GET', '/v1/calls?page_size=100');
+      rec = (res.body.calls as { direction: string; created_at: string; ended_at?: string | null }[]).find((c) => c.direction === 'inbound' && Date.parse(c.created_at) >= since - 1000);
+      if (rec?.ended_at) break;
+    }
+    expect(rec, 'no inbound call in GET /v1/calls').toBeDefined();
+    expect(rec!.connected_at, JSON.stringify(rec)).toBeTruthy();
+    expect(rec!.ended_at).toBeTruthy();
+    expect(rec!.outcome, JSON.stringify(rec)).toBe('ended_by_user');
+  }, 30_000);
 
   it('(a) INVITE with Require: 100rel: reliable 180 with RSeq, PRACK -> 200, then the INVITE 200, ACK, RTP both ways, BYE', async () => {
     echoInboundCalls();
