@@ -4,7 +4,8 @@
  * - UAS: callbridge's daemon (sip.t1_ms 20, so 64*T1 is 1.28 s) called by a PBX made of our own
  *   SIP layers: a reliable 180 (Require: 100rel, RSeq), retransmitted until the PRACK; a PRACK
  *   with the wrong RAck gets 481; the 200 waits for the PRACK; no PRACK means 504; Require of an
- *   unknown extension means 420 with Unsupported; Supported: 100rel alone rings unreliably.
+ *   unknown extension means 420 with Unsupported; Supported: 100rel alone rings unreliably, and a
+ *   PRACK in such a call gets 481.
  * - UAC: sendInvite against a UAS on our layers that sends a reliable 183 with SDP after a digest
  *   challenge: the PRACK (RAck, in the early dialog, with credentials for PRACK), a repeated and an
  *   out-of-order RSeq neither PRACKed nor reported, the 200 in the same dialog.
@@ -198,7 +199,12 @@ describe('UAS: reliable 18x from callbridge (RFC 3262 3)', () => {
     expect(ringing[0]!.get('RSeq')).toBeUndefined();
     const dialog = pbx.dialogs.fromResponse(inv.req, ok);
     dialog.ack(ok);
-    await dialog.bye()!.finalResponse;
+    // A PRACK in a call that sent nothing reliably acknowledges nothing: 481 (RFC 3262 3).
+    const prack = await dialog.request('PRACK', { headers: [['RAck', `1 ${inv.req.cseq.seq} INVITE`]] }).finalResponse;
+    expect(prack.status).toBe(481);
+    const call = calls.at(-1)!;
+    call.hangup();
+    await until(() => call.state === 'ended', 'the call ended');
   });
 
   it('Require of an extension we do not support: 420 Bad Extension with Unsupported naming it', async () => {
