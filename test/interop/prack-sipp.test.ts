@@ -95,6 +95,14 @@ describe.skipIf(!sipp.ok)(`callbridge 100rel / PRACK vs SIPp${sipp.ok ? ` (${sip
     expect(c.sent).toBeGreaterThan(20);
   }, 30_000);
 
+  it('(a) over TCP: reliable 180, PRACK -> 200, then the INVITE 200, BYE', async () => {
+    echoInboundCalls();
+    const r = await runSipp({ scenario: 'inbound-100rel', transport: 'tcp', remote, service: ACL_NUMBER, keys: { caller: CALLER }, durationMs: 500 });
+    expectOk(r);
+    const finals = r.messages.filter((m) => m.direction === 'received' && m.status !== undefined && m.status >= 200).map((m) => `${m.status} ${m.cseqMethod}`);
+    expect(finals, r.describe()).toEqual(['200 PRACK', '200 INVITE', '200 BYE']);
+  }, 30_000);
+
   it('(b) INVITE with Require: 100rel and never a PRACK: the 180 is retransmitted, then 504 after 64*T1', async () => {
     echoInboundCalls();
     const before = calls.length;
