@@ -118,7 +118,20 @@ export async function startKamailio(o: KamailioOptions): Promise<Kamailio> {
   const check = spawnSync(KAMAILIO_BIN, ['-c', '-f', cfg], { encoding: 'utf8' });
   if (check.status !== 0) throw new Error(`kamailio -c refused the config:\n${check.stderr}`);
   let stderr = '';
-  const child: ChildProcess = spawn(KAMAILIO_BIN, ['-DD', '-E', '-f', cfg, '-P', join(dir, 'kamailio.pid'), '-Y', runDir, '-w', dir, '-m', '32', '-M', '4'], { stdio: ['ignore', 'ignore', 'pipe'] });
+  // A process group of its own: Kamailio forks its workers even in the foreground, and a worker
+  // whose main process was killed outlives it, so every signal goes to the whole group.
+  const child: ChildProcess = spawn(KAMAILIO_BIN, ['-DD', '-E', '-f', cfg, '-P', join(dir, 'kamailio.pid'), '-Y', runDir, '-w', dir, '-m', '32', '-M', '4'], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+    detached: true,
+  });
+  const signalGroup = (signal: NodeJS.Signals) => {
+    if (child.pid === undefined) return;
+    try {
+      process.kill(-child.pid, signal);
+    } catch {
+      // the group is gone already (ESRCH)
+    }
+  };
   child.stderr!.on('data', (b: Buffer) => {
     stderr += b.toString('utf8');
   });
@@ -130,7 +143,7 @@ export async function startKamailio(o: KamailioOptions): Promise<Kamailio> {
   try {
     await waitForOptions(port, () => running);
   } catch (err) {
-    child.kill('SIGKILL');
+    signalGroup('SIGKILL');
     rmSync(dir, { recursive: true, force: true });
     throw new Error(`${err instanceof Error ? err.message : String(err)}\n${stderr}`, { cause: err });
   }
@@ -139,14 +152,14 @@ export async function startKamailio(o: KamailioOptions): Promise<Kamailio> {
     dir,
     log: () => stderr,
     async stop() {
-      if (running && child.pid !== undefined) {
-        process.kill(child.pid, 'SIGTERM');
-        const timer = setTimeout(() => {
-          if (running && child.pid !== undefined) process.kill(child.pid, 'SIGKILL');
-        }, 3000);
+      if (running) {
+        signalGroup('SIGTERM');
+        const timer = setTimeout(() => signalGroup('SIGKILL'), 3000);
         await exited;
         clearTimeout(timer);
       }
+      // Workers that outlived the main process (it was killed, or it exited before them).
+      signalGroup('SIGKILL');
       rmSync(dir, { recursive: true, force: true });
     },
   };
