@@ -19,22 +19,13 @@ import { createRequest, createResponse, generateTag, type SipRequest, type SipRe
 import { TransactionLayer, type ServerTransaction, type TransactionTimerConfig } from '../../src/sip/transaction/index.ts';
 import { SipTransportLayer, type Inbound } from '../../src/sip/transport/index.ts';
 import { sendInvite, type SendInviteOptions } from '../../src/sip/ua/uac.ts';
+import { delay, until } from '../helpers/until.ts';
 
 const TIMERS: TransactionTimerConfig = { t1: 20, t2: 80, t4: 100, timerD: 100 };
 const NUMBER = '+15550002000';
 const CALLER = '+15559990000';
 const OFFER = 'v=0\r\no=- 1 1 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\nm=audio 40000 RTP/AVP 0 101\r\na=rtpmap:0 PCMU/8000\r\na=rtpmap:101 telephone-event/8000\r\na=sendrecv\r\n';
 const EARLY = 'v=0\r\no=- 7 1 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\nm=audio 41000 RTP/AVP 0\r\na=rtpmap:0 PCMU/8000\r\na=sendrecv\r\n';
-
-const delay = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-
-async function until(cond: () => boolean, what: string, ms = 3000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await delay(5);
-  }
-}
 
 interface Stack {
   transport: SipTransportLayer;

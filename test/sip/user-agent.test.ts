@@ -23,19 +23,10 @@ import { DialogManager, type Dialog } from '../../src/sip/dialog/index.ts';
 import { createRequest, type SipRequest, type SipResponse } from '../../src/sip/message/index.ts';
 import { TransactionLayer, type ClientTransaction } from '../../src/sip/transaction/index.ts';
 import { SipTransportLayer } from '../../src/sip/transport/index.ts';
+import { delay, until } from '../helpers/until.ts';
 
 const NUMBER = '+15550002000';
 const CALLER = '+15559990000';
-
-const delay = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-
-async function until(cond: () => boolean, what: string, ms = 3000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await delay(5);
-  }
-}
 
 /** The SDP offer of the interop scenarios (PCMU, PCMA, telephone-event), or another m-line. */
 function offer(port: number, o: { version?: number; formats?: string; rtpmaps?: string[]; direction?: string } = {}): string {
