@@ -12,12 +12,17 @@ export const INBOUND_AUTH_TYPES = ['digest', 'acl', 'none'] as const;
 export const SIP_TRANSPORTS = ['udp', 'tcp', 'tls'] as const;
 export const REGISTRATION_STATUSES = ['not_registered', 'pending', 'registered', 'failed', 'auth_failed'] as const;
 export const CALLER_ID_TRANSFORM_TYPES = ['add_prefix', 'add_suffix', 'replace', 'strip_digits_end', 'strip_digits_start'] as const;
+/** Ours: whether the trunk's calls use SRTP (SDES): never, when the far end offers or accepts it, always. */
+export const MEDIA_ENCRYPTIONS = ['none', 'allow', 'require'] as const;
+/** Ours: how many SIP headers a trunk may map to session variables (docs/sip-trunks.md). */
+export const MAX_HEADER_VARIABLES = 20;
 
 export type Pbx = (typeof PBX_TYPES)[number];
 export type InboundAuthType = (typeof INBOUND_AUTH_TYPES)[number];
 export type SipTransport = (typeof SIP_TRANSPORTS)[number];
 export type RegistrationStatus = (typeof REGISTRATION_STATUSES)[number];
 export type CallerIdTransformType = (typeof CALLER_ID_TRANSFORM_TYPES)[number];
+export type MediaEncryption = (typeof MEDIA_ENCRYPTIONS)[number];
 
 export interface CallerIdTransform {
   type: CallerIdTransformType;
@@ -43,6 +48,13 @@ export interface SipTrunkSettings {
   register: boolean;
   remain_in_dialog: boolean;
   caller_id_transforms: CallerIdTransform[];
+  /** Ours: SRTP policy of the trunk's calls; 'none' by default. */
+  media_encryption: MediaEncryption;
+  /**
+   * Ours: SIP header names whose values in an inbound INVITE become session variables
+   * (`sip_<name>`); canonical form: as first written, deduplicated case-insensitively.
+   */
+  header_variables: string[];
 }
 
 /** The API resource. Passwords are never part of it. */
@@ -119,6 +131,8 @@ export function trunkForCreate(input: SipTrunkInput & { pbx: Pbx }): SipTrunkSet
     register: input.register ?? preset.register,
     remain_in_dialog: input.remain_in_dialog ?? preset.remain_in_dialog,
     caller_id_transforms: input.caller_id_transforms ?? [],
+    media_encryption: input.media_encryption ?? 'none',
+    header_variables: input.header_variables ?? [],
   };
   return normalizeSettings(settings);
 }
@@ -135,6 +149,8 @@ const SETTINGS_KEYS = [
   'register',
   'remain_in_dialog',
   'caller_id_transforms',
+  'media_encryption',
+  'header_variables',
 ] as const satisfies readonly (keyof SipTrunkSettings)[];
 
 /**
@@ -162,7 +178,10 @@ function defaultOf(key: Exclude<(typeof SETTINGS_KEYS)[number], 'pbx'>, pbx: Pbx
       return preset[key];
     case 'inbound_acl':
     case 'caller_id_transforms':
+    case 'header_variables':
       return [];
+    case 'media_encryption':
+      return 'none';
     default:
       return '';
   }
@@ -185,7 +204,38 @@ function normalizeSettings(s: SipTrunkSettings): SipTrunkSettings {
     outbound_sip_username: checkUsername(s.outbound_sip_username, 'body.outbound_sip_username'),
     inbound_acl: s.inbound_acl.map((c, i) => formatCidr(parseCidr(c, `body.inbound_acl.${i}`))),
     caller_id_transforms: normalizeTransforms(s.caller_id_transforms),
+    header_variables: normalizeHeaderVariables(s.header_variables),
   };
+}
+
+/** RFC 3261 section 25.1 `token`: what a header name is made of. */
+const TOKEN_RE = /^[A-Za-z0-9.!%*_+`'~-]+$/;
+/**
+ * Headers that carry credentials: mapping them would put a secret into the prompt, the session
+ * record and the LLM's context. Compared in lower case.
+ */
+const SECRET_HEADERS = new Set(['authorization', 'proxy-authorization']);
+
+/**
+ * Checks header_variables: each a token, no credential header, at most MAX_HEADER_VARIABLES after
+ * dropping case-insensitive duplicates (the first spelling is kept).
+ * @throws DomainError (validation) naming the field and the header.
+ */
+export function normalizeHeaderVariables(names: readonly string[]): string[] {
+  const seen = new Set<string>();
+  const out: string[] = [];
+  names.forEach((raw, i) => {
+    const name = raw.trim();
+    const field = `body.header_variables.${i}`;
+    if (!TOKEN_RE.test(name)) throw validation(`${field} (${JSON.stringify(raw)}) is not a SIP header name (RFC 3261 token)`);
+    const lower = name.toLowerCase();
+    if (SECRET_HEADERS.has(lower)) throw validation(`${field} (${name}) carries credentials and cannot become a session variable`);
+    if (seen.has(lower)) return;
+    seen.add(lower);
+    out.push(name);
+  });
+  if (out.length > MAX_HEADER_VARIABLES) throw validation(`body.header_variables may name at most ${MAX_HEADER_VARIABLES} headers`);
+  return out;
 }
 
 /**

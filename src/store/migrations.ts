@@ -366,4 +366,16 @@ export const MIGRATIONS: Migration[] = [
       ALTER TABLE sip_trunks ADD COLUMN outbound_registration_expires_at INTEGER;
     `,
   },
+  {
+    version: 6,
+    name: 'SIP trunks: media_encryption and header_variables',
+    // docs/sip-trunks.md: two fields of ours. Existing trunks get the defaults (plain RTP, no
+    // header mapped), which is what they did before.
+    sql: `
+      ALTER TABLE sip_trunks ADD COLUMN media_encryption TEXT NOT NULL DEFAULT 'none'
+        CHECK (media_encryption IN ('none', 'allow', 'require'));
+      -- JSON array of header names, as validated by the domain (tokens, no credential headers).
+      ALTER TABLE sip_trunks ADD COLUMN header_variables TEXT NOT NULL DEFAULT '[]';
+    `,
+  },
 ];

@@ -8,7 +8,7 @@
  */
 import type { Db } from './db.ts';
 import type { SecretBox } from './secret-box.ts';
-import type { CallerIdTransform, InboundAuthType, Pbx, RegistrationStatus, SipTrunk, SipTrunkSettings } from '../domain/sip-trunk.ts';
+import type { CallerIdTransform, InboundAuthType, MediaEncryption, Pbx, RegistrationStatus, SipTrunk, SipTrunkSettings } from '../domain/sip-trunk.ts';
 
 interface SipTrunkRow {
   id: string;
@@ -26,6 +26,8 @@ interface SipTrunkRow {
   register: number;
   remain_in_dialog: number;
   caller_id_transforms: string;
+  media_encryption: MediaEncryption;
+  header_variables: string;
   inbound_registration_status: RegistrationStatus;
   outbound_registration_status: RegistrationStatus;
   outbound_registration_error: string;
@@ -66,6 +68,13 @@ export interface SipTrunkCredentials {
   outbound?: { username: string; password: string };
 }
 
+/**
+ * Settings as a write takes them: the fields of ours added later (migration 6) may be left out
+ * and then get their defaults, like the rows that existed before them.
+ */
+export type SipTrunkWrite = Omit<SipTrunkSettings, 'media_encryption' | 'header_variables'> &
+  Partial<Pick<SipTrunkSettings, 'media_encryption' | 'header_variables'>>;
+
 /** A password change: a string sets it, null clears it, undefined keeps the stored one. */
 export interface PasswordChange {
   inbound_sip_password?: string | null;
@@ -75,7 +84,7 @@ export interface PasswordChange {
 const COLUMNS =
   'id, org_id, pbx, name, inbound_auth_type, inbound_host, inbound_acl, inbound_sip_username, inbound_sip_password_enc, ' +
   'outbound_host, outbound_sip_username, outbound_sip_password_enc, register, remain_in_dialog, caller_id_transforms, ' +
-  'inbound_registration_status, outbound_registration_status, outbound_registration_error, outbound_registration_expires_at, created_at, updated_at';
+  'media_encryption, header_variables, inbound_registration_status, outbound_registration_status, outbound_registration_error, outbound_registration_expires_at, created_at, updated_at';
 
 function fromRow(r: SipTrunkRow): StoredSipTrunk {
   return {
@@ -92,6 +101,8 @@ function fromRow(r: SipTrunkRow): StoredSipTrunk {
     register: r.register === 1,
     remain_in_dialog: r.remain_in_dialog === 1,
     caller_id_transforms: JSON.parse(r.caller_id_transforms) as CallerIdTransform[],
+    media_encryption: r.media_encryption,
+    header_variables: JSON.parse(r.header_variables) as string[],
     inbound_registration_status: r.inbound_registration_status,
     outbound_registration_status: r.outbound_registration_status,
     outbound_registration_error: r.outbound_registration_error,
@@ -118,6 +129,8 @@ export function toSipTrunkResource(t: StoredSipTrunk): SipTrunk {
     register: t.register,
     remain_in_dialog: t.remain_in_dialog,
     caller_id_transforms: t.caller_id_transforms,
+    media_encryption: t.media_encryption,
+    header_variables: t.header_variables,
     inbound_registration_status: t.inbound_registration_status,
     outbound_registration_status: t.outbound_registration_status,
     outbound_registration_error: t.outbound_registration_error,
@@ -128,7 +141,7 @@ export function toSipTrunkResource(t: StoredSipTrunk): SipTrunk {
 }
 
 /** Columns written from settings: JSON for lists, 0/1 for booleans, NULL for "no username". */
-function settingsParams(s: SipTrunkSettings) {
+function settingsParams(s: SipTrunkWrite) {
   return {
     pbx: s.pbx,
     name: s.name,
@@ -142,6 +155,8 @@ function settingsParams(s: SipTrunkSettings) {
     register: s.register ? 1 : 0,
     remain_in_dialog: s.remain_in_dialog ? 1 : 0,
     caller_id_transforms: JSON.stringify(s.caller_id_transforms),
+    media_encryption: s.media_encryption ?? 'none',
+    header_variables: JSON.stringify(s.header_variables ?? []),
   };
 }
 
@@ -170,7 +185,7 @@ export class SipTrunkRepo {
     this.#insert = db.prepare(
       `INSERT INTO sip_trunks (${COLUMNS}, outbound_contact_user) VALUES (@id, @org_id, @pbx, @name, @inbound_auth_type, @inbound_host, @inbound_acl, ` +
         '@inbound_sip_username, @inbound_enc, @outbound_host, @outbound_sip_username, @outbound_enc, @register, @remain_in_dialog, ' +
-        "@caller_id_transforms, 'not_registered', 'not_registered', '', NULL, @created_at, @created_at, 'cb' || lower(hex(randomblob(8))))",
+        "@caller_id_transforms, @media_encryption, @header_variables, 'not_registered', 'not_registered', '', NULL, @created_at, @created_at, 'cb' || lower(hex(randomblob(8))))",
     );
     // @keep_* = 1 leaves the sealed password as it is; otherwise @*_enc replaces it (NULL clears).
     this.#update = db.prepare(
@@ -180,6 +195,7 @@ export class SipTrunkRepo {
         'outbound_host = @outbound_host, outbound_sip_username = @outbound_sip_username, ' +
         'outbound_sip_password_enc = CASE WHEN @keep_outbound = 1 THEN outbound_sip_password_enc ELSE @outbound_enc END, ' +
         'register = @register, remain_in_dialog = @remain_in_dialog, caller_id_transforms = @caller_id_transforms, ' +
+        'media_encryption = @media_encryption, header_variables = @header_variables, ' +
         // What the registration client reported is about the old host or credentials: it starts over.
         "outbound_registration_status = CASE WHEN @outbound_changed = 1 THEN 'not_registered' ELSE outbound_registration_status END, " +
         "outbound_registration_error = CASE WHEN @outbound_changed = 1 THEN '' ELSE outbound_registration_error END, " +
@@ -265,7 +281,7 @@ export class SipTrunkRepo {
   }
 
   /** @throws the SQLite UNIQUE error when inbound_sip_username is taken (isUniqueViolation). */
-  insert(t: { id: string; org_id: string; settings: SipTrunkSettings; passwords: PasswordChange; created_at: string }): void {
+  insert(t: { id: string; org_id: string; settings: SipTrunkWrite; passwords: PasswordChange; created_at: string }): void {
     this.#insert.run({
       id: t.id,
       org_id: t.org_id,
@@ -277,7 +293,7 @@ export class SipTrunkRepo {
   }
 
   /** Writes the merged settings; passwords change only when the change names them. */
-  update(t: { id: string; org_id: string; settings: SipTrunkSettings; passwords: PasswordChange; updated_at: string; outboundChanged?: boolean }): void {
+  update(t: { id: string; org_id: string; settings: SipTrunkWrite; passwords: PasswordChange; updated_at: string; outboundChanged?: boolean }): void {
     const { inbound_sip_password: inbound, outbound_sip_password: outbound } = t.passwords;
     this.#update.run({
       id: t.id,

@@ -65,6 +65,8 @@ describe('SIP trunks API', () => {
         register: false,
         remain_in_dialog: false,
         caller_id_transforms: [],
+        media_encryption: 'none',
+        header_variables: [],
         inbound_registration_status: 'not_registered',
         outbound_registration_status: 'not_registered',
         outbound_registration_error: '',
@@ -531,6 +533,74 @@ describe('SIP trunks API', () => {
       expect((await d.api('DELETE', `/v1/agents/${gone}`)).status).toBe(204);
       expect((await d.api('GET', `/v1/sip-trunks/assignments/${a.id}`)).status).toBe(404);
       expect((await d.api('GET', `/v1/sip-trunks/${t.id}/assignments`)).body).toEqual([b]);
+    });
+  });
+
+  describe('media_encryption and header_variables (fields of ours)', () => {
+    it('stores both on create, returns them on GET and list, PATCH changes them and null resets them', async () => {
+      const key = d.newOrgKey('fields of ours'); // an organization of its own: the list holds this trunk alone
+      const t = await createTrunk(digestTrunk({ media_encryption: 'allow', header_variables: ['X-Customer-Id', 'Diversion'] }), key);
+      expect(t).toMatchObject({ media_encryption: 'allow', header_variables: ['X-Customer-Id', 'Diversion'] });
+      expect((await d.api('GET', `/v1/sip-trunks/${t.id}`, undefined, { key })).body).toEqual(t);
+      expect((await d.api('GET', '/v1/sip-trunks', undefined, { key })).body).toEqual([t]);
+      const p = await d.api('PATCH', `/v1/sip-trunks/${t.id}`, { media_encryption: 'require' }, { key });
+      expect(p.status, p.text).toBe(200);
+      expect(p.body).toMatchObject({ media_encryption: 'require', header_variables: ['X-Customer-Id', 'Diversion'] });
+      const q = await d.api('PATCH', `/v1/sip-trunks/${t.id}`, { header_variables: ['P-Asserted-Identity'] }, { key });
+      expect(q.body).toMatchObject({ media_encryption: 'require', header_variables: ['P-Asserted-Identity'] });
+      const reset = await d.api('PATCH', `/v1/sip-trunks/${t.id}`, { media_encryption: null, header_variables: null }, { key });
+      expect(reset.status, reset.text).toBe(200);
+      expect(reset.body).toMatchObject({ media_encryption: 'none', header_variables: [] });
+    });
+
+    it('deduplicates header names case-insensitively (the first spelling stays) and trims them', async () => {
+      const t = await createTrunk(digestTrunk({ header_variables: ['X-Customer-Id', 'x-customer-id', ' Diversion ', 'DIVERSION'] }));
+      expect(t.header_variables).toEqual(['X-Customer-Id', 'Diversion']);
+    });
+
+    it('refuses credential headers, non-tokens, more than 20 names and unknown encryptions with 400 naming the header', async () => {
+      const cases: Array<[unknown, RegExp]> = [
+        [['X-Ok', 'Authorization'], /header_variables\.1 \(Authorization\) carries credentials/],
+        [['proxy-authorization'], /header_variables\.0 \(proxy-authorization\) carries credentials/],
+        [['X Customer'], /header_variables\.0 \("X Customer"\) is not a SIP header name/],
+        [['X-Id:'], /header_variables\.0 \("X-Id:"\) is not a SIP header name/],
+        [['Caf\u00e9'], /header_variables\.0 .* is not a SIP header name/],
+        [[''], /header_variables/],
+        [Array.from({ length: 21 }, (_, i) => `X-H${i}`), /at most 20 headers/],
+        ['X-Customer-Id', /header_variables/],
+      ];
+      for (const [header_variables, message] of cases) {
+        const r = await d.api('POST', '/v1/sip-trunks', digestTrunk({ header_variables }));
+        expect(r.status, JSON.stringify(header_variables)).toBe(400);
+        expect(r.body.error).toMatch(message);
+      }
+      // 20 distinct names (plus duplicates of them) fit
+      const twenty = Array.from({ length: 20 }, (_, i) => `X-H${i}`);
+      expect((await createTrunk(digestTrunk({ header_variables: [...twenty, 'x-h0'] }))).header_variables).toEqual(twenty);
+      const enc = await d.api('POST', '/v1/sip-trunks', digestTrunk({ media_encryption: 'sometimes' }));
+      expect(enc.status).toBe(400);
+      expect(enc.body.error).toMatch(/media_encryption/);
+      const t = await createTrunk();
+      const patch = await d.api('PATCH', `/v1/sip-trunks/${t.id}`, { header_variables: ['Authorization'] });
+      expect(patch.status).toBe(400);
+      expect(patch.body.error).toMatch(/Authorization/);
+      expect((await d.api('GET', `/v1/sip-trunks/${t.id}`)).body.header_variables).toEqual([]);
+    });
+
+    it('keeps both across a PATCH of another field, and documents them in /v1/openapi.json', async () => {
+      const t = await createTrunk(digestTrunk({ media_encryption: 'require', header_variables: ['X-Customer-Id'] }));
+      const r = await d.api('PATCH', `/v1/sip-trunks/${t.id}`, { name: 'other' });
+      expect(r.body).toMatchObject({ media_encryption: 'require', header_variables: ['X-Customer-Id'] });
+      const doc = (await d.api('GET', '/v1/openapi.json')).body;
+      const item = doc.paths['/v1/sip-trunks/{id}'];
+      const props = item.get.responses['200'].content['application/json'].schema.properties;
+      expect(props.media_encryption.enum).toEqual(['none', 'allow', 'require']);
+      expect(props.media_encryption.description).toMatch(/^ours:/);
+      expect(props.header_variables.description).toMatch(/^ours:/);
+      const patchProps = item.patch.requestBody.content['application/json'].schema.properties;
+      expect(Object.keys(patchProps)).toEqual(expect.arrayContaining(['media_encryption', 'header_variables']));
+      const createProps = doc.paths['/v1/sip-trunks'].post.requestBody.content['application/json'].schema.properties;
+      expect(Object.keys(createProps)).toEqual(expect.arrayContaining(['media_encryption', 'header_variables']));
     });
   });
 

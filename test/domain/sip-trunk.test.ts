@@ -43,6 +43,8 @@ const base = (over: Partial<SipTrunkSettings> = {}): SipTrunkSettings => ({
   register: false,
   remain_in_dialog: false,
   caller_id_transforms: [],
+  media_encryption: 'none',
+  header_variables: [],
   ...over,
 });
 

@@ -3,7 +3,8 @@
  * random Contact user of every trunk, the trunks that register with their password, the lookup
  * by Contact user (only while register is on), and outbound_registration_status as computed on
  * read (not_registered with register off, pending before a report, registered turning failed
- * past the granted expiry).
+ * past the granted expiry). Also the two fields of ours of migration 6, media_encryption and
+ * header_variables: stored, read back, defaulted, and given to trunks of a version-5 database.
  */
 import { afterAll, describe, expect, it } from 'vitest';
 import { randomUUID } from 'node:crypto';
@@ -11,6 +12,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { openStore } from '../../src/store/index.ts';
+import { Database } from '../../src/store/sqlite-driver.ts';
+import { migrate } from '../../src/store/db.ts';
+import { MIGRATIONS } from '../../src/store/migrations.ts';
 import type { SipTrunkSettings } from '../../src/domain/sip-trunk.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'callbridge-outbound-registration-'));
@@ -33,6 +37,8 @@ const registering: SipTrunkSettings = {
   register: true,
   remain_in_dialog: false,
   caller_id_transforms: [],
+  media_encryption: 'none',
+  header_variables: [],
 };
 
 function insert(settings: SipTrunkSettings): string {
@@ -87,5 +93,49 @@ describe('outbound registration columns of sip_trunks', () => {
     expect(status(id)).toMatchObject({ outbound_registration_status: 'pending', outbound_registration_error: '' });
     store.sipTrunks.update({ id, org_id: org.id, settings: { ...registering, register: false }, passwords: {}, updated_at: new Date().toISOString(), outboundChanged: true });
     expect(status(id)).toMatchObject({ outbound_registration_status: 'not_registered', outbound_registration_error: '', outbound_registration_expires_at: null });
+  });
+});
+
+describe('media_encryption and header_variables columns of sip_trunks (migration 6)', () => {
+  it('stores and reads both, and a PATCH-style update replaces them', () => {
+    const id = insert({ ...registering, media_encryption: 'require', header_variables: ['X-Customer-Id', 'Diversion'] });
+    expect(status(id)).toMatchObject({ media_encryption: 'require', header_variables: ['X-Customer-Id', 'Diversion'] });
+    store.sipTrunks.update({
+      id,
+      org_id: org.id,
+      settings: { ...registering, media_encryption: 'allow', header_variables: [] },
+      passwords: {},
+      updated_at: new Date().toISOString(),
+    });
+    expect(status(id)).toMatchObject({ media_encryption: 'allow', header_variables: [] });
+  });
+
+  it('gives a write that leaves them out the defaults: none and []', () => {
+    const id = insert(registering);
+    expect(status(id)).toMatchObject({ media_encryption: 'none', header_variables: [] });
+  });
+
+  it('refuses a media_encryption outside none/allow/require at the database too', () => {
+    expect(() => insert({ ...registering, media_encryption: 'sometimes' as never })).toThrow(/CHECK constraint/);
+  });
+
+  it('gives the trunks of a version-5 database the defaults when it is upgraded', () => {
+    const d = mkdtempSync(join(tmpdir(), 'callbridge-migration-6-'));
+    try {
+      const db = new Database(join(d, 'db.sqlite'));
+      db.pragma('foreign_keys = ON');
+      migrate(db, MIGRATIONS.filter((m) => m.version <= 5));
+      db.prepare("INSERT INTO organizations (id, name, created_at) VALUES ('0a000000-0000-4000-8000-000000000001', 'old', '2026-01-01T00:00:00.000Z')").run();
+      db.prepare(
+        "INSERT INTO sip_trunks (id, org_id, pbx, name, inbound_auth_type, inbound_host, inbound_acl, outbound_host, outbound_sip_username, register, remain_in_dialog, caller_id_transforms, inbound_registration_status, outbound_registration_status, created_at, updated_at) " +
+          "VALUES ('0d000000-0000-4000-8000-000000000001', '0a000000-0000-4000-8000-000000000001', 'generic', 'old trunk', 'none', '', '[]', '', '', 0, 0, '[]', 'not_registered', 'not_registered', '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z')",
+      ).run();
+      migrate(db, MIGRATIONS);
+      expect(db.prepare('SELECT media_encryption, header_variables FROM sip_trunks').get()).toEqual({ media_encryption: 'none', header_variables: '[]' });
+      expect(db.prepare('SELECT max(version) AS v FROM schema_migrations').get()).toEqual({ v: 6 });
+      db.close();
+    } finally {
+      rmSync(d, { recursive: true, force: true });
+    }
   });
 });

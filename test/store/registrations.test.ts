@@ -32,6 +32,8 @@ const settings: SipTrunkSettings = {
   register: false,
   remain_in_dialog: false,
   caller_id_transforms: [],
+  media_encryption: 'none',
+  header_variables: [],
 };
 
 function trunk(id: string, user: string): string {

@@ -15,6 +15,8 @@ import {
   checkAclWidth,
   checkTrunk,
   INBOUND_AUTH_TYPES,
+  MAX_HEADER_VARIABLES,
+  MEDIA_ENCRYPTIONS,
   PBX_TYPES,
   REGISTRATION_STATUSES,
   trunkForCreate,
@@ -39,6 +41,11 @@ const Password = (description: string) =>
   Type.Optional(Type.Unsafe<string | null>({ type: ['string', 'null'], minLength: 1, maxLength: 256, description, writeOnly: true }));
 const DialString = (description: string) =>
   Type.Optional(NullableString({ pattern: DIAL_STRING_PATTERN, description: `${description}; E.164 or digits, * and #; null = none` }));
+
+const MEDIA_ENCRYPTION_DOC = "ours: SRTP (SDES) on the trunk's calls: none (plain RTP), allow (SRTP when the far end offers or accepts it), require (no call without it)";
+const HEADER_VARIABLES_DOC =
+  `ours: SIP header names (case-insensitive, at most ${MAX_HEADER_VARIABLES} after removing duplicates; not Authorization or Proxy-Authorization) ` +
+  'whose values in an inbound INVITE become session variables sip_<name> (docs/sip-trunks.md)';
 
 function trunkSchemas(maxNameLength: number, acl: AclWidthLimit) {
   const Transform = Obj(
@@ -68,6 +75,13 @@ function trunkSchemas(maxNameLength: number, acl: AclWidthLimit) {
     register: Type.Optional(Nullable(Type.Boolean({ description: 'REGISTER with outbound_host and keep it refreshed; null = the PBX preset' }))),
     remain_in_dialog: Type.Optional(Nullable(Type.Boolean({ description: 'on transfer, stay in the dialog until the PBX reports the outcome; null = the PBX preset' }))),
     caller_id_transforms: Type.Optional(Nullable(Type.Array(Transform, { maxItems: 20, description: 'null or [] = none' }))),
+    // Ours (not in the service's document), like outbound_registration_error: docs/sip-trunks.md.
+    media_encryption: Type.Optional(NullableEnum(MEDIA_ENCRYPTIONS, MEDIA_ENCRYPTION_DOC + '; null = none')),
+    // maxItems is checked after deduplication by the domain, so a list with repeats still fits;
+    // the schema bounds what is parsed at all.
+    header_variables: Type.Optional(
+      Nullable(Type.Array(Type.String({ minLength: 1, maxLength: 64 }), { maxItems: 100, description: HEADER_VARIABLES_DOC + '; null or [] = none' })),
+    ),
   };
   const SipTrunkCreate = Obj({ pbx: StrEnum(PBX_TYPES), ...fields }, { title: 'SipTrunkCreate' });
   const SipTrunkPatch = Obj({ pbx: Type.Optional(StrEnum(PBX_TYPES)), ...fields }, { title: 'SipTrunkPatch' });
@@ -85,6 +99,8 @@ function trunkSchemas(maxNameLength: number, acl: AclWidthLimit) {
       register: Type.Boolean(),
       remain_in_dialog: Type.Boolean(),
       caller_id_transforms: Type.Array(Transform),
+      media_encryption: StrEnum(MEDIA_ENCRYPTIONS, MEDIA_ENCRYPTION_DOC),
+      header_variables: Type.Array(Type.String(), { description: HEADER_VARIABLES_DOC }),
       inbound_registration_status: StrEnum(REGISTRATION_STATUSES),
       outbound_registration_status: StrEnum(REGISTRATION_STATUSES),
       outbound_registration_error: Type.String({ description: "ours: why callbridge's last REGISTER to outbound_host failed; '' when it did not" }),
