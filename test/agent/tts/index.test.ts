@@ -1,8 +1,11 @@
 /** createTtsProviders: slots to adapters, misconfiguration as VENDOR_NOT_CONFIGURED. */
 import { describe, expect, it } from 'vitest';
 import { TtsError } from '../../../src/agent/errors.ts';
+import { TTS_TYPES } from '../../../src/config.ts';
 import {
+  CartesiaTtsProvider,
   createTtsProviders,
+  TTS_ADAPTER_TYPES,
   LocalEspeakProvider,
   OpenAiSpeechProvider,
   StreamingWsTtsProvider,
@@ -46,5 +49,14 @@ describe('createTtsProviders', () => {
     notConfigured(() => providers.get('provider_7'));
     notConfigured(() => createTtsProviders({}).get('provider_1'));
     notConfigured(() => createTtsProviders({ provider_1: { type: 'polly' as never } }).get('provider_1'));
+  });
+
+  it('builds every type the configuration accepts', () => {
+    expect([...TTS_ADAPTER_TYPES]).toEqual([...TTS_TYPES]);
+    const vendors = createTtsProviders({
+      provider_3: { type: 'cartesia', base_url: 'https://api.cartesia.ai', api_key: 'sk_car_x' },
+    });
+    expect(vendors.get('provider_3')).toBeInstanceOf(CartesiaTtsProvider);
+    expect(vendors.get('provider_3').name).toBe('provider_3');
   });
 });

@@ -1,16 +1,18 @@
 /**
  * The TTS providers of the configuration: six slots (`provider_1` .. `provider_6`, the values of
- * an agent's voice_settings.provider), each one of the three adapter types. Adapters are built
+ * an agent's voice_settings.provider), each one of the adapter types. Adapters are built
  * on first use and kept, so a misconfigured slot fails only the agents that use it, with
  * VENDOR_NOT_CONFIGURED, instead of the daemon's start.
  */
 import { TtsError } from '../../errors.ts';
 import type { TtsProvider } from '../types.ts';
+import { CartesiaTtsProvider } from './cartesia.ts';
 import { withFirstByteTiming } from './first-byte-timing.ts';
 import { LocalEspeakProvider } from './local-espeak.ts';
 import { OpenAiSpeechProvider } from './openai.ts';
 import { StreamingWsTtsProvider } from './stream.ts';
 
+export { CartesiaTtsProvider } from './cartesia.ts';
 export { LocalEspeakProvider } from './local-espeak.ts';
 export { OpenAiSpeechProvider } from './openai.ts';
 export { StreamingWsTtsProvider } from './stream.ts';
@@ -18,8 +20,11 @@ export { StreamingWsTtsProvider } from './stream.ts';
 export const TTS_PROVIDER_SLOTS = ['provider_1', 'provider_2', 'provider_3', 'provider_4', 'provider_5', 'provider_6'] as const;
 export type TtsProviderSlot = (typeof TTS_PROVIDER_SLOTS)[number];
 
+/** The adapter types: the embedded voice, two generic protocols, then one per vendor protocol. */
+export const TTS_ADAPTER_TYPES = ['local', 'openai', 'stream', 'cartesia'] as const;
+
 export interface TtsProviderConfig {
-  type: 'local' | 'openai' | 'stream';
+  type: (typeof TTS_ADAPTER_TYPES)[number];
   base_url?: string;
   api_key?: string;
   model?: string;
@@ -36,13 +41,20 @@ export interface TtsProviders {
 function build(slot: string, config: TtsProviderConfig): TtsProvider {
   const baseUrl = config.base_url?.trim() ?? '';
   if (config.type === 'local') return new LocalEspeakProvider({ name: slot });
-  if (config.type !== 'openai' && config.type !== 'stream') {
+  if (!(TTS_ADAPTER_TYPES as readonly string[]).includes(config.type)) {
     throw new TtsError('VENDOR_NOT_CONFIGURED', `TTS ${slot}: unknown type ${String(config.type)}`);
   }
   if (baseUrl === '') throw new TtsError('VENDOR_NOT_CONFIGURED', `TTS ${slot}: type ${config.type} needs base_url`);
   const options = { name: slot, baseUrl, apiKey: config.api_key, model: config.model };
   try {
-    return config.type === 'openai' ? new OpenAiSpeechProvider(options) : new StreamingWsTtsProvider(options);
+    switch (config.type) {
+      case 'openai':
+        return new OpenAiSpeechProvider(options);
+      case 'cartesia':
+        return new CartesiaTtsProvider(options);
+      default:
+        return new StreamingWsTtsProvider(options);
+    }
   } catch (err) {
     // new URL() rejects a malformed base_url; the message names the slot, not the (maybe keyed) URL
     throw new TtsError('VENDOR_NOT_CONFIGURED', `TTS ${slot}: base_url is not a valid URL`, { cause: err });

@@ -1,0 +1,171 @@
+/**
+ * A fake Cartesia TTS WebSocket on 127.0.0.1, speaking the protocol of Cartesia's API reference
+ * (`/tts/websocket`, contexts, continuations, manual flushes, cancel):
+ *
+ * - the upgrade needs `X-API-Key` (the expected key) and `Cartesia-Version`: 401 / 400 otherwise;
+ * - generation requests are JSON text frames with context_id, model_id, transcript, voice
+ *   {mode: id, id}, output_format {container: raw, encoding: pcm_s16le, sample_rate} and
+ *   `continue`; transcripts of a context are joined and spoken when a `flush: true` or a
+ *   `continue: false` message comes, each flush answered by `flush_done` with its flush_id, the
+ *   end of the context by `done`;
+ * - audio is `{type: chunk, data: <base64 PCM16 LE>, done: false, status_code: 206, step_time,
+ *   context_id, flush_id}`: a tone of `hz`, `samplesPerChar` samples per character at the
+ *   requested rate, in chunks of `pacing.chunkMs`, the first after `pacing.firstChunkMs`;
+ * - `{context_id, cancel: true}` stops the context's generation;
+ * - a malformed request is answered `{type: error, done: true, error, status_code: 400}`;
+ * - `fault` makes the next generation fail after some chunks: an error message or a dropped socket.
+ *
+ * Everything received is recorded for the tests.
+ */
+import type { IncomingHttpHeaders, Server } from 'node:http';
+import { WebSocketServer, type WebSocket } from 'ws';
+import { audioChunks, createServer, listen, REALISTIC, sleep, toneBytes, type Pacing } from './common.ts';
+
+export interface CartesiaConnection {
+  headers: IncomingHttpHeaders;
+  messages: Record<string, unknown>[];
+  /** Context ids the client cancelled. */
+  cancelled: string[];
+  closed: boolean;
+}
+
+export interface FakeCartesia {
+  url: string;
+  key: string;
+  hz: number;
+  samplesPerChar: number;
+  pacing: Pacing;
+  /** The next generation fails after this many chunks, by an error message or a dropped socket. */
+  fault: { afterChunks: number; kind: 'error' | 'drop' } | undefined;
+  connections: CartesiaConnection[];
+  close(): Promise<void>;
+}
+
+interface Context {
+  text: string;
+  flushId: number;
+  /** Generations of this context run one after another. */
+  chain: Promise<void>;
+  cancelled: boolean;
+}
+
+export async function startFakeCartesia(key: string): Promise<FakeCartesia> {
+  const wss = new WebSocketServer({ noServer: true });
+  const server: Server = createServer((_req, res) => res.writeHead(404).end());
+  const fake: FakeCartesia = {
+    url: '',
+    key,
+    hz: 400,
+    samplesPerChar: 240,
+    pacing: { ...REALISTIC },
+    fault: undefined,
+    connections: [],
+    close: async () => {
+      for (const c of wss.clients) c.terminate();
+      wss.close();
+      await new Promise<void>((r) => server.close(() => r()));
+    },
+  };
+
+  server.on('upgrade', (req, socket, head) => {
+    const refuse = (status: number, body: string): void => {
+      socket.end(`HTTP/1.1 ${status} Refused\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
+    };
+    if (new URL(req.url ?? '/', 'http://x').pathname !== '/tts/websocket') return refuse(404, '{"error":"not found"}');
+    if (req.headers['x-api-key'] !== fake.key) return refuse(401, '{"error":"Invalid API key"}');
+    if (typeof req.headers['cartesia-version'] !== 'string') return refuse(400, '{"error":"Cartesia-Version header is required"}');
+    wss.handleUpgrade(req, socket, head, (ws) => serve(ws, req.headers));
+  });
+
+  function serve(ws: WebSocket, headers: IncomingHttpHeaders): void {
+    const conn: CartesiaConnection = { headers, messages: [], cancelled: [], closed: false };
+    fake.connections.push(conn);
+    const contexts = new Map<string, Context>();
+    const send = (m: Record<string, unknown>): void => {
+      if (ws.readyState === ws.OPEN) ws.send(JSON.stringify(m));
+    };
+    ws.on('close', () => (conn.closed = true));
+    ws.on('message', (data) => {
+      let msg: Record<string, unknown>;
+      try {
+        msg = JSON.parse(data.toString()) as Record<string, unknown>;
+      } catch {
+        send({ type: 'error', done: true, error: 'Invalid JSON', status_code: 400 });
+        return;
+      }
+      conn.messages.push(msg);
+      const id = msg.context_id;
+      if (typeof id !== 'string' || id === '') {
+        send({ type: 'error', done: true, error: 'context_id is required', status_code: 400 });
+        return;
+      }
+      if (msg.cancel === true) {
+        conn.cancelled.push(id);
+        const ctx = contexts.get(id);
+        if (ctx !== undefined) ctx.cancelled = true;
+        return;
+      }
+      const problem = invalid(msg);
+      if (problem !== undefined) {
+        send({ type: 'error', done: true, error: problem, status_code: 400, context_id: id });
+        return;
+      }
+      let ctx = contexts.get(id);
+      if (ctx === undefined) {
+        ctx = { text: '', flushId: 1, chain: Promise.resolve(), cancelled: false };
+        contexts.set(id, ctx);
+      }
+      const c = ctx;
+      c.text += msg.transcript as string;
+      const rate = (msg.output_format as { sample_rate: number }).sample_rate;
+      const flush = msg.flush === true;
+      const last = msg.continue !== true;
+      if (!flush && !last) return;
+      const text = c.text;
+      c.text = '';
+      const flushId = c.flushId;
+      if (flush) c.flushId++;
+      c.chain = c.chain.then(async () => {
+        if (text.trim() !== '') await speak(text, rate, id, flushId, c);
+        if (c.cancelled) return;
+        if (flush) send({ type: 'flush_done', done: false, flush_done: true, flush_id: flushId, status_code: 206, context_id: id });
+        if (last) send({ type: 'done', done: true, status_code: 206, context_id: id });
+      });
+    });
+
+    async function speak(text: string, rate: number, id: string, flushId: number, ctx: Context): Promise<void> {
+      const samples = Math.round((text.trim().length * fake.samplesPerChar * rate) / 24000);
+      const chunks = audioChunks(toneBytes(samples, fake.hz, rate), rate, fake.pacing.chunkMs);
+      await sleep(fake.pacing.firstChunkMs);
+      const fault = fake.fault;
+      fake.fault = undefined;
+      for (let i = 0; i < chunks.length; i++) {
+        if (ctx.cancelled || ws.readyState !== ws.OPEN) return;
+        if (fault !== undefined && i === fault.afterChunks) {
+          if (fault.kind === 'drop') ws.terminate();
+          else send({ type: 'error', done: true, error: 'Internal server error: generation failed', status_code: 500, context_id: id });
+          ctx.cancelled = true;
+          return;
+        }
+        if (i > 0) await sleep(fake.pacing.gapMs);
+        if (ctx.cancelled) return;
+        send({ type: 'chunk', data: chunks[i]!.toString('base64'), done: false, status_code: 206, step_time: fake.pacing.gapMs, context_id: id, flush_id: flushId });
+      }
+    }
+  }
+
+  fake.url = `http://127.0.0.1:${await listen(server)}`;
+  return fake;
+}
+
+/** What the reference requires of a generation request (a flush or close repeats the fields). */
+function invalid(msg: Record<string, unknown>): string | undefined {
+  if (typeof msg.model_id !== 'string' || msg.model_id === '') return 'Invalid model: model_id is required';
+  if (typeof msg.transcript !== 'string') return 'transcript is required';
+  const voice = msg.voice as { mode?: unknown; id?: unknown } | undefined;
+  if (voice?.mode !== 'id' || typeof voice.id !== 'string' || voice.id === '') return 'voice must be {mode: "id", id}';
+  const format = msg.output_format as { container?: unknown; encoding?: unknown; sample_rate?: unknown } | undefined;
+  if (format?.container !== 'raw' || format.encoding !== 'pcm_s16le') return 'this fake speaks raw pcm_s16le only';
+  if (![8000, 16000, 22050, 24000, 44100, 48000].includes(format.sample_rate as number)) return 'unsupported sample_rate';
+  return undefined;
+}
