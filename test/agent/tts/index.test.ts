@@ -5,6 +5,7 @@ import { TTS_TYPES } from '../../../src/config.ts';
 import {
   CartesiaTtsProvider,
   createTtsProviders,
+  FishTtsProvider,
   TTS_ADAPTER_TYPES,
   LocalEspeakProvider,
   OpenAiSpeechProvider,
@@ -55,7 +56,9 @@ describe('createTtsProviders', () => {
     expect([...TTS_ADAPTER_TYPES]).toEqual([...TTS_TYPES]);
     const vendors = createTtsProviders({
       provider_3: { type: 'cartesia', base_url: 'https://api.cartesia.ai', api_key: 'sk_car_x' },
+      provider_6: { type: 'fish', base_url: 'https://api.fish.audio', api_key: 'fish_x' },
     });
+    expect(vendors.get('provider_6')).toBeInstanceOf(FishTtsProvider);
     expect(vendors.get('provider_3')).toBeInstanceOf(CartesiaTtsProvider);
     expect(vendors.get('provider_3').name).toBe('provider_3');
   });

@@ -36,6 +36,7 @@ import { TtsError } from '../../errors.ts';
 import { RUNTIME_SAMPLE_RATE, type TtsProvider, type TtsRequest } from '../types.ts';
 import { AudioChannel } from './audio-channel.ts';
 import { Pcm16Decoder } from './pcm.ts';
+import { clamp, tuning } from './tuning.ts';
 import { endpointUrl, refusalError } from './vendor-url.ts';
 
 export const CARTESIA_DEFAULT_MODEL = 'sonic-3';
@@ -101,9 +102,9 @@ export class CartesiaTtsProvider implements TtsProvider {
     const language = request.language.trim();
     if (language !== '' && language !== 'multi') fields.language = language;
     const config: Record<string, number> = {};
-    const speed = positive(request.speed);
+    const speed = tuning(request.speed);
     if (speed !== undefined) config.speed = clamp(speed, SPEED_RANGE);
-    const volume = positive(request.volume);
+    const volume = tuning(request.volume);
     if (volume !== undefined) config.volume = clamp(volume, VOLUME_RANGE);
     if (Object.keys(config).length > 0) fields.generation_config = config;
     return fields;
@@ -243,14 +244,6 @@ class CartesiaTurn {
     if (broken || this.#ws.readyState === WebSocket.CONNECTING) this.#ws.terminate();
     else if (this.#ws.readyState === WebSocket.OPEN) this.#ws.close(1000);
   }
-}
-
-function positive(value: number | undefined): number | undefined {
-  return value !== undefined && Number.isFinite(value) && value > 0 ? value : undefined;
-}
-
-function clamp(value: number, [min, max]: readonly [number, number]): number {
-  return Math.min(max, Math.max(min, value));
 }
 
 /** The vendor's words: `error` (older versions) or `title: message` (newer), trimmed. */
