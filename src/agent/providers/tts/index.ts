@@ -10,12 +10,14 @@ import { CartesiaTtsProvider } from './cartesia.ts';
 import { withFirstByteTiming } from './first-byte-timing.ts';
 import { FishTtsProvider } from './fish.ts';
 import { LocalEspeakProvider } from './local-espeak.ts';
+import { MinimaxTtsProvider } from './minimax.ts';
 import { OpenAiSpeechProvider } from './openai.ts';
 import { StreamingWsTtsProvider } from './stream.ts';
 
 export { CartesiaTtsProvider } from './cartesia.ts';
 export { FishTtsProvider } from './fish.ts';
 export { LocalEspeakProvider } from './local-espeak.ts';
+export { MinimaxTtsProvider } from './minimax.ts';
 export { OpenAiSpeechProvider } from './openai.ts';
 export { StreamingWsTtsProvider } from './stream.ts';
 
@@ -23,7 +25,7 @@ export const TTS_PROVIDER_SLOTS = ['provider_1', 'provider_2', 'provider_3', 'pr
 export type TtsProviderSlot = (typeof TTS_PROVIDER_SLOTS)[number];
 
 /** The adapter types: the embedded voice, two generic protocols, then one per vendor protocol. */
-export const TTS_ADAPTER_TYPES = ['local', 'openai', 'stream', 'cartesia', 'fish'] as const;
+export const TTS_ADAPTER_TYPES = ['local', 'openai', 'stream', 'cartesia', 'fish', 'minimax'] as const;
 
 export interface TtsProviderConfig {
   type: (typeof TTS_ADAPTER_TYPES)[number];
@@ -56,6 +58,8 @@ function build(slot: string, config: TtsProviderConfig): TtsProvider {
         return new CartesiaTtsProvider(options);
       case 'fish':
         return new FishTtsProvider(options);
+      case 'minimax':
+        return new MinimaxTtsProvider(options);
       default:
         return new StreamingWsTtsProvider(options);
     }
