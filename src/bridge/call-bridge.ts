@@ -25,6 +25,7 @@ import { BridgeCore, type CallRecorderSink } from './bridge-core.ts';
 import type { BridgeMetrics } from './bridge-metrics.ts';
 import { CallRecordWriter } from './call-record-writer.ts';
 import { inboundSession } from './inbound-session.ts';
+import { callVariables, withCallVariables } from './call-variables.ts';
 import type { SessionOpener } from './session-opener.ts';
 import { SipCallLeg } from './sip-call-leg.ts';
 import { sipTransferFallback, trunkTransferDialer, type DialTransfer } from './sip-transfer-fallback.ts';
@@ -106,7 +107,18 @@ export class CallBridge {
       else call.reject(486, 'Trunk busy');
       return;
     }
-    void this.#track(call).start(inboundSession(this.#o.store.agents, this.#o.sessions, call));
+    void this.#track(call).start(inboundSession(this.#o.store.agents, this.#o.sessions, call, this.#inboundVariables(call)));
+  }
+
+  /**
+   * The session variables of a routed inbound call (call-variables.ts). The trunk is read within
+   * the route's organization, so no other organization's header_variables can apply.
+   */
+  #inboundVariables(call: SipCall): ReturnType<typeof callVariables> {
+    const route = call.route;
+    if (route === undefined) return [];
+    const trunk = this.#o.store.sipTrunks.get(route.orgId, route.trunkId);
+    return callVariables({ callerNumber: call.from, calledNumber: route.number, trunk, header: (name) => call.inviteHeader(name) });
   }
 
   /** A SIP call as a bridged call, counted until it finishes. */
@@ -173,7 +185,8 @@ export class CallBridge {
       sipTrunkId: trunk.id,
       firstMessage: req.firstMessage ?? null,
       prompt: req.prompt ?? null,
-      variables: req.variables,
+      // Ours (caller_number, called_number, trunk_id, trunk_name) under the user's, which win.
+      variables: withCallVariables(callVariables({ callerNumber: req.callerId, calledNumber: req.number, trunk: { id: trunk.id, name: trunk.name, header_variables: [] } }), req.variables),
     });
     const log = this.#o.logger.child({ component: 'bridge', sessionId });
     log.info({ trunk: trunk.name, to: req.number }, 'placing outbound call');

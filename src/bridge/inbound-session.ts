@@ -1,15 +1,21 @@
 /**
  * The voice session of a routed inbound leg: the routed agent must still be there and active
  * (it may have been deactivated while the call rang), then a session is opened for it with the
- * call's numbers and trunk. What the core gets is either that opening or why to refuse the call.
+ * call's numbers, trunk and session variables (call-variables.ts). What the core gets is either that opening or why to refuse the call.
  */
 import type { Store } from '../store/index.ts';
 import type { CallLeg, RefusalCause } from './call-leg.ts';
 import type { OpenedSession, SessionOpener } from './session-opener.ts';
+import type { SessionVariable } from '../session/runtime-contract.ts';
 
 export type InboundSession = { refuse: RefusalCause; why: string } | { open: () => Promise<OpenedSession> };
 
-export function inboundSession(agents: Pick<Store['agents'], 'get'>, sessions: SessionOpener, leg: Pick<CallLeg, 'route' | 'from' | 'to'>): InboundSession {
+export function inboundSession(
+  agents: Pick<Store['agents'], 'get'>,
+  sessions: SessionOpener,
+  leg: Pick<CallLeg, 'route' | 'from' | 'to'>,
+  variables: SessionVariable[] = [],
+): InboundSession {
   const route = leg.route;
   if (route === undefined) return { refuse: 'internal_error', why: 'inbound call without a route' };
   const agent = agents.get(route.orgId, route.agentId);
@@ -24,6 +30,7 @@ export function inboundSession(agents: Pick<Store['agents'], 'get'>, sessions: S
         callTo: leg.to,
         direction: 'inbound',
         sipTrunkId: route.trunkId,
+        variables,
       }),
   };
 }

@@ -126,6 +126,13 @@ describe.skipIf(!sipp.ok)(`call bridge to an upstream voice server (two daemons)
     expect(upstream).not.toHaveProperty('sip_trunk_id');
     expect(upstream.started_at).toBeDefined();
     expect(upstream.transcript.entries[0]).toMatchObject({ role: 'assistant', message: B_FIRST });
+    // The call's session variables went to B with the session-token request (docs/bridge.md).
+    expect(b.daemon.store.sessions.get(upstream.id)?.variables).toEqual([
+      { key: 'caller_number', value: CALLER },
+      { key: 'called_number', value: NUMBER },
+      { key: 'trunk_id', value: trunkId },
+      { key: 'trunk_name', value: 'pbx acl' },
+    ]);
 
     // A: the phone call's record with the same id, and no voice session of its own.
     const local = list((await a.api('GET', '/v1/calls')).body);

@@ -114,6 +114,8 @@ export interface SipCallInit {
   trunk?: CallTrunk;
   /** Inbound: the routed agent. */
   route?: InboundRoute;
+  /** Inbound: the INVITE, whose headers inviteHeader() reads (session variables, docs/bridge.md). */
+  invite?: Pick<SipRequest, 'getAll'>;
   /** Inbound: the SDP answer sent by answer() (our offer, for a delayed-offer INVITE). */
   answerSdp?: string;
   /** Inbound delayed offer: our offer in the 2xx, whose answer the ACK brings. */
@@ -168,6 +170,7 @@ export class SipCall extends EventEmitter<SipCallEvents> {
   #end: HangupInfo | undefined;
   readonly #sdp: CallSdpContext;
   readonly #answerSdp: string | undefined;
+  readonly #invite: Pick<SipRequest, 'getAll'> | undefined;
   readonly #answerHeaders: [string, string][];
   readonly #timerInit: SipCallInit['sessionTimer'];
   readonly #sessionClock: TransactionTimers | undefined;
@@ -196,6 +199,7 @@ export class SipCall extends EventEmitter<SipCallEvents> {
     this.trunk = init.trunk;
     this.route = init.route;
     this.#answerSdp = init.answerSdp;
+    this.#invite = init.invite;
     this.#pendingOffer = init.pendingOffer;
     this.#answerHeaders = init.answerHeaders ?? [];
     this.#timerInit = init.sessionTimer;
@@ -234,6 +238,11 @@ export class SipCall extends EventEmitter<SipCallEvents> {
   get state(): 'ringing' | 'answered' | 'ended' {
     if (this.#end !== undefined) return 'ended';
     return this.answeredAt === undefined ? 'ringing' : 'answered';
+  }
+
+  /** Inbound: every value of a header of the INVITE (any case, compact forms too); [] outbound. */
+  inviteHeader(name: string): string[] {
+    return this.#invite?.getAll(name) ?? [];
   }
 
   /** How the call ended; undefined while it goes on. */

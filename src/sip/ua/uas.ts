@@ -396,6 +396,7 @@ async function handleInvite(ctx: UasContext, tx: ServerTransaction, inbound: Inb
     to: user,
     trunk: { id: decision.trunk.id, orgId: decision.trunk.orgId, name: decision.trunk.name },
     route: decision.route,
+    invite: req,
     answerSdp: answer.answerSdp,
     ...(pendingOffer ? { pendingOffer } : {}),
     answerHeaders: [['Allow', ALLOW], ['Supported', SUPPORTED], ['User-Agent', ctx.userAgent]],
