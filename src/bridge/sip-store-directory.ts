@@ -35,7 +35,7 @@ interface DnsEntry {
 const FAILED_LOOKUP_RETRY_MS = 5000;
 
 function toInbound(t: StoredSipTrunk): InboundTrunk {
-  return { id: t.id, orgId: t.org_id, name: t.name, authType: t.inbound_auth_type === 'acl' ? 'acl' : 'digest' };
+  return { id: t.id, orgId: t.org_id, name: t.name, authType: t.inbound_auth_type === 'acl' ? 'acl' : 'digest', mediaEncryption: t.media_encryption };
 }
 
 /** IPv4-mapped IPv6 sources (dual-stack sockets) compare as their IPv4 address. */

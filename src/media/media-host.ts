@@ -21,7 +21,7 @@ export interface PortSource {
 }
 
 /** The options a call's RTP session is made with, wherever it runs. */
-export type CallRtpOptions = Pick<RtpSessionOptions, 'clockRate' | 'remote' | 'dtmfPayloadType' | 'rtcpMux' | 'mediaTimeoutMs' | 'logger'>;
+export type CallRtpOptions = Pick<RtpSessionOptions, 'clockRate' | 'remote' | 'dtmfPayloadType' | 'rtcpMux' | 'mediaTimeoutMs' | 'srtp' | 'logger'>;
 
 export function createCallRtp(ports: CallPorts, options: CallRtpOptions): CallRtp {
   if (ports instanceof RemotePortPair) {

@@ -20,6 +20,7 @@ import { MediaClosedError } from './errors.ts';
 import type { AllocatedPorts, FromWorker, MediaWorkerData, ToWorker, WorkerSessionOptions } from './media-worker-protocol.ts';
 import type { RtpSessionEvents, RtpSessionStats, SdpRemote, SendOptions } from './rtp-session.ts';
 import type { RemoteAddress } from './rtp-symmetric-latch.ts';
+import type { SrtpKeys } from './srtp.ts';
 
 export interface MediaWorkerPoolOptions {
   /** Number of worker threads (>= 1). */
@@ -49,6 +50,11 @@ interface Pending {
 }
 
 /** An error the worker reported, with its code (e.g. MEDIA_PORTS_EXHAUSTED) kept. */
+/** Only the fields the worker needs: a copy of the keys, whatever else the caller's object holds. */
+function plainKeys(k: SrtpKeys): SrtpKeys {
+  return { suite: k.suite, sendKey: Uint8Array.from(k.sendKey), receiveKey: Uint8Array.from(k.receiveKey) };
+}
+
 class WorkerMediaError extends Error {
   readonly code: string | undefined;
   constructor(message: string, code?: string) {
@@ -76,7 +82,7 @@ function zeroStats(): RtpSessionStats {
     rtcpReceived: 0,
     dtmfReceived: 0,
     dtmfSent: 0,
-    dropped: { tooShort: 0, badVersion: 0, malformed: 0, wrongSource: 0, badSequence: 0, rtcpMalformed: 0, noRemote: 0, mutedByDtmf: 0, socketErrors: 0 },
+    dropped: { tooShort: 0, badVersion: 0, malformed: 0, wrongSource: 0, badSequence: 0, rtcpMalformed: 0, noRemote: 0, mutedByDtmf: 0, socketErrors: 0, srtpAuthFailed: 0, srtpReplayed: 0 },
   };
 }
 
@@ -307,7 +313,8 @@ export class RemoteRtpSession extends EventEmitter<RtpSessionEvents> {
     this.#ports = ports;
     ports.takeOver();
     ports.worker.sessions.set(ports.id, this);
-    this.opened = ports.worker.request<void>((req) => ({ t: 'session', req, id: ports.id, options }));
+    const sent = options.srtp ? { ...options, srtp: plainKeys(options.srtp) } : options;
+    this.opened = ports.worker.request<void>((req) => ({ t: 'session', req, id: ports.id, options: sent }));
     // The worker could not open it: not fatal, whoever listens for 'error' hears of it. (A worker
     // that exits rejects it with MediaClosedError; the session reports that as 'timeout'/'close'.)
     this.opened.catch((err: unknown) => {
@@ -345,6 +352,11 @@ export class RemoteRtpSession extends EventEmitter<RtpSessionEvents> {
 
   setMediaTimeout(ms: number): void {
     if (!this.#closed) this.#ports.worker.post({ t: 'setMediaTimeout', id: this.#ports.id, ms });
+  }
+
+  /** New SRTP keys for the session in the worker (RtpSession.setSrtp). */
+  setSrtp(keys: SrtpKeys | undefined): void {
+    if (!this.#closed) this.#ports.worker.post({ t: 'setSrtp', id: this.#ports.id, srtp: keys === undefined ? null : plainKeys(keys) });
   }
 
   sendDtmf(digit: string, durationMs?: number, payloadType?: number): Promise<void> {

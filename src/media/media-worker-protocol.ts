@@ -9,6 +9,7 @@ import type { BridgeMediaConfig, BridgeMediaStats } from './bridge-media.ts';
 import type { DtmfDigit } from './dtmf.ts';
 import type { RtpSessionStats, SdpRemote } from './rtp-session.ts';
 import type { RemoteAddress } from './rtp-symmetric-latch.ts';
+import type { SrtpKeys } from './srtp.ts';
 
 /** RtpSession options that cross to the worker (everything but ports, clock, timers, logger). */
 export interface WorkerSessionOptions {
@@ -17,6 +18,8 @@ export interface WorkerSessionOptions {
   dtmfPayloadType?: number;
   rtcpMux?: boolean;
   mediaTimeoutMs?: number;
+  /** SDES-SRTP keys of the call (plain data after structured clone; never logged). */
+  srtp?: SrtpKeys;
 }
 
 export type ToWorker =
@@ -26,6 +29,8 @@ export type ToWorker =
   /** Ports allocated but never used for a session (the INVITE failed): give them back. */
   | { t: 'release'; id: number }
   | { t: 'setRemote'; id: number; remote: SdpRemote }
+  /** New SRTP keys (a re-INVITE re-keyed): new contexts; null: plain RTP from now on. */
+  | { t: 'setSrtp'; id: number; srtp: SrtpKeys | null }
   | { t: 'setMediaTimeout'; id: number; ms: number }
   | { t: 'dtmf'; req: number; id: number; digit: string; durationMs?: number; payloadType?: number }
   | { t: 'send'; id: number; payload: Uint8Array; payloadType: number; timestampIncrement: number; marker?: boolean }

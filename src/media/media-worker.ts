@@ -155,6 +155,7 @@ function openSession(id: number, e: Entry, msg: Extract<ToWorker, { t: 'session'
     ...(o.dtmfPayloadType !== undefined ? { dtmfPayloadType: o.dtmfPayloadType } : {}),
     ...(o.rtcpMux !== undefined ? { rtcpMux: o.rtcpMux } : {}),
     ...(o.mediaTimeoutMs !== undefined ? { mediaTimeoutMs: o.mediaTimeoutMs } : {}),
+    ...(o.srtp ? { srtp: o.srtp } : {}),
   });
   e.rtp = rtp;
   rtp.on('dtmf', (digit) => post({ t: 'dtmf', id, digit }));
@@ -196,6 +197,9 @@ function handle(msg: ToWorker): void {
     case 'release':
       e.ports.close();
       entries.delete(msg.id);
+      return;
+    case 'setSrtp':
+      e.rtp?.setSrtp(msg.srtp ?? undefined);
       return;
     case 'setRemote':
       e.rtp?.setRemote(msg.remote);

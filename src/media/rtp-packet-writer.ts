@@ -20,6 +20,8 @@
 export const RTP_HEADER_BYTES = 12;
 /** A buffer for one Ethernet MTU: every audio packet fits. */
 const MIN_BUFFER_BYTES = 1500;
+/** Room kept behind every packet for an SRTP authentication tag (srtp.ts protects in place). */
+export const RTP_TRAILER_ROOM = 16;
 
 export class RtpPacketWriter {
   readonly #ssrc: number;
@@ -40,7 +42,7 @@ export class RtpPacketWriter {
   /** Writes header and payload into buffer; returns the packet's length. */
   write(sequence: number, timestamp: number, payloadType: number, marker: boolean, payload: Uint8Array): number {
     const length = RTP_HEADER_BYTES + payload.byteLength;
-    if (length > this.#buffer.length) this.#replaceBuffer(length);
+    if (length + RTP_TRAILER_ROOM > this.#buffer.length) this.#replaceBuffer(length + RTP_TRAILER_ROOM);
     const buf = this.#buffer;
     const view = this.#view;
     buf[0] = 0x80; // V=2, no padding, no extension, no CSRC

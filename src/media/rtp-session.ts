@@ -38,6 +38,7 @@ import { RtpMediaClock } from './rtp-media-clock.ts';
 import { RTP_HEADER_BYTES, RtpPacketWriter } from './rtp-packet-writer.ts';
 import { RtpReceiveStats } from './rtp-receive-stats.ts';
 import { SymmetricLatch, type RemoteAddress, type SdpRemote } from './rtp-symmetric-latch.ts';
+import { SRTP_REPLAYED, SrtpSession, type SrtpKeys } from './srtp.ts';
 import { systemClock, systemTimers, type Clock, type ReceivedRtp, type Timers } from './types.ts';
 
 // Part of this module's API since before the split; importers keep importing them from here.
@@ -71,6 +72,11 @@ export interface RtpSessionOptions {
   rtcpIntervalMs?: number;
   /** Send RTCP on the RTP port (RFC 5761, when a=rtcp-mux was agreed). Default false. */
   rtcpMux?: boolean;
+  /**
+   * SDES-SRTP keys (RTP/SAVP was agreed): every RTP and RTCP packet is protected on the way out
+   * and must authenticate on the way in (srtp.ts). Absent: plain RTP.
+   */
+  srtp?: SrtpKeys;
   /** A pause in send() longer than this starts a talk spurt (marker, timestamp jump). Default 200 ms. */
   talkspurtGapMs?: number;
   /** RTCP SDES CNAME (RFC 7022: random per session by default). */
@@ -139,6 +145,13 @@ export interface RtpSessionStats {
     mutedByDtmf: number;
     /** Socket errors (send failures). */
     socketErrors: number;
+    /**
+     * SRTP/SRTCP packets whose authentication tag failed (or too short for one): never decoded.
+     * Optional in the type only for call legs without RTP (media streams); RtpSession sets both.
+     */
+    srtpAuthFailed?: number;
+    /** SRTP/SRTCP packets already received or older than the replay window. */
+    srtpReplayed?: number;
   };
 }
 
@@ -210,7 +223,7 @@ export class RtpSession extends EventEmitter<RtpSessionEvents> {
   #mediaTimer: unknown;
   readonly #dtmfReceiver: DtmfReceiver;
   #dtmfTimer: unknown;
-  readonly #dropped: RtpSessionStats['dropped'] = {
+  readonly #dropped: Required<RtpSessionStats['dropped']> = {
     tooShort: 0,
     badVersion: 0,
     malformed: 0,
@@ -220,7 +233,11 @@ export class RtpSession extends EventEmitter<RtpSessionEvents> {
     noRemote: 0,
     mutedByDtmf: 0,
     socketErrors: 0,
+    srtpAuthFailed: 0,
+    srtpReplayed: 0,
   };
+  /** SRTP contexts of the current keys; undefined for plain RTP. */
+  #srtp: SrtpSession | undefined;
 
   // RTCP.
   readonly #rtcp: RtcpReporter;
@@ -282,6 +299,7 @@ export class RtpSession extends EventEmitter<RtpSessionEvents> {
       onDigit: (digit) => this.#fire('dtmf', digit),
     });
     if (options.remote) this.setRemote(options.remote);
+    if (options.srtp) this.#srtp = new SrtpSession(options.srtp);
 
     ports.rtp.on('message', this.#onRtpDatagram);
     ports.rtcp.on('message', this.#onRtcpDatagram);
@@ -312,6 +330,20 @@ export class RtpSession extends EventEmitter<RtpSessionEvents> {
    */
   setRemote(remote: SdpRemote): void {
     this.#latch.setSdp(remote);
+  }
+
+  /**
+   * New SDES keys (a re-INVITE changed them, RFC 4568 7.1.4): new SRTP contexts for both
+   * directions, ROCs and replay windows from scratch. undefined: plain RTP from now on.
+   * @throws RangeError when a key is not 30 bytes.
+   */
+  setSrtp(keys: SrtpKeys | undefined): void {
+    this.#srtp = keys ? new SrtpSession(keys) : undefined;
+  }
+
+  /** Whether packets are SRTP-protected now. */
+  get secure(): boolean {
+    return this.#srtp !== undefined;
   }
 
   /** Changes the media timeout (0 disables it, e.g. while the peer holds the call). */
@@ -458,9 +490,19 @@ export class RtpSession extends EventEmitter<RtpSessionEvents> {
       this.#dropped.badVersion++;
       return;
     }
+    let length = msg.length;
+    if (this.#srtp !== undefined) {
+      // Authenticated (and replay-checked) before anything else looks at it: a forged packet
+      // neither latches nor reaches the decoder (RFC 3711 3.3).
+      length = this.#srtp.unprotectRtp(msg, length);
+      if (length < 0) {
+        this.#countSrtpDrop(length);
+        return;
+      }
+    }
     let packet: RtpPacket;
     try {
-      packet = new RtpPacket(new DataView(msg.buffer, msg.byteOffset, msg.length));
+      packet = new RtpPacket(new DataView(msg.buffer, msg.byteOffset, length));
     } catch {
       this.#dropped.malformed++;
       return;
@@ -520,6 +562,14 @@ export class RtpSession extends EventEmitter<RtpSessionEvents> {
   };
 
   #handleRtcp(msg: Buffer, rinfo: RemoteInfo, muxed: boolean): void {
+    if (this.#srtp !== undefined) {
+      const length = this.#srtp.unprotectRtcp(msg, msg.length);
+      if (length < 0) {
+        this.#countSrtpDrop(length);
+        return;
+      }
+      msg = msg.subarray(0, length);
+    }
     let packets: RtcpPacket[];
     try {
       packets = parseCompound(msg);
@@ -540,6 +590,11 @@ export class RtpSession extends EventEmitter<RtpSessionEvents> {
     }
   }
 
+  #countSrtpDrop(code: number): void {
+    if (code === SRTP_REPLAYED) this.#dropped.srtpReplayed++;
+    else this.#dropped.srtpAuthFailed++; // SRTP_AUTH_FAILED, or too short to carry a tag
+  }
+
   readonly #onSocketError = (err: Error): void => {
     this.#dropped.socketErrors++;
     this.#report(new SocketError(err));
@@ -554,7 +609,9 @@ export class RtpSession extends EventEmitter<RtpSessionEvents> {
       this.#dropped.noRemote++;
       return false;
     }
-    const length = this.#writer.write(this.#seq, timestamp, payloadType, marker, payload);
+    let length = this.#writer.write(this.#seq, timestamp, payloadType, marker, payload);
+    // In place: the writer keeps room for the tag behind the packet.
+    if (this.#srtp !== undefined) length = this.#srtp.protectRtp(this.#writer.buffer, length);
     const socket = this.#ports.rtp;
     try {
       socket.send(this.#writer.buffer, 0, length, dest.port, dest.address);
@@ -632,7 +689,8 @@ export class RtpSession extends EventEmitter<RtpSessionEvents> {
     try {
       const now = this.#clock.now();
       const sent = { packets: this.#packetsSent, octets: this.#octetsSent, rtpTimestamp: this.#mediaClock.timestampAt(now) };
-      const packet = this.#rtcp.buildReport(now, this.#source, sent, bye);
+      const report = this.#rtcp.buildReport(now, this.#source, sent, bye);
+      const packet = this.#srtp !== undefined ? this.#srtp.protectRtcp(report) : report;
       const socket = this.#rtcpMux ? this.#ports.rtp : this.#ports.rtcp;
       socket.send(packet, dest.port, dest.address);
       this.#rtcpSent++;

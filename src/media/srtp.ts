@@ -362,3 +362,15 @@ export class SrtpSession {
 function readU32(b: Uint8Array, o: number): number {
   return ((b[o]! << 24) | (b[o + 1]! << 16) | (b[o + 2]! << 8) | b[o + 3]!) >>> 0;
 }
+
+/**
+ * Marks an object that holds SRTP keys so that JSON (pino) and util.inspect print no key: a
+ * non-enumerable toJSON and inspect hook, which structured clone (postMessage to a media
+ * worker) skips, so the object still crosses threads as plain data.
+ */
+export function hideSrtpKeys<T extends { suite: SrtpSuite }>(o: T): T {
+  const shown = (): object => ({ suite: o.suite, keys: '[redacted]' });
+  Object.defineProperty(o, 'toJSON', { value: shown, enumerable: false });
+  Object.defineProperty(o, Symbol.for('nodejs.util.inspect.custom'), { value: shown, enumerable: false });
+  return o;
+}

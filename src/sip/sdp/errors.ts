@@ -30,6 +30,12 @@ export const SDP_ERROR_CODES = [
   'SDP_ANSWER_MISMATCH',
   /** The answer rejected our audio stream (port 0). */
   'SDP_ANSWER_REJECTED',
+  /** The trunk requires SRTP (media_encryption "require") and the offer has only plain RTP. */
+  'SDP_SRTP_REQUIRED',
+  /** SDES keys (RTP/SAVP with a=crypto) over a signalling transport that is not TLS (RFC 4568 8.3). */
+  'SDP_SDES_NEEDS_TLS',
+  /** RTP/SAVP without an a=crypto line we can use (suite, key, MKI or parameters), or an answer without one. */
+  'SDP_NO_CRYPTO',
 ] as const;
 
 export type SdpErrorCode = (typeof SDP_ERROR_CODES)[number];
@@ -72,6 +78,10 @@ export const SDP_WARNINGS = {
   SDP_INCOMPATIBLE_ADDRESS: { code: 301, text: 'Incompatible network address formats' },
   SDP_ANSWER_MISMATCH: { code: 399, text: 'Answer does not match the offer' },
   SDP_ANSWER_REJECTED: { code: 304, text: 'Media type not available' },
+  // warn-text is free text (RFC 3261 20.43): these name the reason, as the trunk's admin needs it.
+  SDP_SRTP_REQUIRED: { code: 302, text: 'SRTP required by the trunk' },
+  SDP_SDES_NEEDS_TLS: { code: 302, text: 'SDES keys only over TLS' },
+  SDP_NO_CRYPTO: { code: 302, text: 'No supported SRTP crypto suite (AES_CM_128_HMAC_SHA1_80/32)' },
 } as const satisfies Record<Exclude<SdpErrorCode, 'SDP_PARSE'>, { code: number; text: string }>;
 
 export type SdpNegotiationErrorCode = keyof typeof SDP_WARNINGS;

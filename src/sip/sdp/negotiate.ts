@@ -23,16 +23,19 @@
  * peer cannot switch codecs mid-stream without a new offer: the media path has one decoder.
  */
 import net from 'node:net';
-import { randomInt } from 'node:crypto';
+import { randomBytes, randomInt } from 'node:crypto';
 import { write as transformWrite, type MediaAttributes, type MediaDescription, type SessionDescription } from 'sdp-transform';
 import { SUPPORTED_CODECS, codecInfo, type CodecInfo, type CodecName } from '../../media/codecs.ts';
 import { COMFORT_NOISE_RTPMAP } from '../../media/comfort-noise.ts';
+import { hideSrtpKeys, sameSrtpKeys, SRTP_MASTER_LENGTH, SRTP_SUITES, type SrtpKeys, type SrtpSuite } from '../../media/srtp.ts';
 import { SdpNegotiationError } from './errors.ts';
 import {
   audioUsability,
+  isSavp,
   parseSdp,
   type AudioUsability,
   type ParsedSdp,
+  type SdpCrypto,
   type SdpDirection,
   type SdpMedia,
   type SdpRtpFormat,
@@ -121,6 +124,26 @@ export interface NegotiatedRemote {
   rtcpAddress?: string;
 }
 
+/**
+ * SDES-SRTP agreed for the stream (RFC 4568): the suite, the crypto tag of the accepted line,
+ * our key (we send with it) and the peer's (we receive with it). Printing it (JSON, inspect)
+ * shows no key.
+ */
+export interface NegotiatedSrtp extends SrtpKeys {
+  tag: number;
+}
+
+/**
+ * The trunk's SRTP policy for one negotiation (docs/sip-trunks.md `media_encryption`):
+ * `none` plain RTP only; `allow` SRTP when offered, else plain; `require` SRTP only.
+ * `sdesAllowed`: the offer came over TLS, so its keys were not readable on the way (RFC 4568
+ * 8.3): SDES keys are neither taken nor given otherwise.
+ */
+export interface SrtpPolicy {
+  mode: 'none' | 'allow' | 'require';
+  sdesAllowed: boolean;
+}
+
 /** What the media path needs after an offer/answer exchange. */
 export interface NegotiatedMedia {
   /** Index of the negotiated m-line (the others were rejected with port 0). */
@@ -151,6 +174,10 @@ export interface NegotiatedMedia {
   remoteChanged: boolean;
   /** Against `previous`: hold started or ended. */
   holdChanged: boolean;
+  /** SDES-SRTP keys when the stream is RTP/SAVP; absent for plain RTP. */
+  srtp?: NegotiatedSrtp;
+  /** Against `previous`: SRTP started, ended, or a key or the suite changed (new contexts). */
+  srtpChanged: boolean;
 }
 
 export interface NegotiatedAnswer extends NegotiatedMedia {
@@ -195,6 +222,8 @@ export interface NegotiateOptions extends LocalSdpOptions {
   direction?: SdpDirection;
   /** The session being modified, for a re-offer: keeps its codec if still offered. */
   previous?: NegotiatedMedia;
+  /** SRTP policy; default `{ mode: 'none' }`: RTP/SAVP lines are refused as today. */
+  srtp?: SrtpPolicy;
 }
 
 export interface CreateOfferOptions extends LocalSdpOptions {
@@ -212,6 +241,12 @@ export interface CreateOfferOptions extends LocalSdpOptions {
   payloadTypes?: { opus?: number; telephoneEvent8000?: number; telephoneEvent48000?: number };
   /** The session being modified: its payload type numbers are reused (RFC 3264 section 8.3.2). */
   previous?: NegotiatedMedia;
+  /**
+   * Offer RTP/SAVP with SDES keys (RFC 4568): both suites with fresh keys, or, in a re-offer of
+   * an SRTP session (`previous.srtp`), its suite and key again so the contexts continue.
+   * Send such an offer only over TLS. Default false.
+   */
+  srtp?: boolean;
 }
 
 /** What we offered, kept by the UAC for parseAnswer. */
@@ -224,7 +259,9 @@ export interface SdpOffer {
   telephoneEvents: { payloadType: number; clockRate: number }[];
   comfortNoisePayloadType?: number;
   rtcpMux: boolean;
-  protocol: 'RTP/AVP';
+  protocol: 'RTP/AVP' | 'RTP/SAVP';
+  /** Our a=crypto lines (RTP/SAVP only). Secret: never logged. */
+  crypto?: SdpCrypto[];
   ptime: number;
 }
 
@@ -354,8 +391,11 @@ function remoteOf(m: SdpMedia, rtcpMux: boolean): NegotiatedRemote {
   return remote;
 }
 
-function changes(previous: NegotiatedMedia | undefined, now: Pick<NegotiatedMedia, 'codec' | 'remote' | 'hold'>): Pick<NegotiatedMedia, 'codecChanged' | 'remoteChanged' | 'holdChanged'> {
-  if (!previous) return { codecChanged: false, remoteChanged: false, holdChanged: false };
+function changes(
+  previous: NegotiatedMedia | undefined,
+  now: Pick<NegotiatedMedia, 'codec' | 'remote' | 'hold'> & { srtp: NegotiatedSrtp | undefined },
+): Pick<NegotiatedMedia, 'codecChanged' | 'remoteChanged' | 'holdChanged' | 'srtpChanged'> {
+  if (!previous) return { codecChanged: false, remoteChanged: false, holdChanged: false, srtpChanged: false };
   return {
     codecChanged:
       previous.codec.name !== now.codec.name ||
@@ -363,6 +403,7 @@ function changes(previous: NegotiatedMedia | undefined, now: Pick<NegotiatedMedi
       previous.codec.receivePayloadType !== now.codec.receivePayloadType,
     remoteChanged: !sameRemote(previous.remote, now.remote),
     holdChanged: previous.hold !== now.hold,
+    srtpChanged: !sameSrtpKeys(previous.srtp, now.srtp),
   };
 }
 
@@ -372,11 +413,17 @@ function listEncodings(m: SdpMedia): string {
 }
 
 /** The SdpNegotiationError for an offer where no stream was taken, by the most telling cause. */
-function rejection(problems: Map<AudioUsability | 'codec', SdpMedia>): SdpNegotiationError {
+function rejection(problems: Map<Problem, SdpMedia>): SdpNegotiationError {
   const codec = problems.get('codec');
   if (codec) {
     return new SdpNegotiationError('SDP_NO_COMMON_CODEC', `no common codec: offered ${listEncodings(codec)}; we accept PCMU/8000, PCMA/8000, opus/48000/2`);
   }
+  const crypto = problems.get('crypto');
+  if (crypto) {
+    return new SdpNegotiationError('SDP_NO_CRYPTO', `${crypto.protocol} with ${crypto.cryptoLines} a=crypto line(s), none usable; we take ${SRTP_SUITES.join(', ')} with one inline key, no MKI, no session parameters`);
+  }
+  if (problems.has('sdes-insecure')) return new SdpNegotiationError('SDP_SDES_NEEDS_TLS', 'SDES keys (RTP/SAVP with a=crypto) are taken only over TLS (RFC 4568 section 8.3)');
+  if (problems.has('srtp-required')) return new SdpNegotiationError('SDP_SRTP_REQUIRED', 'the trunk requires SRTP (media_encryption require); the offer has plain RTP only');
   const transport = problems.get('transport');
   if (transport) return new SdpNegotiationError('SDP_INCOMPATIBLE_TRANSPORT', `audio offered only over ${transport.protocol}; we accept RTP/AVP and RTP/AVPF`);
   if (problems.has('address')) return new SdpNegotiationError('SDP_INCOMPATIBLE_ADDRESS', 'audio offered only on multicast addresses or port ranges; we accept one unicast port');
@@ -386,6 +433,44 @@ function rejection(problems: Map<AudioUsability | 'codec', SdpMedia>): SdpNegoti
 /* ------------------------------------------------------------------------------------------ */
 /* Answering an offer                                                                           */
 /* ------------------------------------------------------------------------------------------ */
+
+/** Why an m-line was not taken: its usability, no common codec, or the SRTP policy. */
+type Problem = AudioUsability | 'codec' | 'crypto' | 'sdes-insecure' | 'srtp-required';
+
+/**
+ * The SRTP policy's verdict on an m-line that is otherwise usable audio: fine, or the problem.
+ * SAVP needs sdesAllowed and a usable a=crypto line; plain RTP is refused by `require`.
+ */
+function srtpProblem(m: SdpMedia, policy: SrtpPolicy): Problem | undefined {
+  if (isSavp(m)) {
+    if (policy.mode === 'none') return 'transport';
+    if (!policy.sdesAllowed) return 'sdes-insecure';
+    if (m.crypto.length === 0) return 'crypto';
+    return undefined;
+  }
+  return policy.mode === 'require' ? 'srtp-required' : undefined;
+}
+
+/** A fresh master key || salt (RFC 4568 6.1: from a cryptographically strong source). */
+function newMasterKey(): Buffer {
+  return randomBytes(SRTP_MASTER_LENGTH);
+}
+
+/**
+ * The SRTP of our answer to an SAVP m-line: the first line of the offer with a suite we take
+ * (the offerer's preference, RFC 4568 7.1.1), and our key. A re-offer that keeps the suite and
+ * the peer's key keeps our key too (the contexts continue, ROCs included); any change gets a
+ * fresh key of ours, since a new context must never restart a key's ROC at 0.
+ */
+function answerSrtp(m: SdpMedia, previous: NegotiatedSrtp | undefined): NegotiatedSrtp {
+  const line = m.crypto[0] as SdpCrypto;
+  const keep = previous !== undefined && previous.suite === line.suite && Buffer.compare(previous.receiveKey, line.key) === 0;
+  return hideSrtpKeys({ suite: line.suite, tag: line.tag, sendKey: keep ? previous.sendKey : newMasterKey(), receiveKey: line.key });
+}
+
+function cryptoAttribute(tag: number, suite: SrtpSuite, key: Uint8Array): { id: number; suite: string; config: string } {
+  return { id: tag, suite, config: `inline:${Buffer.from(key).toString('base64')}` };
+}
 
 interface CodecChoice {
   format: SdpRtpFormat;
@@ -428,12 +513,18 @@ export function negotiate(offer: string | ParsedSdp, options: NegotiateOptions):
   const parsed = typeof offer === 'string' ? parseSdp(offer) : offer;
   const dtmfWanted = options.dtmf ?? true;
 
+  const policy: SrtpPolicy = options.srtp ?? { mode: 'none', sdesAllowed: false };
   let chosen: (CodecChoice & { media: SdpMedia }) | undefined;
-  const problems = new Map<AudioUsability | 'codec', SdpMedia>();
+  const problems = new Map<Problem, SdpMedia>();
   for (const m of parsed.media) {
-    const usability = audioUsability(m);
+    const usability = audioUsability(m, { srtp: policy.mode !== 'none' });
     if (usability !== 'usable') {
       if (!problems.has(usability)) problems.set(usability, m);
+      continue;
+    }
+    const srtpIssue = srtpProblem(m, policy);
+    if (srtpIssue !== undefined) {
+      if (!problems.has(srtpIssue)) problems.set(srtpIssue, m);
       continue;
     }
     const pick = pickCodec(m, options, allowed, dtmfWanted);
@@ -455,6 +546,7 @@ export function negotiate(offer: string | ParsedSdp, options: NegotiateOptions):
   const rtcpMux = m.rtcpMux && (options.rtcpMux ?? true);
   const remoteDirection = effectiveDirection(m);
   const direction = answerDirection(remoteDirection, wanted);
+  const srtp = isSavp(m) ? answerSrtp(m, options.previous?.srtp) : undefined;
 
   // The answer's m-lines: ours for the chosen stream, port 0 for every other (RFC 3264 section 6).
   const answerMedia: MediaDescription[] = parsed.media.map((offered) => {
@@ -487,6 +579,7 @@ export function negotiate(offer: string | ParsedSdp, options: NegotiateOptions):
       direction,
     };
     if (rtcpMux) answer.rtcpMux = 'rtcp-mux';
+    if (srtp) answer.crypto = [cryptoAttribute(srtp.tag, srtp.suite, srtp.sendKey)];
     return answer;
   });
 
@@ -510,7 +603,7 @@ export function negotiate(offer: string | ParsedSdp, options: NegotiateOptions):
     remoteDirection,
     hold,
     ptime: local.ptime,
-    ...changes(options.previous, { codec, remote, hold }),
+    ...changes(options.previous, { codec, remote, hold, srtp }),
     answerSdp: writeSdp(local, options, parsed.timing, answerMedia),
     sessionId: local.sessionId,
     sessionVersion: options.sessionVersion,
@@ -519,6 +612,7 @@ export function negotiate(offer: string | ParsedSdp, options: NegotiateOptions):
     result.dtmf = { payloadType: te.payloadType, receivePayloadType: te.payloadType, clockRate: te.clockRate, events };
     result.dtmfPayloadType = te.payloadType;
   }
+  if (srtp) result.srtp = srtp;
   if (cn) result.comfortNoisePayloadType = cn.payloadType;
   if (m.ptime !== undefined) result.remotePtime = m.ptime;
   if (m.maxptime !== undefined) result.remoteMaxptime = m.maxptime;
@@ -582,10 +676,18 @@ export function createOffer(options: CreateOfferOptions): SdpOffer {
     rtp.push(rtpmapOf(COMFORT_NOISE_RTPMAP.name, comfortNoisePayloadType, COMFORT_NOISE_RTPMAP.clockRate));
   }
   const rtcpMux = options.rtcpMux ?? false;
+  const protocol = options.srtp ? 'RTP/SAVP' : 'RTP/AVP';
+  let crypto: SdpCrypto[] | undefined;
+  if (options.srtp) {
+    const kept = previous?.srtp;
+    // A re-offer keeps the agreed line (same key: the answerer may keep its contexts); a first
+    // offer lists both suites, each with a key of its own, _80 first (RFC 4568 6.2.1: stronger).
+    crypto = kept ? [{ tag: kept.tag, suite: kept.suite, key: kept.sendKey }] : SRTP_SUITES.map((suite, i) => ({ tag: i + 1, suite, key: newMasterKey() }));
+  }
   const media: MediaDescription = {
     type: 'audio',
     port: options.localPort,
-    protocol: 'RTP/AVP',
+    protocol,
     payloads: [...codecs.map((c) => c.payloadType), ...telephoneEvents.map((t) => t.payloadType), ...(comfortNoisePayloadType === undefined ? [] : [comfortNoisePayloadType])].join(' '),
     rtp,
     fmtp,
@@ -593,6 +695,7 @@ export function createOffer(options: CreateOfferOptions): SdpOffer {
     direction,
   };
   if (rtcpMux) media.rtcpMux = 'rtcp-mux';
+  if (crypto) media.crypto = crypto.map((c) => cryptoAttribute(c.tag, c.suite, c.key));
   const offer: SdpOffer = {
     sdp: writeSdp(local, options, undefined, [media]),
     sessionId: local.sessionId,
@@ -601,9 +704,10 @@ export function createOffer(options: CreateOfferOptions): SdpOffer {
     codecs,
     telephoneEvents,
     rtcpMux,
-    protocol: 'RTP/AVP',
+    protocol,
     ptime: local.ptime,
   };
+  if (crypto) Object.defineProperty(offer, 'crypto', { value: crypto, enumerable: false }); // kept out of logs
   if (comfortNoisePayloadType !== undefined) offer.comfortNoisePayloadType = comfortNoisePayloadType;
   return offer;
 }
@@ -629,7 +733,16 @@ export function parseAnswer(answer: string | ParsedSdp, offer: SdpOffer, previou
   if (m.type.toLowerCase() !== 'audio') throw new SdpNegotiationError('SDP_ANSWER_MISMATCH', `the answer's m-line is ${m.type}, the offer's was audio`);
   if (m.port === 0) throw new SdpNegotiationError('SDP_ANSWER_REJECTED', 'the answer rejected the audio stream (port 0)');
   if (m.protocol.toUpperCase() !== offer.protocol) throw new SdpNegotiationError('SDP_ANSWER_MISMATCH', `the answer's transport is ${m.protocol}, the offer's was ${offer.protocol}`);
-  if (audioUsability(m) !== 'usable') throw new SdpNegotiationError('SDP_INCOMPATIBLE_ADDRESS', 'the answer gives a multicast address or a port range');
+  if (audioUsability(m, { srtp: offer.protocol === 'RTP/SAVP' }) !== 'usable') throw new SdpNegotiationError('SDP_INCOMPATIBLE_ADDRESS', 'the answer gives a multicast address or a port range');
+  let srtp: NegotiatedSrtp | undefined;
+  if (offer.protocol === 'RTP/SAVP') {
+    // RFC 4568 7.1.2: the answer has one a=crypto line, with the tag and suite of one of ours.
+    const ours = offer.crypto ?? [];
+    const line = m.crypto.find((c) => ours.some((o) => o.tag === c.tag && o.suite === c.suite));
+    const mine = line && ours.find((o) => o.tag === line.tag);
+    if (!line || !mine) throw new SdpNegotiationError('SDP_NO_CRYPTO', `the answer accepted none of our a=crypto lines (it has ${m.cryptoLines})`);
+    srtp = hideSrtpKeys({ suite: line.suite, tag: line.tag, sendKey: mine.key, receiveKey: line.key });
+  }
 
   const offeredNames = offer.codecs.map((c) => c.name);
   let format: SdpRtpFormat | undefined;
@@ -678,8 +791,9 @@ export function parseAnswer(answer: string | ParsedSdp, offer: SdpOffer, previou
     remoteDirection,
     hold,
     ptime: offer.ptime,
-    ...changes(previous, { codec, remote, hold }),
+    ...changes(previous, { codec, remote, hold, srtp }),
   };
+  if (srtp) result.srtp = srtp;
   if (te && ourTe) {
     result.dtmf = { payloadType: te.payloadType, receivePayloadType: ourTe.payloadType, clockRate: te.clockRate, events: commonEvents(te.events) as string };
     result.dtmfPayloadType = te.payloadType;

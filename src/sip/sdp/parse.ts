@@ -25,6 +25,7 @@
  */
 import net from 'node:net';
 import { parse as transformParse, type MediaDescription, type SessionDescription } from 'sdp-transform';
+import { isSrtpSuite, SRTP_MASTER_LENGTH, type SrtpSuite } from '../../media/srtp.ts';
 import { SdpParseError } from './errors.ts';
 
 /** Stream direction attribute (RFC 4566 section 6, RFC 3264 section 5.1), from the writer's side. */
@@ -74,6 +75,17 @@ export interface SdpTelephoneEvent {
   events: string;
 }
 
+/**
+ * An a=crypto line we can use (RFC 4568 section 9.1): a suite of ours, one `inline:` key of 30
+ * bytes (master key || salt), no MKI, no session parameters. Other lines are skipped.
+ */
+export interface SdpCrypto {
+  tag: number;
+  suite: SrtpSuite;
+  /** Master key || master salt. Secret: never logged. */
+  key: Uint8Array;
+}
+
 /** One m= section (RFC 4566 section 5.14) with its effective attributes. */
 export interface SdpMedia {
   /** Position among the m-lines, from 0; the answer keeps every position (RFC 3264 section 6). */
@@ -108,6 +120,10 @@ export interface SdpMedia {
   telephoneEvents: SdpTelephoneEvent[];
   /** c= is 0.0.0.0 (RFC 2543 hold, RFC 3264 section 8.4) or the IPv6 unspecified address. */
   legacyHold: boolean;
+  /** The a=crypto lines we can use, in SDP order (RFC 4568: the offerer's preference). */
+  crypto: SdpCrypto[];
+  /** How many a=crypto lines there were, usable or not (for the 488's text). */
+  cryptoLines: number;
 }
 
 /** A parsed session description. */
@@ -133,12 +149,22 @@ export type AudioUsability = 'usable' | 'not-audio' | 'disabled' | 'transport' |
 
 /** Transports we answer: plain RTP (RFC 3551) and RTP with feedback (RFC 4585; we send none). */
 const RTP_PROTOCOLS = new Set(['RTP/AVP', 'RTP/AVPF']);
+/** SDES-SRTP (RFC 3711 7.1); SAVPF is taken as SAVP, as AVPF is as AVP (we send no feedback). */
+const SRTP_PROTOCOLS = new Set(['RTP/SAVP', 'RTP/SAVPF']);
 
-/** Whether an m-line is an audio stream we can take, and if not, why (for the 488 Warning). */
-export function audioUsability(m: SdpMedia): AudioUsability {
+/** The m-line is SRTP with SDES keys (RTP/SAVP or RTP/SAVPF). */
+export function isSavp(m: Pick<SdpMedia, 'protocol'>): boolean {
+  return SRTP_PROTOCOLS.has(m.protocol.toUpperCase());
+}
+
+/**
+ * Whether an m-line is an audio stream we can take, and if not, why (for the 488 Warning).
+ * RTP/SAVP(F) counts as a usable transport only with `srtp` (the trunk's policy decides).
+ */
+export function audioUsability(m: SdpMedia, options: { srtp?: boolean } = {}): AudioUsability {
   if (m.type.toLowerCase() !== 'audio') return 'not-audio';
   if (m.port === 0) return 'disabled';
-  if (!RTP_PROTOCOLS.has(m.protocol.toUpperCase())) return 'transport';
+  if (!RTP_PROTOCOLS.has(m.protocol.toUpperCase()) && !(options.srtp === true && isSavp(m))) return 'transport';
   if (m.portCount !== 1 || !m.connection || m.connection.multicast) return 'address';
   return 'usable';
 }
@@ -333,6 +359,25 @@ function directionOf(v: unknown): SdpDirection | undefined {
   return typeof v === 'string' && (SDP_DIRECTIONS as readonly string[]).includes(v) ? (v as SdpDirection) : undefined;
 }
 
+/**
+ * One a=crypto line (RFC 4568 9.1: `<tag> <suite> <key-params> [<session-params>]`) as
+ * sdp-transform splits it, or undefined when we cannot use it: a suite not ours, several
+ * key-params, a key that is not 30 bytes of base64, an MKI (we send and expect none), a
+ * lifetime that is not `2^n` or a number, any session parameter (KDR, UNENCRYPTED_SRTP, ...).
+ */
+function cryptoOf(line: { id?: unknown; suite?: unknown; config?: unknown; sessionConfig?: unknown }): SdpCrypto | undefined {
+  const tag = Number(line.id);
+  if (!Number.isInteger(tag) || tag < 0 || tag > 999_999_999) return undefined;
+  const suite = String(line.suite ?? '');
+  if (!isSrtpSuite(suite)) return undefined;
+  if (line.sessionConfig !== undefined && line.sessionConfig !== null && String(line.sessionConfig) !== '') return undefined;
+  const m = /^inline:([A-Za-z0-9+/]+={0,2})(?:\|(2\^\d{1,2}|\d{1,20}))?$/.exec(String(line.config ?? ''));
+  if (!m) return undefined;
+  const key = Buffer.from(m[1]!, 'base64');
+  if (key.length !== SRTP_MASTER_LENGTH || key.toString('base64').replace(/=+$/, '') !== m[1]!.replace(/=+$/, '')) return undefined;
+  return { tag, suite, key };
+}
+
 /** Pass 2 for one media description: payload details and attributes, each value checked. */
 function mediaDetails(index: number, scanned: ScannedMedia, attrs: MediaDescription | undefined, session: SessionDescription): SdpMedia {
   const isRtp = /(^|\/)RTP\//i.test(scanned.protocol);
@@ -387,7 +432,20 @@ function mediaDetails(index: number, scanned: ScannedMedia, attrs: MediaDescript
       .filter((r) => r.encoding?.toLowerCase() === 'telephone-event' && r.clockRate !== undefined)
       .map((r) => ({ payloadType: r.payloadType, clockRate: r.clockRate as number, events: r.fmtp ?? '0-15' })),
     legacyHold: connection !== undefined && (connection.address === '0.0.0.0' || (net.isIPv6(connection.address) && /^[0:]+$/.test(connection.address))),
+    crypto: [],
+    cryptoLines: 0,
   };
+  const cryptoLines = Array.isArray(attrs?.crypto) ? attrs.crypto : [];
+  media.cryptoLines = cryptoLines.length;
+  const tags = new Set<number>();
+  for (const line of cryptoLines) {
+    const c = cryptoOf(line);
+    // A repeated tag is ambiguous in the answer: the first one counts.
+    if (c && !tags.has(c.tag)) {
+      tags.add(c.tag);
+      media.crypto.push(c);
+    }
+  }
   if (connection) media.connection = connection;
   // ptime and maxptime are media-level (RFC 4566 section 6); some peers put them at session level.
   const sessionLevel = session as SessionDescription & { ptime?: unknown; maxptime?: unknown };

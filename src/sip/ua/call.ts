@@ -21,7 +21,7 @@ import { randomUUID } from 'node:crypto';
 import type { CallRtp } from '../../media/media-host.ts';
 import type { Dialog, DialogTerminationReason, ReliableProvisionalSender } from '../dialog/index.ts';
 import { createResponse, type SipRequest } from '../message/index.ts';
-import { isSdpError, SdpNegotiationError, type LocalSdpSession, type NegotiatedMedia, parseAnswer, type SdpOffer } from '../sdp/index.ts';
+import { isSdpError, SdpNegotiationError, type LocalSdpSession, type NegotiatedMedia, parseAnswer, type SdpOffer, type SrtpPolicy } from '../sdp/index.ts';
 import type { CodecName } from '../../media/codecs.ts';
 import type { ServerTransaction } from '../transaction/index.ts';
 import type { TransactionTimers } from '../transaction/index.ts';
@@ -100,6 +100,8 @@ export interface CallSdpContext {
   localPort: number;
   /** Codec preferences of the daemon (the first negotiation used them too). */
   preferences: readonly CodecName[];
+  /** The trunk's SRTP policy and whether the dialog runs over TLS; absent: plain RTP only. */
+  srtp?: SrtpPolicy;
 }
 
 export interface SipCallInit {
@@ -446,7 +448,7 @@ export class SipCall extends EventEmitter<SipCallEvents> {
         return;
       }
       // Offer-less re-INVITE: our current SDP is the offer in the 2xx, the answer comes in the ACK.
-      const offer = this.#sdp.session.offer({ localAddress: this.#sdp.localAddress, localPort: this.#sdp.localPort, previous: this.#media, codecs: this.#sameRateCodecs() });
+      const offer = this.#sdp.session.offer({ localAddress: this.#sdp.localAddress, localPort: this.#sdp.localPort, previous: this.#media, codecs: this.#sameRateCodecs(), srtp: this.#media.srtp !== undefined });
       this.#pendingOffer = offer;
       this.dialog.answer({ body: offer.sdp, contentType: 'application/sdp', headers }, tx);
       timer.commit();
@@ -458,6 +460,7 @@ export class SipCall extends EventEmitter<SipCallEvents> {
         localPort: this.#sdp.localPort,
         previous: this.#media,
         preferences: this.#sameRateCodecs(),
+        ...(this.#sdp.srtp ? { srtp: this.#sdp.srtp } : {}),
       });
       if (method === 'INVITE') {
         this.dialog.answer({ body: answer.answerSdp, contentType: 'application/sdp', headers }, tx);
@@ -541,7 +544,7 @@ export class SipCall extends EventEmitter<SipCallEvents> {
     // Re-INVITE with the SDP we last sent (same version: nothing changed, RFC 3264 8).
     try {
       // Only the agreed codec: offering every same-rate codec would change the SDP and bump o=.
-      const offer = this.#sdp.session.offer({ localAddress: this.#sdp.localAddress, localPort: this.#sdp.localPort, previous: this.#media, codecs: [this.#media.codec.name], direction: this.#media.direction });
+      const offer = this.#sdp.session.offer({ localAddress: this.#sdp.localAddress, localPort: this.#sdp.localPort, previous: this.#media, codecs: [this.#media.codec.name], direction: this.#media.direction, srtp: this.#media.srtp !== undefined });
       const tx = this.dialog.request('INVITE', { body: offer.sdp, contentType: 'application/sdp', headers: [...this.#answerHeaders, ...sessionRefreshHeaders(state, minSE)] });
       const res = await tx.finalResponse;
       if (res.status < 200 || res.status >= 300) return false;
@@ -587,6 +590,8 @@ export class SipCall extends EventEmitter<SipCallEvents> {
     const prev = this.#media;
     this.#media = next;
     if (next.remoteChanged) this.rtp.setRemote(next.remote);
+    // New SDES keys (RFC 4568 7.1.4): new SRTP contexts in the media session.
+    if (next.srtpChanged) this.rtp.setSrtp(next.srtp);
     if (next.holdChanged) {
       this.rtp.setMediaTimeout(next.hold ? 0 : this.#mediaTimeoutMs);
       this.#emit('hold', [next.hold]);

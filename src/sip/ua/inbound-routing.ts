@@ -43,6 +43,8 @@ export interface InboundTrunk {
   orgId: string;
   name: string;
   authType: 'digest' | 'acl';
+  /** The trunk's media_encryption (SDES-SRTP policy, docs/sip-trunks.md); absent: none. */
+  mediaEncryption?: 'none' | 'allow' | 'require';
   /**
    * ACL trunks from aclTrunksFor(): how specifically the trunk admitted the source, as a prefix
    * length (its longest matching CIDR; 32 or 128 for an exact inbound_host). Absent counts as 0.

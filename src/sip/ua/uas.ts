@@ -18,7 +18,7 @@ import type { DialogManager, Dialog } from '../dialog/index.ts';
 import type { DigestServer } from '../digest/index.ts';
 import { decideInbound, throttled, type InboundDirectory, type InboundRoute, type InboundTrunk } from './inbound-routing.ts';
 import { createResponse, generateTag, type SipRequest } from '../message/index.ts';
-import { isSdpError, LocalSdpSession, SdpNegotiationError, type NegotiatedAnswer, type NegotiatedMedia, type SdpOffer } from '../sdp/index.ts';
+import { isSdpError, LocalSdpSession, SdpNegotiationError, type NegotiatedAnswer, type NegotiatedMedia, type SdpOffer, type SrtpPolicy } from '../sdp/index.ts';
 import { buildTrying, type ServerTransaction } from '../transaction/index.ts';
 import type { TransactionTimers } from '../transaction/index.ts';
 import type { Inbound } from '../transport/index.ts';
@@ -170,6 +170,7 @@ function awaitingAnswer(offer: SdpOffer): NegotiatedMedia {
     codecChanged: false,
     remoteChanged: false,
     holdChanged: false,
+    srtpChanged: false,
   };
 }
 
@@ -347,20 +348,28 @@ async function handleInvite(ctx: UasContext, tx: ServerTransaction, inbound: Inb
   }
 
   const sdp = new LocalSdpSession();
+  // The trunk's media_encryption, and whether this INVITE came over TLS: SDES keys travel in
+  // the SDP, so they are taken and given only over TLS (RFC 4568 8.3; docs/sip-trunks.md).
+  const srtp: SrtpPolicy = { mode: decision.trunk.mediaEncryption ?? 'none', sdesAllowed: inbound.source.protocol === 'tls' };
   let answer: NegotiatedAnswer;
   let pendingOffer: SdpOffer | undefined;
   try {
     if (delayedOffer) {
-      pendingOffer = sdp.offer({ localAddress: ctx.mediaAddress, localPort: ports.rtpPort, codecs: delayedOfferCodecs(ctx.codecs) });
+      // Our offer in the 2xx: SRTP when the trunk requires it, or allows it and this is TLS.
+      if (srtp.mode === 'require' && !srtp.sdesAllowed) throw new SdpNegotiationError('SDP_SDES_NEEDS_TLS', 'the trunk requires SRTP and the INVITE without SDP came over a transport that is not TLS');
+      const offerSrtp = srtp.sdesAllowed && srtp.mode !== 'none';
+      pendingOffer = sdp.offer({ localAddress: ctx.mediaAddress, localPort: ports.rtpPort, codecs: delayedOfferCodecs(ctx.codecs), srtp: offerSrtp });
       answer = { ...awaitingAnswer(pendingOffer), answerSdp: pendingOffer.sdp, sessionId: pendingOffer.sessionId, sessionVersion: pendingOffer.sessionVersion };
     } else {
-      answer = sdp.answer(req.body.toString('utf8'), { localAddress: ctx.mediaAddress, localPort: ports.rtpPort, preferences: ctx.codecs });
+      answer = sdp.answer(req.body.toString('utf8'), { localAddress: ctx.mediaAddress, localPort: ports.rtpPort, preferences: ctx.codecs, srtp });
     }
   } catch (err) {
     ports.close();
     if (!isSdpError(err)) throw err;
-    const headers: [string, string][] = err instanceof SdpNegotiationError ? [['Warning', err.warningHeader()]] : [];
-    ctx.logger.warn({ ...base, trunkId: decision.trunk.id, status: 488, sdp: err.message }, 'INVITE refused (488): no usable media in the offer');
+    // Warning (RFC 3261 20.43) and Reason (RFC 3326) both name why, e.g. "SRTP required by the trunk".
+    const headers: [string, string][] = err instanceof SdpNegotiationError ? [['Warning', err.warningHeader()], ['Reason', err.reasonHeader()]] : [];
+    // err.message names suites and counts, never a key.
+    ctx.logger.warn({ ...base, trunkId: decision.trunk.id, status: 488, sdp: err.message, mediaEncryption: srtp.mode, transport: inbound.source.protocol }, 'INVITE refused (488): no usable media in the offer');
     ctx.count('no_common_codec');
     respond(tx, req, 488, undefined, headers);
     return;
@@ -384,6 +393,7 @@ async function handleInvite(ctx: UasContext, tx: ServerTransaction, inbound: Inb
     ...(answer.dtmf ? { dtmfPayloadType: answer.dtmf.receivePayloadType } : {}),
     rtcpMux: answer.rtcpMux,
     mediaTimeoutMs: ctx.mediaTimeoutMs,
+    ...(answer.srtp ? { srtp: answer.srtp } : {}),
     logger,
   });
   const call = new SipCall({
@@ -391,7 +401,7 @@ async function handleInvite(ctx: UasContext, tx: ServerTransaction, inbound: Inb
     dialog,
     media: answer,
     rtp,
-    sdp: { session: sdp, localAddress: ctx.mediaAddress, localPort: ports.rtpPort, preferences: ctx.codecs },
+    sdp: { session: sdp, localAddress: ctx.mediaAddress, localPort: ports.rtpPort, preferences: ctx.codecs, srtp },
     from,
     to: user,
     trunk: { id: decision.trunk.id, orgId: decision.trunk.orgId, name: decision.trunk.name },
