@@ -23,11 +23,11 @@ export interface LlmProviderConfig {
 }
 
 /** The TTS adapter types (src/agent/providers/tts/index.ts builds them). */
-export const TTS_TYPES = ['local', 'openai', 'stream', 'cartesia', 'fish', 'minimax'] as const;
+export const TTS_TYPES = ['local', 'openai', 'stream', 'cartesia', 'fish', 'minimax', 'hume'] as const;
 
 /** How one voice provider (provider_1..provider_6) is served. */
 export interface TtsProviderConfig {
-  /** local: the embedded eSpeak-NG voice; openai: an OpenAI-compatible /audio/speech endpoint; stream: a streaming WebSocket TTS (ElevenLabs stream-input protocol); cartesia: Cartesia's TTS WebSocket; fish: Fish Audio's live TTS WebSocket; minimax: MiniMax's T2A WebSocket. */
+  /** local: the embedded eSpeak-NG voice; openai: an OpenAI-compatible /audio/speech endpoint; stream: a streaming WebSocket TTS (ElevenLabs stream-input protocol); cartesia: Cartesia's TTS WebSocket; fish: Fish Audio's live TTS WebSocket; minimax: MiniMax's T2A WebSocket; hume: Hume's Octave streaming TTS (HTTP). */
   type: (typeof TTS_TYPES)[number];
   base_url?: string;
   api_key?: string;
@@ -425,7 +425,7 @@ const schema = {
   },
   tts: {
     providers: {
-      doc: 'What serves each voice_settings.provider: a list of { voice_provider: provider_1..provider_6 (or the vendor name: elevenlabs, openai, cartesia, hume, minimax, fish), type: local | openai | stream | cartesia | fish | minimax, base_url, api_key, model }. Voice providers not listed use the embedded local voice.',
+      doc: 'What serves each voice_settings.provider: a list of { voice_provider: provider_1..provider_6 (or the vendor name: elevenlabs, openai, cartesia, hume, minimax, fish), type: local | openai | stream | cartesia | fish | minimax | hume, base_url, api_key, model }. Voice providers not listed use the embedded local voice.',
       format: 'tts-providers',
       default: [] as TtsSlotConfig[],
       env: 'CALLBRIDGE_TTS_PROVIDERS',

@@ -6,6 +6,7 @@ import {
   CartesiaTtsProvider,
   createTtsProviders,
   FishTtsProvider,
+  HumeTtsProvider,
   MinimaxTtsProvider,
   TTS_ADAPTER_TYPES,
   LocalEspeakProvider,
@@ -57,9 +58,11 @@ describe('createTtsProviders', () => {
     expect([...TTS_ADAPTER_TYPES]).toEqual([...TTS_TYPES]);
     const vendors = createTtsProviders({
       provider_3: { type: 'cartesia', base_url: 'https://api.cartesia.ai', api_key: 'sk_car_x' },
+      provider_4: { type: 'hume', base_url: 'https://api.hume.ai', api_key: 'hume_x' },
       provider_5: { type: 'minimax', base_url: 'https://api.minimax.io', api_key: 'mm_x' },
       provider_6: { type: 'fish', base_url: 'https://api.fish.audio', api_key: 'fish_x' },
     });
+    expect(vendors.get('provider_4')).toBeInstanceOf(HumeTtsProvider);
     expect(vendors.get('provider_5')).toBeInstanceOf(MinimaxTtsProvider);
     expect(vendors.get('provider_6')).toBeInstanceOf(FishTtsProvider);
     expect(vendors.get('provider_3')).toBeInstanceOf(CartesiaTtsProvider);

@@ -9,6 +9,7 @@ import type { TtsProvider } from '../types.ts';
 import { CartesiaTtsProvider } from './cartesia.ts';
 import { withFirstByteTiming } from './first-byte-timing.ts';
 import { FishTtsProvider } from './fish.ts';
+import { HumeTtsProvider } from './hume.ts';
 import { LocalEspeakProvider } from './local-espeak.ts';
 import { MinimaxTtsProvider } from './minimax.ts';
 import { OpenAiSpeechProvider } from './openai.ts';
@@ -16,6 +17,7 @@ import { StreamingWsTtsProvider } from './stream.ts';
 
 export { CartesiaTtsProvider } from './cartesia.ts';
 export { FishTtsProvider } from './fish.ts';
+export { HumeTtsProvider } from './hume.ts';
 export { LocalEspeakProvider } from './local-espeak.ts';
 export { MinimaxTtsProvider } from './minimax.ts';
 export { OpenAiSpeechProvider } from './openai.ts';
@@ -25,7 +27,7 @@ export const TTS_PROVIDER_SLOTS = ['provider_1', 'provider_2', 'provider_3', 'pr
 export type TtsProviderSlot = (typeof TTS_PROVIDER_SLOTS)[number];
 
 /** The adapter types: the embedded voice, two generic protocols, then one per vendor protocol. */
-export const TTS_ADAPTER_TYPES = ['local', 'openai', 'stream', 'cartesia', 'fish', 'minimax'] as const;
+export const TTS_ADAPTER_TYPES = ['local', 'openai', 'stream', 'cartesia', 'fish', 'minimax', 'hume'] as const;
 
 export interface TtsProviderConfig {
   type: (typeof TTS_ADAPTER_TYPES)[number];
@@ -60,6 +62,8 @@ function build(slot: string, config: TtsProviderConfig): TtsProvider {
         return new FishTtsProvider(options);
       case 'minimax':
         return new MinimaxTtsProvider(options);
+      case 'hume':
+        return new HumeTtsProvider(options);
       default:
         return new StreamingWsTtsProvider(options);
     }
