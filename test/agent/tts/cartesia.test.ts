@@ -132,6 +132,16 @@ describe('CartesiaTtsProvider (TTS WebSocket, contexts)', () => {
     expect(fake.connections).toHaveLength(2);
   });
 
+  it('a server that goes silent fails the sentence with VENDOR_TIMEOUT instead of hanging', async () => {
+    fake.pacing = { ...REALISTIC, firstChunkMs: 600 };
+    const slow = new CartesiaTtsProvider({ baseUrl: fake.url, apiKey: KEY, stallMs: 100 });
+    const err = await rejection(collect(slow, request('Too slow.')));
+    expect(err).toBeInstanceOf(TtsError);
+    expect(err.code).toBe('VENDOR_TIMEOUT');
+    fake.pacing = { firstChunkMs: 30, gapMs: 20, chunkMs: 40 }; // a server that answers within the stall time
+    expect((await collect(slow, request('Too slow.'))).length).toBeGreaterThan(0);
+  });
+
   it('a wrong API key is VENDOR_HTTP_STATUS 401 saying so, without the key', async () => {
     const wrong = new CartesiaTtsProvider({ baseUrl: fake.url, apiKey: 'sk_car_wrong-key-999' });
     const err = await rejection(collect(wrong, request('Hello.')));

@@ -110,6 +110,16 @@ describe('HumeTtsProvider (Octave streaming JSON)', () => {
     expectLength(concat(await collect(tts, request('Again.', { voiceId: 'Ava Song' }))), 'Again.');
   });
 
+  it('a server that goes silent fails the sentence with VENDOR_TIMEOUT instead of hanging', async () => {
+    fake.pacing = { ...REALISTIC, firstChunkMs: 600 };
+    const slow = new HumeTtsProvider({ baseUrl: fake.url, apiKey: KEY, stallMs: 100 });
+    const err = await rejection(collect(slow, request('Too slow.', { voiceId: 'Ava Song' })));
+    expect(err).toBeInstanceOf(TtsError);
+    expect(err.code).toBe('VENDOR_TIMEOUT');
+    fake.pacing = { firstChunkMs: 30, gapMs: 20, chunkMs: 40 }; // a server that answers within the stall time
+    expect((await collect(slow, request('Too slow.', { voiceId: 'Ava Song' }))).length).toBeGreaterThan(0);
+  });
+
   it('a wrong API key is VENDOR_HTTP_STATUS 401 saying so, without the key', async () => {
     const wrong = new HumeTtsProvider({ baseUrl: fake.url, apiKey: 'hume-wrong-key-654' });
     const err = await rejection(collect(wrong, request('Hello.', { voiceId: 'Ava Song' })));

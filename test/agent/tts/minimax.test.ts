@@ -100,6 +100,16 @@ describe('MinimaxTtsProvider (T2A WebSocket)', () => {
     expect(fake.connections).toHaveLength(2);
   });
 
+  it('a server that goes silent fails the sentence with VENDOR_TIMEOUT instead of hanging', async () => {
+    fake.pacing = { ...REALISTIC, firstChunkMs: 600 };
+    const slow = new MinimaxTtsProvider({ baseUrl: fake.url, apiKey: KEY, stallMs: 100 });
+    const err = await rejection(collect(slow, request('Too slow.')));
+    expect(err).toBeInstanceOf(TtsError);
+    expect(err.code).toBe('VENDOR_TIMEOUT');
+    fake.pacing = { firstChunkMs: 30, gapMs: 20, chunkMs: 40 }; // a server that answers within the stall time
+    expect((await collect(slow, request('Too slow.'))).length).toBeGreaterThan(0);
+  });
+
   it('a wrong API key (task_failed 1004) says the key was rejected, without the key', async () => {
     const wrong = new MinimaxTtsProvider({ baseUrl: fake.url, apiKey: 'eyJwrong-key-000' });
     const err = await rejection(collect(wrong, request('Hello.')));

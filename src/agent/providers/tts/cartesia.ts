@@ -36,6 +36,7 @@ import { TtsError } from '../../errors.ts';
 import { RUNTIME_SAMPLE_RATE, type TtsProvider, type TtsRequest } from '../types.ts';
 import { AudioChannel } from './audio-channel.ts';
 import { Pcm16Decoder } from './pcm.ts';
+import { DEFAULT_STALL_MS, StallTimer } from './stall-timer.ts';
 import { clamp, tuning } from './tuning.ts';
 import { endpointUrl, refusalError } from './vendor-url.ts';
 
@@ -56,6 +57,8 @@ export interface CartesiaOptions {
   name?: string;
   /** Closes a turn's context after this long without a sentence to speak; default 3000 ms. */
   idleCloseMs?: number;
+  /** A sentence fails with VENDOR_TIMEOUT when the server says nothing for this long; default 10 s. */
+  stallMs?: number;
 }
 
 export class CartesiaTtsProvider implements TtsProvider {
@@ -64,6 +67,7 @@ export class CartesiaTtsProvider implements TtsProvider {
   readonly #apiKey: string | undefined;
   readonly #model: string;
   readonly #idleCloseMs: number;
+  readonly #stallMs: number;
   /** The open turn of each turn signal (a closed one is replaced by the next sentence). */
   readonly #turns = new WeakMap<AbortSignal, CartesiaTurn>();
 
@@ -74,19 +78,20 @@ export class CartesiaTtsProvider implements TtsProvider {
     this.#apiKey = options.apiKey === '' ? undefined : options.apiKey;
     this.#model = options.model !== undefined && options.model !== '' ? options.model : CARTESIA_DEFAULT_MODEL;
     this.#idleCloseMs = options.idleCloseMs ?? DEFAULT_IDLE_CLOSE_MS;
+    this.#stallMs = options.stallMs ?? DEFAULT_STALL_MS;
   }
 
   /**
    * @throws TtsError VENDOR_HTTP_STATUS when the upgrade is refused (401/403: the key),
    *   VENDOR_UNREACHABLE when the socket fails or closes mid-sentence, VENDOR_BAD_RESPONSE on an
-   *   error message or malformed JSON. An abort cancels the context and ends quietly.
+   *   error message or malformed JSON, VENDOR_TIMEOUT when the server goes silent. An abort cancels the context and ends quietly.
    */
   async *synthesize(request: TtsRequest): AsyncIterable<Int16Array> {
     const { signal } = request;
     if (signal.aborted || request.text.trim() === '') return;
     let turn = this.#turns.get(signal);
     if (turn === undefined || turn.closed) {
-      turn = new CartesiaTurn(this.name, this.#url, this.#apiKey, this.#idleCloseMs, this.#fields(request), signal);
+      turn = new CartesiaTurn(this.name, this.#url, this.#apiKey, { idleCloseMs: this.#idleCloseMs, stallMs: this.#stallMs }, this.#fields(request), signal);
       this.#turns.set(signal, turn);
     }
     yield* turn.speak(request.text).drain(signal);
@@ -136,11 +141,13 @@ class CartesiaTurn {
   readonly #outbox: string[] = [];
   readonly #decoder = new Pcm16Decoder();
   #idleTimer: NodeJS.Timeout | undefined;
+  readonly #stall: StallTimer;
 
-  constructor(name: string, url: URL, apiKey: string | undefined, idleCloseMs: number, fields: Record<string, unknown>, signal: AbortSignal) {
+  constructor(name: string, url: URL, apiKey: string | undefined, timing: { idleCloseMs: number; stallMs: number }, fields: Record<string, unknown>, signal: AbortSignal) {
     this.#name = name;
     this.#fields = fields;
-    this.#idleCloseMs = idleCloseMs;
+    this.#idleCloseMs = timing.idleCloseMs;
+    this.#stall = new StallTimer(timing.stallMs, () => this.#fail(new TtsError('VENDOR_TIMEOUT', `${name}: no answer for ${timing.stallMs} ms`)));
     this.#signal = signal;
     const headers: Record<string, string> = { 'Cartesia-Version': CARTESIA_VERSION };
     if (apiKey !== undefined) headers['X-API-Key'] = apiKey;
@@ -163,6 +170,7 @@ class CartesiaTurn {
     const channel = new AudioChannel();
     clearTimeout(this.#idleTimer);
     this.#pending.push(channel);
+    this.#stall.touch();
     // Transcripts of a context are joined verbatim: the trailing space separates the sentences.
     this.#send({ ...this.#fields, context_id: this.#contextId, transcript: `${text.trim()} `, continue: true });
     this.#send({ ...this.#fields, context_id: this.#contextId, transcript: '', continue: true, flush: true });
@@ -187,6 +195,7 @@ class CartesiaTurn {
       return;
     }
     if (msg.context_id !== undefined && msg.context_id !== this.#contextId) return; // not ours
+    if (this.#pending.length > 0) this.#stall.touch();
     switch (msg.type) {
       case 'chunk': {
         const head = this.#pending[0];
@@ -197,7 +206,10 @@ class CartesiaTurn {
       }
       case 'flush_done':
         this.#pending.shift()?.end();
-        if (this.#pending.length === 0) this.#armIdle();
+        if (this.#pending.length === 0) {
+          this.#stall.stop();
+          this.#armIdle();
+        }
         return;
       case 'done':
         // The context is over (closed by us, or ended by the server): what is pending is complete.
@@ -240,6 +252,7 @@ class CartesiaTurn {
   #close(broken: boolean): void {
     this.closed = true;
     clearTimeout(this.#idleTimer);
+    this.#stall.stop();
     this.#signal.removeEventListener('abort', this.#onAbort);
     if (broken || this.#ws.readyState === WebSocket.CONNECTING) this.#ws.terminate();
     else if (this.#ws.readyState === WebSocket.OPEN) this.#ws.close(1000);

@@ -24,6 +24,7 @@ import { TtsError } from '../../errors.ts';
 import { RUNTIME_SAMPLE_RATE, type TtsProvider, type TtsRequest } from '../types.ts';
 import { AudioChannel } from './audio-channel.ts';
 import { Pcm16Decoder } from './pcm.ts';
+import { DEFAULT_STALL_MS, StallTimer } from './stall-timer.ts';
 import { clamp, tuning } from './tuning.ts';
 import { endpointUrl, refusalError } from './vendor-url.ts';
 
@@ -41,6 +42,8 @@ export interface FishOptions {
   model?: string;
   /** Provider name (the config slot); default 'fish'. */
   name?: string;
+  /** A sentence fails with VENDOR_TIMEOUT when the server says nothing for this long; default 10 s. */
+  stallMs?: number;
 }
 
 interface ServerEvent {
@@ -56,6 +59,7 @@ export class FishTtsProvider implements TtsProvider {
   readonly #url: URL;
   readonly #apiKey: string | undefined;
   readonly #model: string;
+  readonly #stallMs: number;
 
   /** @throws TypeError when baseUrl is not a URL. */
   constructor(options: FishOptions) {
@@ -63,12 +67,14 @@ export class FishTtsProvider implements TtsProvider {
     this.#url = endpointUrl(options.baseUrl, '/v1/tts/live', true);
     this.#apiKey = options.apiKey === '' ? undefined : options.apiKey;
     this.#model = options.model !== undefined && options.model !== '' ? options.model : FISH_DEFAULT_MODEL;
+    this.#stallMs = options.stallMs ?? DEFAULT_STALL_MS;
   }
 
   /**
    * @throws TtsError VENDOR_HTTP_STATUS when the upgrade is refused (401/403: the key),
    *   VENDOR_UNREACHABLE when the socket fails or closes before `finish`, VENDOR_BAD_RESPONSE on
-   *   `finish` with reason error or a malformed frame. An abort closes the socket quietly.
+   *   `finish` with reason error or a malformed frame, VENDOR_TIMEOUT when the server goes
+   *   silent. An abort closes the socket quietly.
    */
   async *synthesize(request: TtsRequest): AsyncIterable<Int16Array> {
     const { signal } = request;
@@ -79,9 +85,12 @@ export class FishTtsProvider implements TtsProvider {
     if (this.#apiKey !== undefined) headers.authorization = `Bearer ${this.#apiKey}`;
     const ws = new WebSocket(this.#url, { headers });
     let finished = false;
+    const stall = new StallTimer(this.#stallMs, () => fail(new TtsError('VENDOR_TIMEOUT', `${this.name}: no answer for ${this.#stallMs} ms`)));
+    stall.touch();
     const fail = (err: TtsError): void => {
       if (finished || signal.aborted) return; // an abort's close is no failure
       finished = true;
+      stall.stop();
       channel.fail(err);
       ws.terminate();
     };
@@ -109,6 +118,7 @@ export class FishTtsProvider implements TtsProvider {
     });
     ws.on('message', (data, isBinary) => {
       if (finished) return;
+      stall.touch();
       let msg: ServerEvent;
       try {
         if (!isBinary) throw new Error('text frame (MessagePack expected)');
@@ -134,6 +144,7 @@ export class FishTtsProvider implements TtsProvider {
           return;
         }
         finished = true;
+        stall.stop();
         channel.end();
         ws.close(1000);
       }
@@ -149,6 +160,7 @@ export class FishTtsProvider implements TtsProvider {
       yield* channel.drain(signal);
     } finally {
       signal.removeEventListener('abort', onAbort);
+      stall.stop();
       if (!finished) onAbort(); // the consumer stopped early: stop the generation
     }
   }

@@ -27,6 +27,7 @@ import type { Resampler } from '../../../media/types.ts';
 import { httpPost, type HttpPostResponse } from '../http-post.ts';
 import { RUNTIME_SAMPLE_RATE, type TtsProvider, type TtsRequest } from '../types.ts';
 import { applyGain, Pcm16Decoder, volumeGain } from './pcm.ts';
+import { DEFAULT_STALL_MS, StallTimer } from './stall-timer.ts';
 import { clamp, tuning } from './tuning.ts';
 import { endpointUrl, refusalError } from './vendor-url.ts';
 
@@ -46,6 +47,8 @@ export interface HumeOptions {
   model?: string;
   /** Provider name (the config slot); default 'hume'. */
   name?: string;
+  /** A sentence fails with VENDOR_TIMEOUT when the server sends nothing for this long; default 10 s. */
+  stallMs?: number;
 }
 
 interface Chunk {
@@ -61,6 +64,7 @@ export class HumeTtsProvider implements TtsProvider {
   readonly #url: URL;
   readonly #apiKey: string | undefined;
   readonly #version: string | undefined;
+  readonly #stallMs: number;
   /** The last generation of each turn, continued by the turn's next sentence. */
   readonly #lastGeneration = new WeakMap<AbortSignal, string>();
 
@@ -70,12 +74,14 @@ export class HumeTtsProvider implements TtsProvider {
     this.#url = endpointUrl(options.baseUrl, '/v0/tts/stream/json', false);
     this.#apiKey = options.apiKey === '' ? undefined : options.apiKey;
     this.#version = options.model !== undefined && options.model !== '' ? options.model : undefined;
+    this.#stallMs = options.stallMs ?? DEFAULT_STALL_MS;
   }
 
   /**
    * @throws TtsError VENDOR_HTTP_STATUS on an error status (401/403: the key), VENDOR_UNREACHABLE
    *   when the request or the stream breaks, VENDOR_BAD_RESPONSE on an error line or malformed
-   *   JSON/audio, LOCAL_ENGINE_FAILED when the resampler cannot load. An abort ends quietly.
+   *   JSON/audio, VENDOR_TIMEOUT when the server goes silent, LOCAL_ENGINE_FAILED when the
+   *   resampler cannot load. An abort ends quietly.
    */
   async *synthesize(request: TtsRequest): AsyncIterable<Int16Array> {
     const { signal } = request;
@@ -87,13 +93,21 @@ export class HumeTtsProvider implements TtsProvider {
     }
     const headers: Record<string, string> = { 'content-type': 'application/json' };
     if (this.#apiKey !== undefined) headers['x-hume-api-key'] = this.#apiKey;
+    // A silent server aborts the request through its own signal, told apart from a barge-in.
+    const stalled = new AbortController();
+    const stall = new StallTimer(this.#stallMs, () => stalled.abort());
+    const timeout = (): TtsError => new TtsError('VENDOR_TIMEOUT', `${this.name}: no answer for ${this.#stallMs} ms`);
+    stall.touch();
     let response: HttpPostResponse;
     try {
-      response = await httpPost(this.#url, headers, JSON.stringify(this.#body(request)), signal);
+      response = await httpPost(this.#url, headers, JSON.stringify(this.#body(request)), AbortSignal.any([signal, stalled.signal]));
     } catch (err) {
+      stall.stop();
       if (signal.aborted) return;
+      if (stalled.signal.aborted) throw timeout();
       throw new TtsError('VENDOR_UNREACHABLE', `${this.name}: TTS endpoint unreachable`, { cause: err });
     }
+    if (response.status < 200 || response.status > 299) stall.stop();
     if (response.status < 200 || response.status > 299) {
       response.discard(); // the body's text is not quoted: an auth error may echo the key
       throw refusalError(this.name, 'request', response.status);
@@ -110,6 +124,7 @@ export class HumeTtsProvider implements TtsProvider {
       try {
         for await (const bytes of response.body) {
           if (signal.aborted) return;
+          stall.touch();
           partial += bytes.toString('utf8');
           if (partial.length > MAX_LINE) throw new TtsError('VENDOR_BAD_RESPONSE', `${this.name}: a JSON line over ${MAX_LINE} bytes`);
           const lines = partial.split('\n');
@@ -122,6 +137,7 @@ export class HumeTtsProvider implements TtsProvider {
       } catch (err) {
         if (signal.aborted) return;
         if (err instanceof TtsError) throw err;
+        if (stalled.signal.aborted) throw timeout();
         throw new TtsError('VENDOR_UNREACHABLE', `${this.name}: TTS stream broke`, { cause: err });
       }
       const last = this.#audioOf(partial, decoder, generation);
@@ -134,6 +150,7 @@ export class HumeTtsProvider implements TtsProvider {
       const tail = convert(new Int16Array(Math.ceil((resampler.delaySamples * HUME_SAMPLE_RATE) / RUNTIME_SAMPLE_RATE) + 1));
       if (tail.length > 0 && !signal.aborted) yield tail;
     } finally {
+      stall.stop();
       resampler.close();
     }
   }

@@ -28,6 +28,7 @@ import { TtsError } from '../../errors.ts';
 import { RUNTIME_SAMPLE_RATE, type TtsProvider, type TtsRequest } from '../types.ts';
 import { AudioChannel } from './audio-channel.ts';
 import { Pcm16Decoder } from './pcm.ts';
+import { DEFAULT_STALL_MS, StallTimer } from './stall-timer.ts';
 import { clamp, tuning } from './tuning.ts';
 import { endpointUrl, refusalError } from './vendor-url.ts';
 
@@ -48,6 +49,8 @@ export interface MinimaxOptions {
   name?: string;
   /** Finishes a turn's task after this long without a sentence to speak; default 3000 ms. */
   idleCloseMs?: number;
+  /** A sentence fails with VENDOR_TIMEOUT when the server says nothing for this long; default 10 s. */
+  stallMs?: number;
 }
 
 export class MinimaxTtsProvider implements TtsProvider {
@@ -56,6 +59,7 @@ export class MinimaxTtsProvider implements TtsProvider {
   readonly #apiKey: string | undefined;
   readonly #model: string;
   readonly #idleCloseMs: number;
+  readonly #stallMs: number;
   readonly #turns = new WeakMap<AbortSignal, MinimaxTurn>();
 
   /** @throws TypeError when baseUrl is not a URL. */
@@ -65,19 +69,21 @@ export class MinimaxTtsProvider implements TtsProvider {
     this.#apiKey = options.apiKey === '' ? undefined : options.apiKey;
     this.#model = options.model !== undefined && options.model !== '' ? options.model : MINIMAX_DEFAULT_MODEL;
     this.#idleCloseMs = options.idleCloseMs ?? DEFAULT_IDLE_CLOSE_MS;
+    this.#stallMs = options.stallMs ?? DEFAULT_STALL_MS;
   }
 
   /**
    * @throws TtsError VENDOR_HTTP_STATUS when the upgrade is refused, VENDOR_BAD_RESPONSE on
    *   task_failed (or any non-zero status: 1004 says the key was rejected) or malformed data,
-   *   VENDOR_UNREACHABLE when the socket fails or closes mid-sentence. An abort closes quietly.
+   *   VENDOR_UNREACHABLE when the socket fails or closes mid-sentence, VENDOR_TIMEOUT when the
+   *   server goes silent. An abort closes quietly.
    */
   async *synthesize(request: TtsRequest): AsyncIterable<Int16Array> {
     const { signal } = request;
     if (signal.aborted || request.text.trim() === '') return;
     let turn = this.#turns.get(signal);
     if (turn === undefined || turn.closed) {
-      turn = new MinimaxTurn(this.name, this.#url, this.#apiKey, this.#idleCloseMs, this.#taskStart(request), signal);
+      turn = new MinimaxTurn(this.name, this.#url, this.#apiKey, { idleCloseMs: this.#idleCloseMs, stallMs: this.#stallMs }, this.#taskStart(request), signal);
       this.#turns.set(signal, turn);
     }
     yield* turn.speak(request.text.trim()).drain(signal);
@@ -124,11 +130,13 @@ class MinimaxTurn {
   #inFlight = false;
   #decoder = new Pcm16Decoder();
   #idleTimer: NodeJS.Timeout | undefined;
+  readonly #stall: StallTimer;
 
-  constructor(name: string, url: URL, apiKey: string | undefined, idleCloseMs: number, taskStart: Record<string, unknown>, signal: AbortSignal) {
+  constructor(name: string, url: URL, apiKey: string | undefined, timing: { idleCloseMs: number; stallMs: number }, taskStart: Record<string, unknown>, signal: AbortSignal) {
     this.#name = name;
     this.#taskStart = taskStart;
-    this.#idleCloseMs = idleCloseMs;
+    this.#idleCloseMs = timing.idleCloseMs;
+    this.#stall = new StallTimer(timing.stallMs, () => this.#fail(new TtsError('VENDOR_TIMEOUT', `${name}: no answer for ${timing.stallMs} ms`)));
     this.#signal = signal;
     const headers: Record<string, string> = {};
     if (apiKey !== undefined) headers.authorization = `Bearer ${apiKey}`;
@@ -147,6 +155,7 @@ class MinimaxTurn {
     const channel = new AudioChannel();
     clearTimeout(this.#idleTimer);
     this.#queue.push({ text, channel });
+    this.#stall.touch();
     this.#next();
     return channel;
   }
@@ -156,6 +165,7 @@ class MinimaxTurn {
     if (!this.#started || this.#inFlight || this.closed) return;
     const head = this.#queue[0];
     if (head === undefined) {
+      this.#stall.stop();
       this.#armIdle();
       return;
     }
@@ -175,6 +185,7 @@ class MinimaxTurn {
       this.#fail(new TtsError('VENDOR_BAD_RESPONSE', `${this.#name}: malformed server message`, { cause: err }));
       return;
     }
+    if (this.#queue.length > 0) this.#stall.touch();
     const status = msg.base_resp?.status_code;
     if (msg.event === 'task_failed' || (typeof status === 'number' && status !== 0)) {
       this.#fail(statusError(this.#name, msg));
@@ -242,6 +253,7 @@ class MinimaxTurn {
   #close(broken: boolean): void {
     this.closed = true;
     clearTimeout(this.#idleTimer);
+    this.#stall.stop();
     this.#signal.removeEventListener('abort', this.#onAbort);
     if (broken || this.#ws.readyState === WebSocket.CONNECTING) this.#ws.terminate();
     else if (this.#ws.readyState === WebSocket.OPEN) this.#ws.close(1000);
