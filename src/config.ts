@@ -245,6 +245,12 @@ const schema = {
     tls_port: { doc: 'SIP over TLS port, used when tls_cert and tls_key are set.', format: 'port', default: 5061, env: 'CALLBRIDGE_SIP_TLS_PORT' },
     tls_cert: { doc: 'Path of the PEM certificate (chain) for SIP over TLS; empty = no TLS listener.', format: String, default: '', env: 'CALLBRIDGE_SIP_TLS_CERT' },
     tls_key: { doc: 'Path of the PEM private key for SIP over TLS.', format: String, default: '', env: 'CALLBRIDGE_SIP_TLS_KEY' },
+    tls_ca: {
+      doc: "Path of a PEM file of CA certificates that outgoing SIP over TLS verifies the far end's certificate against (carriers, PBXs, SRTP trunks); empty = Node's built-in CA store. The far end is always verified.",
+      format: String,
+      default: '',
+      env: 'CALLBRIDGE_SIP_TLS_CA',
+    },
     advertise_address: {
       doc: 'Address put in Via/Contact and SDP for peers to reach us (public address behind NAT); empty = sip.host, or the first non-internal interface when sip.host is a wildcard.',
       format: String,
@@ -297,6 +303,32 @@ const schema = {
       env: 'CALLBRIDGE_SIP_T1_MS',
     },
     options_ping_secs: { doc: "OPTIONS pings to trunks' outbound hosts every this many seconds; 0 = off.", format: 'nat', default: 0, env: 'CALLBRIDGE_SIP_OPTIONS_PING_SECS' },
+    dns_servers: {
+      doc: "DNS servers for RFC 3263 resolution (NAPTR, SRV, A/AAAA) of trunks' outbound hosts, comma-separated, each an IP address with an optional port (192.0.2.53, 192.0.2.53:5353, [2001:db8::53]:53); empty = the system's (/etc/resolv.conf).",
+      format: String,
+      default: '',
+      env: 'CALLBRIDGE_SIP_DNS_SERVERS',
+    },
+    dns_timeout_ms: { doc: 'How long one DNS query waits for an answer before it is retried (sip.dns_tries) or the resolution fails. At least 1.', format: 'nat', default: 2000, env: 'CALLBRIDGE_SIP_DNS_TIMEOUT_MS' },
+    dns_tries: { doc: 'Tries per DNS query and server. At least 1.', format: 'nat', default: 2, env: 'CALLBRIDGE_SIP_DNS_TRIES' },
+    dns_cache_secs: {
+      doc: 'How long NAPTR and SRV answers (and "no such record" answers) are kept; Node does not report their TTL. A/AAAA answers are kept for their own TTL.',
+      format: 'nat',
+      default: 60,
+      env: 'CALLBRIDGE_SIP_DNS_CACHE_SECS',
+    },
+    failover_timeout_ms: {
+      doc: "An outbound INVITE or REGISTER with no response at all (not even 100 Trying) from a trunk's target within this many ms goes to the next target (RFC 3263 4.3). Default 4000: a live server answers within 200 ms and UDP retransmits at 0.5, 1.5 and 3.5 s; Timer B's 32 s is too long for a waiting caller. At least 1.",
+      format: 'nat',
+      default: 4000,
+      env: 'CALLBRIDGE_SIP_FAILOVER_TIMEOUT_MS',
+    },
+    dead_target_secs: {
+      doc: "A trunk target that failed (no response, connection refused, 503) is tried last for this many seconds; 0 = not remembered.",
+      format: 'nat',
+      default: 60,
+      env: 'CALLBRIDGE_SIP_DEAD_TARGET_SECS',
+    },
     register_min_expires_secs: {
       doc: 'Shortest registration a PBX on a digest trunk may ask for (RFC 3261 10.3): a shorter non-zero expiry is answered 423 Interval Too Brief with this as Min-Expires. At least 1.',
       format: 'nat',
@@ -579,6 +611,7 @@ export type Config = {
     tls_port: number;
     tls_cert: string;
     tls_key: string;
+    tls_ca: string;
     advertise_address: string;
     realm: string;
     digest_secret: string;
@@ -595,6 +628,12 @@ export type Config = {
     ring_timeout_secs: number;
     t1_ms: number;
     options_ping_secs: number;
+    dns_servers: string;
+    dns_timeout_ms: number;
+    dns_tries: number;
+    dns_cache_secs: number;
+    failover_timeout_ms: number;
+    dead_target_secs: number;
     register_min_expires_secs: number;
     register_max_expires_secs: number;
     outbound_register_expires_secs: number;
@@ -757,6 +796,15 @@ function crossCheck(config: Config): void {
   if (config.sip.session_expires_secs < config.sip.min_se_secs) throw new ConfigError('invalid configuration: sip.session_expires_secs is below sip.min_se_secs');
   if (config.sip.tcp_message_timeout_ms < 100) throw new ConfigError('invalid configuration: sip.tcp_message_timeout_ms must be at least 100');
   if (config.sip.tcp_max_connections < 1) throw new ConfigError('invalid configuration: sip.tcp_max_connections must be at least 1');
+  if (config.sip.dns_timeout_ms < 1 || config.sip.dns_tries < 1) throw new ConfigError('invalid configuration: sip.dns_timeout_ms and sip.dns_tries must be at least 1');
+  if (config.sip.failover_timeout_ms < 1) throw new ConfigError('invalid configuration: sip.failover_timeout_ms must be at least 1');
+  for (const server of config.sip.dns_servers.split(',').map((x) => x.trim()).filter((x) => x !== '')) {
+    // host, host:port or [v6]:port, as node:dns setServers takes them
+    const m = /^\[([^\]]+)\](?::(\d{1,5}))?$/.exec(server) ?? /^([^:]+)(?::(\d{1,5}))?$/.exec(server) ?? (isIP(server) === 6 ? [server, server] : null);
+    if (m === null || isIP(m[1] ?? '') === 0 || (m[2] !== undefined && (Number(m[2]) < 1 || Number(m[2]) > 65535))) {
+      throw new ConfigError(`invalid configuration: sip.dns_servers: "${server}" is not an IP address with an optional port`);
+    }
+  }
   for (const p of config.sip.trusted_proxies.split(',').map((x) => x.trim()).filter((x) => x !== '')) {
     const [addr = '', len, extra] = p.split('/');
     const family = isIP(addr);

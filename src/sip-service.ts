@@ -137,7 +137,7 @@ function installSipMetrics(registry: Registry, ua: SipUserAgent, ports: { inUse:
       this.inc({ reason: 'idle' }, s.connectionsIdleClosed);
     },
   });
-  const trunkUp = new Gauge({ name: 'callbridge_sip_trunk_up', help: "1 when the trunk's outbound host answers OPTIONS pings.", labelNames: ['trunk_id'] as const, registers: [registry] });
+  const trunkUp = new Gauge({ name: 'callbridge_sip_trunk_up', help: "1 when at least one target of the trunk's outbound host (RFC 3263: SRV targets, addresses) answers OPTIONS pings.", labelNames: ['trunk_id'] as const, registers: [registry] });
   const registerAttempts = new Counter({
     name: 'callbridge_sip_outbound_registration_attempts_total',
     help: "callbridge's REGISTERs to trunks' outbound hosts (register: true) by answer: registered, challenged, interval_too_brief, auth_failed, rejected, timeout, unreachable, unregistered.",
@@ -223,6 +223,8 @@ export async function startSip(config: Config, store: Store, logger: Logger, reg
       maxConnections: config.sip.tcp_max_connections,
       maxConnectionsPerSource: config.sip.tcp_max_connections_per_source,
       trustedProxies: list(config.sip.trusted_proxies),
+      // Outgoing TLS verifies the far end (default on); sip.tls_ca names the CAs to trust.
+      ...(config.sip.tls_ca !== '' ? { outboundTls: { ca: readFileSync(config.sip.tls_ca), rejectUnauthorized: true } } : {}),
     },
     directory,
     ports,
@@ -238,6 +240,13 @@ export async function startSip(config: Config, store: Store, logger: Logger, reg
     // T2 stays 4 s unless T1 outgrows it (RFC 3261 17.1.2.2 needs T2 >= T1).
     timers: { t1: config.sip.t1_ms, t2: Math.max(4000, config.sip.t1_ms) },
     sessionTimer: { interval: config.sip.session_expires_secs, minSE: config.sip.min_se_secs },
+    dns: {
+      servers: list(config.sip.dns_servers),
+      timeoutMs: Math.max(1, config.sip.dns_timeout_ms),
+      tries: Math.max(1, config.sip.dns_tries),
+      cacheSecs: config.sip.dns_cache_secs,
+    },
+    failover: { timeoutMs: Math.max(1, config.sip.failover_timeout_ms), deadTargetSecs: config.sip.dead_target_secs },
     registrar: {
       store: new StoreRegistrations(store),
       minExpiresSecs: config.sip.register_min_expires_secs,
@@ -266,6 +275,7 @@ export async function startSip(config: Config, store: Store, logger: Logger, reg
       from: `<sip:callbridge@${advertise.includes(':') ? `[${advertise}]` : advertise}>`,
       userAgent: 'callbridge',
       logger: log,
+      targets: ua.targets,
       onStatus: (id, up) => metrics?.trunkUp.set({ trunk_id: id }, up ? 1 : 0),
     });
     await health.start();
@@ -277,6 +287,8 @@ export async function startSip(config: Config, store: Store, logger: Logger, reg
     expiresSecs: config.sip.outbound_register_expires_secs,
     retry: { initialMs: config.sip.outbound_register_retry_min_secs * 1000, maxMs: config.sip.outbound_register_retry_max_secs * 1000 },
     unregisterTimeoutMs: UNREGISTER_TIMEOUT_MS,
+    targets: ua.targets,
+    failoverTimeoutMs: Math.max(1, config.sip.failover_timeout_ms),
     headers: [['User-Agent', 'callbridge']],
     onState: (trunkId, state) => {
       try {

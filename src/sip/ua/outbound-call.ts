@@ -5,11 +5,14 @@
  *
  * Request-URI: sip:<number>@<outbound host>[:port][;transport=tcp|tls], written once and used
  * unchanged as the digest uri (a strict carrier compares the two and loops on 401 otherwise).
- * A trunk without outbound_host calls the PBX registered on it instead (registered-route.ts).
+ * The outbound host is resolved with RFC 3263 (trunk-targets.ts: NAPTR -> SRV -> A/AAAA), and the
+ * INVITE fails over between its targets (uac.ts InviteFailover), remembering dead ones; a DNS
+ * failure is the outcome dns_failed. A trunk without outbound_host calls the PBX registered on it
+ * instead (registered-route.ts).
  */
 import { createCallRtp, type CallPorts, type CallRtp, type PortSource } from '../../media/media-host.ts';
 import type { CodecName } from '../../media/codecs.ts';
-import { applyCallerIdTransforms, outboundTarget, type CallerIdTransform, type Pbx } from '../../domain/sip-trunk.ts';
+import { applyCallerIdTransforms, type CallerIdTransform, type Pbx } from '../../domain/sip-trunk.ts';
 import { SipCall, type CallLogger } from './call.ts';
 import type { DialogManager } from '../dialog/index.ts';
 import { parseUri } from '../message/index.ts';
@@ -19,7 +22,8 @@ import type { TransactionLayer } from '../transaction/index.ts';
 import type { TransactionTimers } from '../transaction/index.ts';
 import type { Endpoint, SipTransportLayer } from '../transport/index.ts';
 import { registeredRoute, type RegisteredContact } from './registered-route.ts';
-import { resolveDestination, sendInvite, type InviteFailureReason } from './uac.ts';
+import { sendInvite, type InviteFailureReason, type InviteTarget } from './uac.ts';
+import type { TrunkTargets } from './trunk-targets.ts';
 import { ALLOW, SUPPORTED } from './uas.ts';
 
 /** The trunk fields an outbound call needs (the store's trunk record has them). */
@@ -34,6 +38,8 @@ export interface OutboundTrunk {
   credentials?: { username: string; password: string };
   /** The PBX registered on the trunk (its most recent binding): where calls go without outbound_host. */
   registered?: RegisteredContact;
+  /** SDES-SRTP policy (docs/sip-trunks.md): require -> TLS and RTP/SAVP only; allow -> SAVP over TLS. Absent: none. */
+  media_encryption?: 'none' | 'allow' | 'require';
 }
 
 export interface DialOptions {
@@ -49,8 +55,11 @@ export interface DialOptions {
   onProgress?: (status: number, reason: string) => void;
 }
 
-/** no_outbound_host: neither an outbound_host nor a registered PBX to call. */
-export type DialFailureReason = InviteFailureReason | 'no_outbound_host' | 'no_rtp_port' | 'no_common_codec';
+/**
+ * no_outbound_host: neither an outbound_host nor a registered PBX to call. dns_failed: the
+ * outbound_host did not resolve (the DNS server did not answer, or no record gave an address).
+ */
+export type DialFailureReason = InviteFailureReason | 'no_outbound_host' | 'no_rtp_port' | 'no_common_codec' | 'dns_failed' | 'srtp_needs_tls';
 
 export type DialResult =
   | { ok: true; call: SipCall }
@@ -68,6 +77,10 @@ export interface OutboundContext {
   sessionTimer: SessionTimerConfig;
   sessionClock?: TransactionTimers;
   userAgent: string;
+  /** RFC 3263 resolution of outbound_host and the dead-target memory (trunk-targets.ts). */
+  targets: TrunkTargets;
+  /** Silence from a target before the INVITE goes to the next one (uac.ts InviteFailover). */
+  failoverTimeoutMs: number;
   logger: CallLogger;
 }
 
@@ -83,6 +96,7 @@ function newRtp(ctx: OutboundContext, ports: CallPorts, media: NegotiatedMedia):
     ...(media.dtmf ? { dtmfPayloadType: media.dtmf.receivePayloadType } : {}),
     rtcpMux: media.rtcpMux,
     mediaTimeoutMs: ctx.mediaTimeoutMs,
+    ...(media.srtp ? { srtp: media.srtp } : {}),
     logger: ctx.logger,
   });
 }
@@ -90,41 +104,42 @@ function newRtp(ctx: OutboundContext, ports: CallPorts, media: NegotiatedMedia):
 /** Where the INVITE goes: the trunk's outbound_host, else its registered PBX (registered-route.ts). */
 interface CallRoute {
   destination: Endpoint;
+  /** Failover targets after `destination` (RFC 3263: more SRV targets or addresses). */
+  more: Endpoint[];
   requestUri: string;
   /** host[:port] of the To header. */
   toHost: string;
 }
 
 async function routeOf(ctx: OutboundContext, trunk: OutboundTrunk, to: string): Promise<CallRoute | Extract<DialResult, { ok: false }>> {
-  let target;
-  try {
-    target = outboundTarget(trunk);
-  } catch {
-    target = undefined;
-  }
   const log = { trunkId: trunk.id, to };
-  if (target === undefined) {
+  let resolved;
+  try {
+    resolved = await ctx.targets.resolve(trunk);
+  } catch (err) {
+    const detail = err instanceof Error ? err.message : String(err);
+    ctx.logger.warn({ ...log, outboundHost: trunk.outbound_host, err: detail }, 'outbound call failed: DNS resolution of outbound_host failed');
+    return { ok: false, reason: 'dns_failed', status: 503, detail };
+  }
+  if (resolved === undefined) {
     if (trunk.registered === undefined) return { ok: false, reason: 'no_outbound_host', status: 0, detail: `trunk ${trunk.id} has no usable outbound_host and no registered PBX` };
     try {
       const route = await registeredRoute(ctx.transport, trunk.registered);
       ctx.logger.debug({ ...log, contact: route.requestUri, reusesConnection: route.reusesConnection }, 'outbound call to the registered PBX');
-      return route;
+      return { ...route, more: [] };
     } catch (err) {
       ctx.logger.warn({ ...log, err }, 'outbound call failed: the registered Contact cannot be reached');
       return { ok: false, reason: 'unreachable', status: 503, detail: `cannot reach the registered Contact ${trunk.registered.contact}` };
     }
   }
-  let destination;
-  try {
-    destination = await resolveDestination(target.host, target.port, target.transport);
-  } catch (err) {
-    ctx.logger.warn({ ...log, err }, 'outbound call failed: outbound_host does not resolve');
-    return { ok: false, reason: 'unreachable', status: 503, detail: `cannot resolve ${target.host}` };
-  }
+  const { target, targets } = resolved;
+  const [first, ...rest] = targets.map((t) => t.destination);
+  if (targets.length > 1) ctx.logger.debug({ ...log, targets: targets.map((t) => `${t.via} ${t.name} ${t.destination.protocol}:${t.destination.address}:${t.destination.port}`) }, 'outbound call: targets (RFC 3263)');
+  const destination = first!;
   const transportParam = target.transport === 'udp' ? '' : `;transport=${target.transport}`;
   const toHost = hostPort(target.host, target.port);
   // Through parseUri and back, so the text is exactly what the serializer writes on the wire.
-  return { destination, requestUri: parseUri(`sip:${to}@${toHost}${transportParam}`).toString(), toHost };
+  return { destination, more: rest, requestUri: parseUri(`sip:${to}@${toHost}${transportParam}`).toString(), toHost };
 }
 
 export async function placeCall(ctx: OutboundContext, opts: DialOptions): Promise<DialResult> {
@@ -133,6 +148,17 @@ export async function placeCall(ctx: OutboundContext, opts: DialOptions): Promis
   const route = await routeOf(ctx, trunk, opts.to);
   if ('ok' in route) return route;
   const { destination, requestUri } = route;
+  // SDES keys go only over TLS (RFC 4568 8.3): a require trunk must be dialled over TLS; an
+  // allow trunk offers SRTP when it is (docs/sip-trunks.md). Failover targets over another
+  // transport cannot carry this offer and are left out.
+  const encryption = trunk.media_encryption ?? 'none';
+  if (encryption === 'require' && destination.protocol !== 'tls') {
+    const detail = `trunk ${trunk.id} requires SRTP (media_encryption require), which needs SIP over TLS; its outbound target is ${destination.protocol.toUpperCase()} (use ;transport=tls in outbound_host)`;
+    ctx.logger.warn({ ...log, transport: destination.protocol }, 'outbound call refused: SRTP required but the trunk is not dialled over TLS');
+    return { ok: false, reason: 'srtp_needs_tls', status: 0, detail };
+  }
+  const offerSrtp = encryption !== 'none' && destination.protocol === 'tls';
+  if (offerSrtp) route.more = route.more.filter((e) => e.protocol === 'tls');
 
   let ports: CallPorts;
   try {
@@ -143,7 +169,7 @@ export async function placeCall(ctx: OutboundContext, opts: DialOptions): Promis
   }
 
   const sdp = new LocalSdpSession();
-  const offer = sdp.offer({ localAddress: ctx.mediaAddress, localPort: ports.rtpPort, codecs: ctx.codecs });
+  const offer = sdp.offer({ localAddress: ctx.mediaAddress, localPort: ports.rtpPort, codecs: ctx.codecs, srtp: offerSrtp });
   let local;
   try {
     local = ctx.transport.localEndpoint(destination.protocol, destination.address.includes(':') ? 6 : 4);
@@ -153,6 +179,16 @@ export async function placeCall(ctx: OutboundContext, opts: DialOptions): Promis
     return { ok: false, reason: 'unreachable', status: 503, detail: `no ${destination.protocol.toUpperCase()} listener to send from` };
   }
   const localHost = hostPort(local.address, local.port);
+  const contactFor = (l: { address: string; port: number; protocol: string }): string => `<sip:callbridge@${hostPort(l.address, l.port)}${l.protocol === 'udp' ? '' : `;transport=${l.protocol}`}>`;
+  // Each failover target gets the Contact of the listener it is sent from (its transport may differ).
+  const more: InviteTarget[] = [];
+  for (const e of route.more) {
+    try {
+      more.push({ destination: e, contact: contactFor(ctx.transport.localEndpoint(e.protocol, e.address.includes(':') ? 6 : 4)) });
+    } catch {
+      // no listener for it: not a target we can use
+    }
+  }
   const callerId = applyCallerIdTransforms(opts.callerId, trunk.caller_id_transforms);
 
   let rtp: CallRtp | undefined;
@@ -164,7 +200,7 @@ export async function placeCall(ctx: OutboundContext, opts: DialOptions): Promis
     requestUri,
     from: { user: callerId, host: localHost },
     to: { user: opts.to, host: route.toHost },
-    contact: `<sip:callbridge@${localHost}${local.protocol === 'udp' ? '' : `;transport=${local.protocol}`}>`,
+    contact: contactFor(local),
     sdp: offer.sdp,
     ...(trunk.credentials ? { credentials: trunk.credentials } : {}),
     ringTimeoutMs: opts.ringTimeoutMs ?? ctx.ringTimeoutMs,
@@ -172,6 +208,11 @@ export async function placeCall(ctx: OutboundContext, opts: DialOptions): Promis
     allow: ALLOW,
     supported: SUPPORTED.split(', '),
     headers: [...sessionTimerUacHeaders(ctx.sessionTimer).filter(([n]) => n !== 'Supported'), ['User-Agent', ctx.userAgent]],
+    failover: {
+      targets: more,
+      timeoutMs: ctx.failoverTimeoutMs,
+      onTarget: (destination, result) => (result === 'failed' ? ctx.targets.status.failed(destination) : ctx.targets.status.answered(destination)),
+    },
     onProvisional: (status, reason, body) => {
       if (body !== undefined && early === undefined) {
         // Early media (RFC 3960): start RTP toward the far end's announced address now.
@@ -220,6 +261,7 @@ export async function placeCall(ctx: OutboundContext, opts: DialOptions): Promis
   } else if (media.remoteChanged) {
     rtp.setRemote(media.remote);
   }
+  if (media.srtpChanged) rtp.setSrtp(media.srtp); // the 2xx re-keyed the early media
   let timer;
   try {
     timer = sessionTimerFromUacResponse(outcome.response);
@@ -231,7 +273,7 @@ export async function placeCall(ctx: OutboundContext, opts: DialOptions): Promis
     dialog: outcome.dialog,
     media,
     rtp,
-    sdp: { session: sdp, localAddress: ctx.mediaAddress, localPort: ports.rtpPort, preferences: ctx.codecs },
+    sdp: { session: sdp, localAddress: ctx.mediaAddress, localPort: ports.rtpPort, preferences: ctx.codecs, srtp: { mode: encryption, sdesAllowed: offerSrtp } },
     from: callerId,
     to: opts.to,
     trunk: { id: trunk.id, orgId: trunk.orgId, name: trunk.name },

@@ -26,6 +26,12 @@
  * - stop({ unregister: true }) sends Expires 0 for our Contact (10.2.2) and waits for its answer,
  *   a challenge included, at most `unregisterTimeoutMs`; not to a registrar that never answered.
  *
+ * - Failover (RFC 3263 4.3), when `targets` is given: each attempt asks it for the registrar's
+ *   targets (DNS, cached) and keeps the one that answered last while it is still listed. No
+ *   response within `failoverTimeoutMs`, a refused connection or a 503 sends the same REGISTER
+ *   (CSeq + 1, new branch, our Contact for that target's transport) to the next target. The
+ *   un-REGISTER goes to the target that holds the binding.
+ *
  * Nothing here reads the store or logs a password: the caller passes the credentials in and
  * receives states (onState) to keep and show.
  */
@@ -54,9 +60,16 @@ export interface RegistrationRetry {
   maxMs: number;
 }
 
+/** One place the REGISTERs can go, with our Contact for it (its transport). */
+export interface RegistrationTarget {
+  destination: Endpoint;
+  /** Our Contact URI for this target, e.g. "sip:cb7f3a...@192.0.2.10:5060;transport=tcp". */
+  contact: string;
+}
+
 export interface OutboundRegistrationOptions {
   layer: TransactionLayer;
-  /** Where the REGISTERs go (resolved outbound_host). */
+  /** Where the REGISTERs go (resolved outbound_host); with `targets`, only until the first resolution. */
   destination: Endpoint;
   /** The registrar's URI, e.g. "sip:sip.carrier.example:5060;transport=tcp"; also the digest uri. */
   requestUri: string;
@@ -78,6 +91,15 @@ export interface OutboundRegistrationOptions {
   now?: () => number;
   /** 0 <= x < 1; default Math.random (the back-off's jitter). */
   random?: () => number;
+  /**
+   * The registrar's targets in the order to try them (RFC 3263), asked before each attempt; it
+   * may throw (a DNS failure: the attempt fails with its message). Without it: `destination` only.
+   */
+  targets?: () => Promise<readonly RegistrationTarget[]>;
+  /** Silence from a target before the next one is tried. Default 4 s (uac.ts DEFAULT_FAILOVER_TIMEOUT_MS). */
+  failoverTimeoutMs?: number;
+  /** A target failed (failed over from) or answered: for the dead-target memory. */
+  onTarget?: (destination: Endpoint, result: 'failed' | 'answered') => void;
 }
 
 /** Challenges answered per registration attempt before giving up (stale nonces, then a proxy). */
@@ -85,6 +107,11 @@ const MAX_AUTH_RETRIES = 3;
 /** 423s followed per attempt. */
 const MAX_INTERVAL_RETRIES = 2;
 const DEFAULT_UNREGISTER_TIMEOUT_MS = 4000;
+const DEFAULT_FAILOVER_TIMEOUT_MS = 4000;
+
+function sameEndpoint(a: Endpoint, b: Endpoint): boolean {
+  return a.protocol === b.protocol && a.address === b.address && a.port === b.port;
+}
 
 /**
  * When to refresh a binding granted for `grantedSecs`: at half of short ones, a minute before the
@@ -139,6 +166,9 @@ export class OutboundRegistration {
   #stopped = false;
   /** The registrar has answered a REGISTER of ours (any status). */
   #heardFrom = false;
+  /** The targets of this attempt (one without `targets`), and the current one. */
+  #list: RegistrationTarget[];
+  #current: RegistrationTarget;
 
   constructor(o: OutboundRegistrationOptions) {
     if (!Number.isInteger(o.expiresSecs) || o.expiresSecs < 1) throw new RangeError(`expiresSecs must be a positive integer, got ${o.expiresSecs}`);
@@ -150,6 +180,13 @@ export class OutboundRegistration {
     this.#expiresSecs = o.expiresSecs;
     this.#www = new DigestClient(o.credentials);
     this.#proxy = new DigestClient(o.credentials);
+    this.#current = { destination: o.destination, contact: o.contact };
+    this.#list = [this.#current];
+  }
+
+  /** Where the REGISTERs go now (after a failover, the target that answered). */
+  get destination(): Endpoint {
+    return this.#current.destination;
   }
 
   get state(): OutboundRegistrationState {
@@ -194,7 +231,9 @@ export class OutboundRegistration {
   async #attempt(): Promise<void> {
     this.#timer = undefined;
     if (this.#stopped) return;
-    const result = await this.#exchange(this.#expiresSecs);
+    const resolved = await this.#resolveTargets();
+    if (this.#stopped) return;
+    const result = resolved ?? (await this.#exchange(this.#expiresSecs));
     if (this.#stopped) return;
     if (result.kind === 'ok') {
       this.#failures = 0;
@@ -207,6 +246,54 @@ export class OutboundRegistration {
     // A failed refresh leaves the last granted expiry visible: the binding may still live there.
     this.#emit({ status: result.kind, error: result.error, expiresAt: this.#state.expiresAt });
     this.#schedule(retryDelayMs(this.#failures, this.#o.retry, this.#random));
+  }
+
+  /** Refreshes the target list (with `targets`); a failure result when it cannot. */
+  async #resolveTargets(): Promise<{ kind: 'failed'; error: string } | undefined> {
+    if (this.#o.targets === undefined) return undefined;
+    let list: readonly RegistrationTarget[];
+    try {
+      list = await this.#o.targets();
+    } catch (err) {
+      this.#count('unreachable');
+      return { kind: 'failed', error: err instanceof Error ? err.message : String(err) };
+    }
+    if (list.length === 0) return { kind: 'failed', error: 'no target to register with' };
+    this.#list = [...list];
+    // Sticky: the target that answered last, while DNS still lists it.
+    this.#current = this.#list.find((t) => sameEndpoint(t.destination, this.#current.destination)) ?? this.#list[0]!;
+    return undefined;
+  }
+
+  /** After a failure that fails over: the next target of the list, if any (each tried once per exchange). */
+  #nextTarget(tried: Set<RegistrationTarget>): boolean {
+    this.#tell(this.#current.destination, 'failed');
+    const next = this.#list.find((t) => !tried.has(t));
+    if (next === undefined) return false;
+    this.#current = next;
+    return true;
+  }
+
+  #tell(destination: Endpoint, result: 'failed' | 'answered'): void {
+    try {
+      this.#o.onTarget?.(destination, result);
+    } catch {
+      // the listener's problem
+    }
+  }
+
+  /** The final response of `tx`, or 'silent' after failoverTimeoutMs without any response when another target is left. */
+  #awaitFinal(tx: ClientTransaction, canFailOver: boolean): Promise<SipResponse | 'silent'> {
+    if (!canFailOver) return tx.finalResponse;
+    return new Promise((resolve) => {
+      const timer = this.#clock.setTimeout(() => resolve('silent'), this.#o.failoverTimeoutMs ?? DEFAULT_FAILOVER_TIMEOUT_MS);
+      const stop = (): void => this.#clock.clearTimeout(timer);
+      tx.once('response', stop);
+      void tx.finalResponse.then((r) => {
+        stop();
+        resolve(r);
+      });
+    });
   }
 
   #schedule(ms: number): void {
@@ -223,28 +310,52 @@ export class OutboundRegistration {
     let authRetries = 0;
     let intervalRetries = 0;
     const unregister = expires === 0;
+    // The un-REGISTER goes where the binding is: no failover for it.
+    const tried = new Set<RegistrationTarget>([this.#current]);
+    const failOver = (): boolean => {
+      if (unregister || !this.#nextTarget(tried)) return false;
+      tried.add(this.#current);
+      credentials = [];
+      return true;
+    };
     for (;;) {
       const req = this.#build(expires, credentials);
       let tx: ClientTransaction;
       try {
-        tx = this.#o.layer.sendRequest(req, this.#o.destination);
+        tx = this.#o.layer.sendRequest(req, this.#current.destination);
       } catch (err) {
         this.#count('unreachable');
+        if (failOver()) continue;
         return { kind: 'failed', error: `cannot send REGISTER: ${err instanceof Error ? err.message : String(err)}` };
       }
       if (!unregister) this.#tx = tx;
-      const res = await tx.finalResponse;
+      const res = await this.#awaitFinal(tx, !unregister && this.#list.some((t) => !tried.has(t)));
       if (this.#tx === tx) this.#tx = undefined;
-      if (this.#stopped && !unregister) return { kind: 'failed', error: 'stopped' };
+      if (this.#stopped && !unregister) {
+        tx.close();
+        return { kind: 'failed', error: 'stopped' };
+      }
+      if (res === 'silent') {
+        tx.close();
+        this.#count('timeout');
+        if (failOver()) continue;
+        return { kind: 'failed', error: 'no answer from the registrar (REGISTER timed out)' };
+      }
       if (tx.error !== undefined) {
         const timedOut = res.status === 408;
         this.#count(timedOut ? 'timeout' : 'unreachable');
+        if (failOver()) continue;
         return { kind: 'failed', error: timedOut ? 'no answer from the registrar (REGISTER timed out)' : `cannot reach the registrar: ${tx.error.message}` };
       }
       this.#heardFrom = true;
+      if (res.status === 503 && failOver()) {
+        this.#count('rejected');
+        continue;
+      }
+      if (res.status !== 503) this.#tell(this.#current.destination, 'answered');
       if (res.status >= 200 && res.status < 300) {
         this.#count(unregister ? 'unregistered' : 'registered');
-        return { kind: 'ok', grantedSecs: unregister ? 0 : Math.max(1, grantedExpirySecs(res, this.#o.contact) ?? expires) };
+        return { kind: 'ok', grantedSecs: unregister ? 0 : Math.max(1, grantedExpirySecs(res, this.#current.contact) ?? expires) };
       }
       const carriedCredentials = req.has('Authorization') || req.has('Proxy-Authorization');
       if (res.status === 401 || res.status === 407) {
@@ -314,7 +425,7 @@ export class OutboundRegistration {
       callId: this.#callId,
       cseq: this.#cseq,
       maxForwards: 70,
-      contact: expires === 0 ? `<${o.contact}>;expires=0` : `<${o.contact}>`,
+      contact: expires === 0 ? `<${this.#current.contact}>;expires=0` : `<${this.#current.contact}>`,
       headers: [['Expires', expires], ...credentials, ...preemptive, ...(o.headers ?? [])],
     });
     // A fresh branch per request; the transport fills sent-by from the socket it uses.

@@ -17,8 +17,10 @@ import { outboundTarget, type Pbx } from '../../domain/sip-trunk.ts';
 import { parseUri, type HeaderValue } from '../message/index.ts';
 import type { TransactionLayer, TransactionTimers } from '../transaction/index.ts';
 import type { SipTransportLayer } from '../transport/index.ts';
-import { OutboundRegistration, type OutboundRegistrationState, type RegistrationAttemptOutcome, type RegistrationRetry } from './outbound-registration.ts';
+import { OutboundRegistration, type OutboundRegistrationState, type RegistrationAttemptOutcome, type RegistrationRetry, type RegistrationTarget } from './outbound-registration.ts';
 import { resolveDestination } from './uac.ts';
+import type { TrunkTargets } from './trunk-targets.ts';
+import type { Endpoint } from '../transport/index.ts';
 
 /** A trunk that registers, as the caller reads it (credentials decrypted, for SIP only). */
 export interface RegisteringTrunk {
@@ -47,6 +49,13 @@ export interface OutboundRegistrationsOptions {
   onAttempt?: (trunkId: string, outcome: RegistrationAttemptOutcome) => void;
   logger: { info(obj: object, msg: string): void; warn(obj: object, msg: string): void };
   clock?: TransactionTimers;
+  /**
+   * RFC 3263 resolution (NAPTR/SRV/A) with failover between the registrar's targets and the
+   * shared dead-target memory (the user agent's). Without it: an A/AAAA lookup, one target.
+   */
+  targets?: TrunkTargets;
+  /** Silence before the next target; default 4 s. */
+  failoverTimeoutMs?: number;
 }
 
 interface Running {
@@ -165,28 +174,41 @@ export class OutboundRegistrations {
       target = undefined;
     }
     if (target === undefined) return fail('outbound_host is not a usable host[:port][;transport=]');
-    let destination;
+    const trunkTargets = this.#o.targets;
+    // Our Contact for a target: the listener of its protocol and family (its transport may differ per target).
+    const contactFor = (e: Endpoint): string => {
+      const l = this.#o.transport.localEndpoint(e.protocol, e.address.includes(':') ? 6 : 4);
+      return parseUri(`sip:${t.contactUser}@${hostPort(l.address, l.port)}${l.protocol === 'udp' ? '' : `;transport=${l.protocol}`}`).toString();
+    };
+    const resolveTargets = async (): Promise<RegistrationTarget[]> => {
+      const ends = trunkTargets === undefined ? [await resolveDestination(target.host, target.port, target.transport)] : ((await trunkTargets.resolve(t))?.targets.map((x) => x.destination) ?? []);
+      const out: RegistrationTarget[] = [];
+      for (const e of ends) {
+        try {
+          out.push({ destination: e, contact: contactFor(e) });
+        } catch {
+          // no listener to send to it from
+        }
+      }
+      if (out.length === 0 && ends.length > 0) throw new Error(`no ${ends[0]!.protocol.toUpperCase()} listener to register from`);
+      return out;
+    };
+    let first: RegistrationTarget[];
     try {
-      destination = await resolveDestination(target.host, target.port, target.transport);
+      first = await resolveTargets();
     } catch (err) {
       return fail(err instanceof Error ? err.message : String(err));
     }
     if (this.#closed || this.#running.get(t.id) !== running) return;
-    let local;
-    try {
-      local = this.#o.transport.localEndpoint(destination.protocol, destination.address.includes(':') ? 6 : 4);
-    } catch {
-      return fail(`no ${destination.protocol.toUpperCase()} listener to register from`);
-    }
+    if (first.length === 0) return fail('outbound_host resolved to no target');
+    const { destination, contact } = first[0]!;
     const transportParam = target.transport === 'udp' ? '' : `;transport=${target.transport}`;
     const registrarHost = hostPort(target.host, target.port);
     let aor: string;
     let requestUri: string;
-    let contact: string;
     try {
       aor = parseUri(`sip:${encodeURIComponent(t.username)}@${registrarHost}`).toString();
       requestUri = parseUri(`sip:${registrarHost}${transportParam}`).toString();
-      contact = parseUri(`sip:${t.contactUser}@${hostPort(local.address, local.port)}${local.protocol === 'udp' ? '' : `;transport=${local.protocol}`}`).toString();
     } catch (err) {
       return fail(`cannot build the REGISTER: ${err instanceof Error ? err.message : String(err)}`);
     }
@@ -215,6 +237,13 @@ export class OutboundRegistrations {
         this.#setState(t.id, state);
       },
       onAttempt: (outcome) => this.#o.onAttempt?.(t.id, outcome),
+      ...(trunkTargets !== undefined
+        ? {
+            targets: resolveTargets,
+            ...(this.#o.failoverTimeoutMs !== undefined ? { failoverTimeoutMs: this.#o.failoverTimeoutMs } : {}),
+            onTarget: (e: Endpoint, result: 'failed' | 'answered') => (result === 'failed' ? trunkTargets.status.failed(e) : trunkTargets.status.answered(e)),
+          }
+        : {}),
     });
     running.registration.start();
   }

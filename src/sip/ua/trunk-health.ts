@@ -1,13 +1,21 @@
 /**
- * Optional OPTIONS pings to every trunk's outbound host (options-ping.ts), with the hosts
- * resolved ahead of each round: the pinger's target list is synchronous, DNS is not. A trunk
- * whose host does not resolve is reported down once, with why. Status changes are logged (one
- * line each) and kept for metrics.
+ * Optional OPTIONS pings to every target of every trunk's outbound host (options-ping.ts). The
+ * targets are resolved ahead of each round (the pinger's target list is synchronous, DNS is not):
+ * with RFC 3263 (trunk-targets.ts) a host with several SRV targets or addresses gets one ping per
+ * target. A target whose pings go unanswered is marked out of service in the shared TargetStatus
+ * (calls and registrations then try it last); one that answers again is put back.
+ *
+ * A trunk is up while at least one of its targets answers, down when all of them are down (or
+ * its host does not resolve, reported once with why). Changes are logged, one line each, and
+ * passed to onStatus for metrics.
  */
 import { outboundTarget, type Pbx } from '../../domain/sip-trunk.ts';
-import { OptionsPinger, type OptionsPingTarget } from './options-ping.ts';
+import { endpointKey } from '../dns/index.ts';
+import { OptionsPinger, type OptionsPingStatus, type OptionsPingTarget } from './options-ping.ts';
 import type { TransactionLayer } from '../transaction/index.ts';
+import type { Endpoint } from '../transport/index.ts';
 import { resolveDestination } from './uac.ts';
+import type { TrunkTargets } from './trunk-targets.ts';
 
 export interface PingedTrunk {
   id: string;
@@ -24,13 +32,29 @@ export interface TrunkHealthOptions {
   userAgent: string;
   logger: { info(obj: object, msg: string): void; warn(obj: object, msg: string): void };
   onStatus?: (trunkId: string, up: boolean) => void;
+  /** RFC 3263 targets and the shared dead-target memory; without it, one A/AAAA target per trunk. */
+  targets?: TrunkTargets;
+  /** Consecutive unanswered pings that mark a target down. Default 2 (options-ping.ts). */
+  failuresBeforeDown?: number;
+}
+
+export interface PingedTarget {
+  destination: Endpoint;
+  /** undefined before its first answer or failure. */
+  status: OptionsPingStatus | undefined;
+}
+
+interface TargetInfo {
+  trunkId: string;
+  destination: Endpoint;
 }
 
 export class TrunkHealth {
   readonly #o: TrunkHealthOptions;
   readonly #pinger: OptionsPinger;
-  /** Resolved targets by trunk id, refreshed before each round. */
+  /** Resolved targets, refreshed before each round; ids are "<trunk id> <endpoint>". */
   #targets: OptionsPingTarget[] = [];
+  readonly #info = new Map<string, TargetInfo>();
   readonly #status = new Map<string, boolean>();
   readonly #unresolvable = new Set<string>();
   #timer: NodeJS.Timeout | undefined;
@@ -41,16 +65,22 @@ export class TrunkHealth {
       layer: o.layer,
       targets: () => this.#targets,
       intervalMs: o.intervalMs,
+      ...(o.failuresBeforeDown !== undefined ? { failuresBeforeDown: o.failuresBeforeDown } : {}),
       from: o.from,
       headers: [['User-Agent', o.userAgent]],
       logger: o.logger,
-      onStatus: (id, status, detail) => this.#set(id, status === 'up', { status: detail.status, reason: detail.reason, failures: detail.failures, rttMs: detail.rttMs }),
+      onStatus: (id, status, detail) => this.#onTarget(id, status, { status: detail.status, reason: detail.reason, failures: detail.failures, rttMs: detail.rttMs }),
     });
   }
 
-  /** Up/down per trunk id, as last observed. */
+  /** Up/down per trunk id, as last observed (up: at least one target answers). */
   status(trunkId: string): boolean | undefined {
     return this.#status.get(trunkId);
+  }
+
+  /** The pinged targets of a trunk and their status. */
+  targets(trunkId: string): PingedTarget[] {
+    return this.#targets.filter((t) => this.#info.get(t.id)?.trunkId === trunkId).map((t) => ({ destination: t.destination, status: this.#pinger.status(t.id) }));
   }
 
   async start(): Promise<void> {
@@ -76,10 +106,15 @@ export class TrunkHealth {
       }
       if (target === undefined) continue;
       try {
-        const destination = await resolveDestination(target.host, target.port, target.transport);
+        const ends = this.#o.targets === undefined ? [await resolveDestination(target.host, target.port, target.transport)] : ((await this.#o.targets.resolve(t))?.targets.map((x) => x.destination) ?? []);
         this.#unresolvable.delete(t.id);
         const host = target.host.includes(':') && !target.host.startsWith('[') ? `[${target.host}]` : target.host;
-        out.push({ id: t.id, destination, uri: `sip:${host}${target.port ? `:${target.port}` : ''}${target.transport === 'udp' ? '' : `;transport=${target.transport}`}` });
+        for (const destination of ends) {
+          const id = `${t.id} ${endpointKey(destination)}`;
+          this.#info.set(id, { trunkId: t.id, destination });
+          // The Request-URI names the trunk's host; the transport is the one this target is reached by.
+          out.push({ id, destination, uri: `sip:${host}${target.port ? `:${target.port}` : ''}${destination.protocol === 'udp' ? '' : `;transport=${destination.protocol}`}` });
+        }
       } catch (err) {
         if (!this.#unresolvable.has(t.id)) {
           this.#unresolvable.add(t.id);
@@ -88,6 +123,24 @@ export class TrunkHealth {
       }
     }
     this.#targets = out;
+    const ids = new Set(out.map((t) => t.id));
+    for (const id of [...this.#info.keys()]) if (!ids.has(id)) this.#info.delete(id);
+    this.#o.targets?.status.keepPinged(new Set(out.map((t) => endpointKey(t.destination))));
+  }
+
+  #onTarget(id: string, status: OptionsPingStatus, detail: Record<string, unknown>): void {
+    const info = this.#info.get(id);
+    if (info === undefined) return;
+    this.#o.targets?.status.pinged(info.destination, status === 'up');
+    const mine = this.#targets.filter((t) => this.#info.get(t.id)?.trunkId === info.trunkId);
+    const states = mine.map((t) => (t.id === id ? status : this.#pinger.status(t.id)));
+    const target = `${info.destination.protocol}:${info.destination.address}:${info.destination.port}`;
+    if (mine.length > 1) {
+      if (status === 'up') this.#o.logger.info({ trunkId: info.trunkId, target, ...detail }, 'trunk target is up (OPTIONS answered)');
+      else this.#o.logger.warn({ trunkId: info.trunkId, target, ...detail }, 'trunk target is down (OPTIONS unanswered): tried last until it answers again');
+    }
+    if (states.includes('up')) this.#set(info.trunkId, true, { target, ...detail });
+    else if (states.every((s) => s === 'down')) this.#set(info.trunkId, false, { target, ...detail });
   }
 
   #set(id: string, up: boolean, detail: Record<string, unknown>): void {

@@ -17,6 +17,9 @@
  *          <------------------------------------------------- 200 + SDP
  *          ACK (the dialog's: remote target, route set) --------->
  *
+ * With `failover` (RFC 3263 4.3), a target that stays silent for failover.timeoutMs, cannot be
+ * reached or answers 503 is left for the next one: a new transaction of the same call.
+ *
  * Network outcomes never throw: sendInvite resolves with an InviteOutcome. It rejects only for
  * the caller's own mistakes (a Request-URI that would not go out as given, bad party or timer
  * options), with TypeError / RangeError. docs/sip-uac.md has the outcome table and the choices.
@@ -103,7 +106,37 @@ export interface SendInviteOptions {
   maxAuthRetries?: number;
   /** Timer functions for the ring timeout; default Node's (unref'd). */
   clock?: TransactionTimers;
+  /**
+   * More targets to try after `destination` (RFC 3263 4.3), in order: see InviteFailover.
+   * Without it the INVITE goes to `destination` only, as before.
+   */
+  failover?: InviteFailover;
   logger?: UacLogger;
+}
+
+/** One more place to send the INVITE (an SRV target, another address of the host). */
+export interface InviteTarget {
+  destination: Endpoint;
+  /** Our Contact for requests to this target (its transport may differ); default the call's `contact`. */
+  contact?: string;
+}
+
+/**
+ * Failover (RFC 3263 4.3): the INVITE goes to the next target, as a new transaction of the same
+ * call (same Call-ID and From tag, CSeq + 1, new branch), when the current one
+ *  - sends no response at all within `timeoutMs` (not even 100 Trying; the transaction is closed),
+ *  - cannot be reached (connection refused, no listener for its protocol; local 503 / Timer B 408),
+ *  - answers 503 Service Unavailable.
+ * Any other final response ends the call attempt as usual. The last target runs its transaction
+ * to the end (Timer B), as without failover.
+ */
+export interface InviteFailover {
+  /** The targets after `destination`, in the order to try them. */
+  targets: readonly InviteTarget[];
+  /** Silence after which the next target is tried. Default DEFAULT_FAILOVER_TIMEOUT_MS. */
+  timeoutMs?: number;
+  /** A target failed (failed over from) or answered: for the dead-target memory (dns/target-status.ts). */
+  onTarget?: (destination: Endpoint, result: 'failed' | 'answered') => void;
 }
 
 /** Why an outbound INVITE failed; stable strings for call records and metrics. */
@@ -127,6 +160,10 @@ export type InviteFailureReason =
 
 interface OutcomeBase {
   callId: string;
+  /** Where the last INVITE went (after failover, the target that gave this outcome). */
+  destination: Endpoint;
+  /** Targets tried (1 without failover). */
+  targetsTried: number;
   /** INVITEs sent (1, or more after challenges). */
   attempts: number;
   /** The last INVITE sent (with credentials, when challenged). */
@@ -162,6 +199,12 @@ export const DEFAULT_ALLOW = 'INVITE, ACK, CANCEL, BYE, OPTIONS, INFO, UPDATE, R
 export const DEFAULT_SUPPORTED: readonly string[] = Object.freeze(['timer', '100rel']);
 export const DEFAULT_RING_TIMEOUT_MS = 60_000;
 export const DEFAULT_MAX_AUTH_RETRIES = 3;
+/**
+ * Silence from a target before the next one is tried: 4 s. An RFC 3261 UAS answers 100 Trying
+ * within 200 ms (17.2.1) and UDP retransmits the INVITE at 0.5, 1.5 and 3.5 s (T1 = 500 ms), so a
+ * live target has had four chances to answer; Timer B's 32 s is far too long for a waiting caller.
+ */
+export const DEFAULT_FAILOVER_TIMEOUT_MS = 4000;
 
 // --- the status table ----------------------------------------------------------------------------
 
@@ -285,8 +328,10 @@ class OutboundInvite {
   readonly #ringTimeoutMs: number;
   readonly #maxAuthRetries: number;
   readonly #clock: TransactionTimers;
-  /** The destination as text, for logs. */
-  readonly #dest: string;
+  /** Where the INVITE goes: `destination`, then the failover targets. */
+  readonly #targets: InviteTarget[];
+  #target = 0;
+  readonly #failoverMs: number;
   /** Clients for WWW-Authenticate (401) and Proxy-Authenticate (407): one per header, so each keeps its own nonces. */
   readonly #www: DigestClient | undefined;
   readonly #proxy: DigestClient | undefined;
@@ -309,6 +354,8 @@ class OutboundInvite {
   #aborted = false;
   #ringTimedOut = false;
   #ringTimer: unknown;
+  /** The failover timer of the current transaction (#silence). */
+  #silenceTimer: { tx: ClientTransaction; timer: unknown } | undefined;
   #wake: () => void = () => {};
 
   constructor(o: SendInviteOptions) {
@@ -332,7 +379,9 @@ class OutboundInvite {
     this.#maxAuthRetries = o.maxAuthRetries ?? DEFAULT_MAX_AUTH_RETRIES;
     if (!Number.isInteger(this.#maxAuthRetries) || this.#maxAuthRetries < 0) throw new RangeError(`maxAuthRetries must be a non-negative integer`);
     this.#clock = o.clock ?? systemTransactionTimers;
-    this.#dest = describeEndpoint(o.destination);
+    this.#targets = [{ destination: o.destination }, ...(o.failover?.targets ?? [])];
+    this.#failoverMs = o.failover?.timeoutMs ?? DEFAULT_FAILOVER_TIMEOUT_MS;
+    if (!(this.#failoverMs > 0) || !Number.isFinite(this.#failoverMs)) throw new RangeError(`failover.timeoutMs must be a positive number, got ${this.#failoverMs}`);
     if (o.digest !== undefined) {
       this.#www = o.digest;
       this.#proxy = o.digest;
@@ -343,6 +392,58 @@ class OutboundInvite {
     // From tag (8.1.1.3): one for every attempt of this call, so the retried INVITE stays the same call.
     this.#from.tag = generateTag();
     this.#prack = new PrackSender({ dialogs: o.dialogs, callId: this.#callId, logger: o.logger, credentials: (method, uri) => this.#credentialsFor(method, uri) });
+  }
+
+  /** The current target's destination. */
+  get #destination(): Endpoint {
+    return this.#targets[this.#target]!.destination;
+  }
+
+  /** The destination as text, for logs. */
+  get #dest(): string {
+    return describeEndpoint(this.#destination);
+  }
+
+  /**
+   * After a failure that fails over (see InviteFailover): the current target is reported failed
+   * and, when there is a next one, it becomes current (true).
+   */
+  #failOver(why: string): boolean {
+    const failed = this.#destination;
+    this.#tellTarget(failed, 'failed');
+    if (this.#target + 1 >= this.#targets.length) return false;
+    this.#target++;
+    this.#o.logger?.warn({ callId: this.#callId, failed: describeEndpoint(failed), next: this.#dest, attempt: this.#attempts }, `outbound INVITE: ${why}: trying the next target (RFC 3263 4.3)`);
+    return true;
+  }
+
+  #tellTarget(destination: Endpoint, result: 'failed' | 'answered'): void {
+    try {
+      this.#o.failover?.onTarget?.(destination, result);
+    } catch (err) {
+      this.#o.logger?.warn({ err, callId: this.#callId }, 'failover onTarget threw');
+    }
+  }
+
+  /**
+   * Resolves 'silent' when `tx` got no response at all within the failover timeout; only while a
+   * next target exists. Cleared by the first response (#onResponse) or the next attempt.
+   */
+  #silence(tx: ClientTransaction): Promise<'silent'> {
+    if (this.#target + 1 >= this.#targets.length) return new Promise(() => {});
+    return new Promise((resolve) => {
+      const timer = this.#clock.setTimeout(() => {
+        if (this.#silenceTimer?.tx === tx) this.#silenceTimer = undefined;
+        resolve('silent');
+      }, this.#failoverMs);
+      this.#silenceTimer = { tx, timer };
+    });
+  }
+
+  #stopSilence(): void {
+    if (this.#silenceTimer === undefined) return;
+    this.#clock.clearTimeout(this.#silenceTimer.timer);
+    this.#silenceTimer = undefined;
   }
 
   /**
@@ -375,15 +476,38 @@ class OutboundInvite {
       for (;;) {
         const req = this.#build(credentials);
         const tx = this.#send(req);
-        if (!(tx instanceof ClientTransaction)) return tx;
-        const final = await Promise.race([tx.finalResponse, woken]);
+        if (!(tx instanceof ClientTransaction)) {
+          // No listener for the protocol, or the layer closed: nothing went out.
+          if (this.#failOver(`cannot send: ${tx}`)) {
+            credentials = this.#nextAttempt();
+            continue;
+          }
+          return this.#fail('unreachable', 503, 'Service Unavailable', tx, undefined);
+        }
+        const final = await Promise.race([tx.finalResponse, woken, this.#silence(tx)]);
         this.#stopRing();
+        this.#stopSilence();
         if (final === 'aborted' || this.#aborted) return this.#cancelled();
+        if (final === 'silent') {
+          // Nothing at all from this target: stop retransmitting to it; a late answer is stray.
+          tx.close();
+          this.#failOver(`no response within ${this.#failoverMs} ms`);
+          credentials = this.#nextAttempt();
+          continue;
+        }
         if (final.status >= 200 && final.status < 300) return this.#answered2xx(final);
         const error = tx.error;
         if (error !== undefined) {
+          if (this.#failOver(final.status === 408 ? 'no final response (Timer B)' : `unreachable: ${error.message}`)) {
+            credentials = this.#nextAttempt();
+            continue;
+          }
           const reason = inviteFailureReason(final.status, { local: true, ringTimedOut: this.#ringTimedOut });
           return this.#fail(reason, final.status, final.reason, error.message, undefined);
+        }
+        if (final.status === 503 && !this.#ringTimedOut && this.#failOver('503 Service Unavailable')) {
+          credentials = this.#nextAttempt();
+          continue;
         }
         if (final.status === 401 || final.status === 407) {
           const next = this.#authorize(req, final);
@@ -402,9 +526,19 @@ class OutboundInvite {
       }
     } finally {
       this.#stopRing();
+      this.#stopSilence();
       this.#prack.settle();
       signal?.removeEventListener('abort', onAbort);
     }
+  }
+
+  /**
+   * The next INVITE after a failover: a new transaction of the same call (CSeq + 1, new branch,
+   * RFC 3263 4.3), without credentials (another server has its own nonces; it challenges anew).
+   */
+  #nextAttempt(): [string, string][] {
+    this.#cseq++;
+    return [];
   }
 
   #build(credentials: [string, string][]): SipRequest {
@@ -424,7 +558,7 @@ class OutboundInvite {
       to: this.#to.clone(),
       callId: this.#callId,
       cseq: this.#cseq,
-      contact: o.contact,
+      contact: this.#targets[this.#target]!.contact ?? o.contact,
       headers,
       body: o.sdp,
       contentType: 'application/sdp',
@@ -434,15 +568,15 @@ class OutboundInvite {
     return req;
   }
 
-  #send(req: SipRequest): ClientTransaction | InviteFailure {
+  /** The INVITE's transaction, or why it could not be sent. */
+  #send(req: SipRequest): ClientTransaction | string {
     this.#attempts++;
     this.#request = req;
     let tx: ClientTransaction;
     try {
-      tx = this.#o.layer.sendRequest(req, this.#o.destination);
+      tx = this.#o.layer.sendRequest(req, this.#destination);
     } catch (err) {
-      // No listener for the protocol, or the layer closed: nothing went out.
-      return this.#fail('unreachable', 503, 'Service Unavailable', errMessage(err), undefined);
+      return errMessage(err);
     }
     this.#tx = tx;
     tx.on('provisional', (res) => this.#onProvisional(req, res));
@@ -466,6 +600,11 @@ class OutboundInvite {
 
   /** Every response the INVITE transaction passes up; 2xx are taken here, synchronously. */
   #onResponse(req: SipRequest, tx: ClientTransaction, res: SipResponse): void {
+    if (this.#silenceTimer?.tx === tx) {
+      // Any response, 100 Trying included: the target is alive, no failover on silence.
+      this.#stopSilence();
+      this.#tellTarget(tx.destination, 'answered');
+    }
     if (res.status < 200 || res.status >= 300) return;
     const dialog = this.#dialog;
     if (dialog !== undefined) {
@@ -526,7 +665,7 @@ class OutboundInvite {
    */
   #rawAckAndBye(req: SipRequest, res: SipResponse): void {
     const layer = this.#o.layer;
-    const dest = this.#o.destination;
+    const dest = this.#destination;
     try {
       const common = { uri: req.uri.clone(), from: req.from.clone(), to: res.to.clone(), callId: req.callId, routes: req.routes.map((r) => r.clone()) };
       const ack = createRequest({ ...common, method: 'ACK', cseq: req.cseq.seq });
@@ -585,7 +724,8 @@ class OutboundInvite {
       return this.#fail('rejected', res.status, res.reason, `2xx unusable, ACKed and hung up: ${this.#acceptError ?? 'no dialog'}`, res);
     }
     this.#o.logger?.debug({ callId: this.#callId, destination: this.#dest, attempts: this.#attempts }, 'outbound INVITE answered');
-    return { ok: true, dialog: d, response: res, sdp: sdpOf(res), callId: this.#callId, attempts: this.#attempts, request: this.#request };
+    this.#tellTarget(this.#destination, 'answered');
+    return { ok: true, dialog: d, response: res, sdp: sdpOf(res), callId: this.#callId, attempts: this.#attempts, request: this.#request, destination: this.#destination, targetsTried: this.#target + 1 };
   }
 
   /**
@@ -629,6 +769,8 @@ class OutboundInvite {
     const msg = `outbound INVITE failed (${reason}): ${detail}`;
     if (quiet) this.#o.logger?.info(fields, msg);
     else this.#o.logger?.warn(fields, msg);
-    return { ok: false, reason, status, reasonPhrase, detail, response, callId: this.#callId, attempts: this.#attempts, request: this.#request };
+    // A 503 is the far end saying it is out of service: it stays marked failed (#failOver).
+    if (response !== undefined && status !== 503) this.#tellTarget(this.#destination, 'answered');
+    return { ok: false, reason, status, reasonPhrase, detail, response, callId: this.#callId, attempts: this.#attempts, request: this.#request, destination: this.#destination, targetsTried: this.#target + 1 };
   }
 }

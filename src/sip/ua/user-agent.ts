@@ -27,13 +27,16 @@ import { SipTransportLayer, type SipTransportLayerOptions, type SipTransportList
 import type { Endpoint } from '../transport/index.ts';
 import type { SessionTimerConfig } from '../dialog/index.ts';
 import { placeCall, type DialOptions, type DialResult, type OutboundContext } from './outbound-call.ts';
+import { SipDnsResolver, TargetStatus, type SipDnsOptions } from '../dns/index.ts';
+import { TrunkTargets } from './trunk-targets.ts';
+import { DEFAULT_FAILOVER_TIMEOUT_MS } from './uac.ts';
 import { registrarContext, type RegistrarOptions } from './registrar.ts';
 import { handleOutOfDialog, type AdmitCall, type UasContext, type UasLogger } from './uas.ts';
 
 export interface SipUserAgentOptions {
   listen: SipTransportListen[];
   /** Bounds and routing of the transport layer (TCP caps and deadlines, trusted proxies); its defaults otherwise. */
-  transport?: Pick<SipTransportLayerOptions, 'idleTimeoutMs' | 'maxConnections' | 'maxConnectionsPerSource' | 'messageTimeoutMs' | 'trustedProxies'>;
+  transport?: Pick<SipTransportLayerOptions, 'idleTimeoutMs' | 'maxConnections' | 'maxConnectionsPerSource' | 'messageTimeoutMs' | 'trustedProxies' | 'outboundTls'>;
   directory: InboundDirectory;
   ports: PortSource;
   /** The address put in our SDP (c=, o=): where peers send RTP. */
@@ -62,6 +65,13 @@ export interface SipUserAgentOptions {
   sessionClock?: TransactionTimers;
   /** Be the registrar of PBXs on digest trunks (registrar.ts); without it REGISTER gets 405. */
   registrar?: RegistrarOptions;
+  /** RFC 3263 resolution of trunks' outbound hosts: DNS servers, timeouts, cache (dns/resolver.ts). */
+  dns?: Omit<SipDnsOptions, 'logger'>;
+  /**
+   * Failover between a trunk's targets: silence before the next target (default 4 s, uac.ts) and
+   * how long a failed target is tried last (default 60 s).
+   */
+  failover?: { timeoutMs?: number; deadTargetSecs?: number };
   logger: UasLogger;
 }
 
@@ -89,6 +99,8 @@ export class SipUserAgent extends EventEmitter<SipUserAgentEvents> {
   readonly limiter: AuthRateLimiter;
   /** Undefined when challengeRateLimit is false. */
   readonly challenges: ChallengeRateLimiter | undefined;
+  /** Trunks' outbound targets (RFC 3263) and which of them are out of service. */
+  readonly targets: TrunkTargets;
   readonly #opts: SipUserAgentOptions;
   readonly #outbound: OutboundContext;
   readonly #calls = new Map<string, SipCall>();
@@ -148,6 +160,11 @@ export class SipUserAgent extends EventEmitter<SipUserAgentEvents> {
       );
     }
     this.dialogs.on('new-request', (tx, inbound) => handleOutOfDialog(ctx, tx, inbound));
+    this.targets = new TrunkTargets({
+      transport: this.transport,
+      dns: new SipDnsResolver({ ...opts.dns, logger: opts.logger }),
+      status: new TargetStatus({ deadMs: (opts.failover?.deadTargetSecs ?? 60) * 1000 }),
+    });
     this.#outbound = {
       transport: this.transport,
       layer: this.layer,
@@ -160,6 +177,8 @@ export class SipUserAgent extends EventEmitter<SipUserAgentEvents> {
       sessionTimer: ctx.sessionTimer,
       ...(opts.sessionClock ? { sessionClock: opts.sessionClock } : {}),
       userAgent: ctx.userAgent,
+      targets: this.targets,
+      failoverTimeoutMs: opts.failover?.timeoutMs ?? DEFAULT_FAILOVER_TIMEOUT_MS,
       logger: opts.logger,
     };
   }
