@@ -274,6 +274,24 @@ describe('callbridge as a SIP registrar for PBXs on digest trunks', () => {
     c.sendRaw(createResponse(invite, 486, undefined, { toTag: 'busy2' }).toString());
   });
 
+  it('the PBX\'s RFC 5626 CRLF pings on its registered TCP connection are answered there, and calls still go over that connection', async () => {
+    const c = await client('127.0.0.29', 'tcp');
+    expect((await c.register({ user: USER, password: PASSWORD, expires: 60 })).final.status).toBe(200);
+    const transport = d.daemon.sip!.ua.transport;
+    const conn = transport.connections().find((x) => x.remote.address === '127.0.0.29')!;
+    const before = transport.stats.keepAlives;
+    for (let i = 1; i <= 3; i++) {
+      c.sendRaw('\r\n\r\n');
+      for (let t = Date.now() + 2000; transport.stats.keepAlives < before + i; await sleep(5)) if (Date.now() > t) throw new Error('ping not answered');
+    }
+    expect(transport.connections().filter((x) => x.remote.address === '127.0.0.29').map((x) => x.id)).toEqual([conn.id]);
+    const r = await d.api('POST', `/v1/agents/${agentId}/dial?sipTrunkId=${trunkId}&number=%2B15557770009`);
+    expect(r.status, r.text).toBe(200);
+    const invite = await c.nextRequest('INVITE');
+    expect(invite.topVia?.transport).toBe('TCP');
+    c.sendRaw(createResponse(invite, 486, undefined, { toTag: 'busy9' }).toString());
+  });
+
   it("the transfer fallback's new leg through a trunk without outbound_host goes to the registered PBX too", async () => {
     const c = await client('127.0.0.27');
     const dialTransfer = trunkTransferDialer(() => d.daemon.sip!.ua, d.daemon.store, createLogger('silent'));

@@ -905,6 +905,98 @@ describe.skipIf(!HAS_OPENSSL)('TLS (self-signed certificate made with openssl; s
 
 // --- lifecycle, robustness ----------------------------------------------------------------------------
 
+describe('RFC 5626 keep-alives on TCP and TLS (we are the server)', () => {
+  /** Every byte the peer receives, to see exactly what was answered. */
+  function bytesOf(socket: Socket): () => string {
+    const chunks: Buffer[] = [];
+    socket.on('data', (c: Buffer) => chunks.push(c));
+    return () => Buffer.concat(chunks).toString('latin1');
+  }
+
+  /** Pings every `everyMs` for `forMs`, each answered before the next; returns how many. */
+  async function pingFor(c: StreamPeer, everyMs: number, forMs: number): Promise<number> {
+    let n = 0;
+    for (const end = Date.now() + forMs; Date.now() < end; n++) {
+      const before = c.pongs();
+      c.write('\r\n\r\n');
+      await until(() => c.pongs() === before + 1);
+      await delay(everyMs);
+    }
+    return n;
+  }
+
+  const keptOpenByPings = async (layer: SipTransportLayer, c: StreamPeer) => {
+    // Pings for six idle timeouts: the connection is still there and nothing was closed as idle.
+    const n = await pingFor(c, 50, 900);
+    expect(n).toBeGreaterThan(5);
+    expect(layer.stats.keepAlives).toBe(n);
+    expect(layer.stats.connectionsIdleClosed).toBe(0);
+    expect(layer.connections()).toHaveLength(1);
+    // The pings stop: the idle timeout closes it.
+    await c.closed;
+    expect(layer.stats.connectionsIdleClosed).toBe(1);
+  };
+
+  it('TCP: a ping is answered with exactly one CRLF, and pings keep a connection open past idleTimeoutMs until they stop', async () => {
+    const layer = await startLayer([TCP4], { idleTimeoutMs: 150 });
+    const c = await tcpPeer(portOf(layer, 'tcp'));
+    const received = bytesOf(c.socket);
+    await keptOpenByPings(layer, c);
+    expect(received()).toBe('\r\n'.repeat(layer.stats.keepAlives));
+  });
+
+  it.skipIf(!HAS_OPENSSL)('TLS: pings are answered and keep the connection open the same way', async () => {
+    const pem = selfSigned();
+    const layer = await startLayer([{ protocol: 'tls', address: '127.0.0.1', port: 0, tls: pem }], { idleTimeoutMs: 150 });
+    const socket = tlsConnect({ host: '127.0.0.1', port: portOf(layer, 'tls'), ca: pem.cert });
+    await once(socket, 'secureConnect');
+    await keptOpenByPings(layer, streamPeer(socket));
+  });
+
+  it('a held connection (a registered flow) stays open while pings come after its hold, and closes as idle once they stop', async () => {
+    const layer = await startLayer([TCP4], { idleTimeoutMs: 150 });
+    const got = nextEvent<Inbound<SipRequest>>(layer, 'request');
+    const c = await tcpPeer(portOf(layer, 'tcp'));
+    c.write(request({ via: 'SIP/2.0/TCP 127.0.0.1:9;branch=z9hG4bKflow' }));
+    const id = (await got).connectionId!;
+    expect(layer.holdConnection(id, 300)).toBe(true);
+    // Pinging for three times the hold: open all along.
+    const n = await pingFor(c, 50, 900);
+    expect(layer.stats.keepAlives).toBe(n);
+    expect(layer.connections().map((x) => x.id)).toEqual([id]);
+    expect(layer.stats.connectionsIdleClosed).toBe(0);
+    await c.closed;
+    expect(layer.stats.connectionsIdleClosed).toBe(1);
+  });
+
+  it('several pings in one chunk get one pong (pongs written back to back would read as our ping), every ping counted', async () => {
+    const layer = await startLayer([TCP4]);
+    const c = await tcpPeer(portOf(layer, 'tcp'));
+    const received = bytesOf(c.socket);
+    c.write('\r\n\r\n'.repeat(3));
+    await until(() => layer.stats.keepAlives === 3);
+    await until(() => received().length === 2);
+    // A message after the pings on the same connection is still read.
+    const got = nextEvent<Inbound<SipRequest>>(layer, 'request');
+    c.write(request({ via: 'SIP/2.0/TCP 127.0.0.1:9;branch=z9hG4bKafterpings' }));
+    expect((await got).message.topVia!.branch).toBe('z9hG4bKafterpings');
+    expect(received()).toBe('\r\n');
+  });
+
+  it('a ping split across chunks is answered once it is whole; half a ping gets nothing', async () => {
+    const layer = await startLayer([TCP4]);
+    const c = await tcpPeer(portOf(layer, 'tcp'));
+    const received = bytesOf(c.socket);
+    c.write('\r\n\r');
+    await delay(100);
+    expect(received()).toBe('');
+    expect(layer.stats.keepAlives).toBe(0);
+    c.write('\n');
+    await until(() => received() === '\r\n');
+    expect(layer.stats.keepAlives).toBe(1);
+  });
+});
+
 describe('lifecycle', () => {
   it('close() is idempotent, sets closed, emits close once; send afterwards rejects with SIP_TRANSPORT_CLOSED', async () => {
     const layer = await startLayer([UDP4, TCP4]);

@@ -42,7 +42,10 @@ export interface StreamConnectionHooks {
   onMessage(message: Buffer, conn: StreamConnection): void;
   /** The framer failed: the connection is unusable (the layer answers if it can, then closes). */
   onFramingError(err: SipParseError, conn: StreamConnection): void;
-  /** A "\r\n\r\n" keep-alive ping was answered with "\r\n" (RFC 5626 4.4.1). */
+  /**
+   * A "\r\n\r\n" keep-alive ping was received (RFC 5626 4.4.1); called once per ping. The
+   * pings of one chunk get one "\r\n" pong (see StreamConnection.#pong).
+   */
   onPing(conn: StreamConnection): void;
   /** Called once, when the connection stops being usable. */
   onClose(conn: StreamConnection, reason: ConnectionCloseReason, err: Error | undefined): void;
@@ -98,6 +101,8 @@ export class StreamConnection {
   #messageStart = -1;
   /** Set while a message is in progress (and a little after: it re-checks, see #onDeadline). */
   #deadlineTimer: NodeJS.Timeout | undefined;
+  /** Pings the framer found in the chunk being handled (answered after it, see #pong). */
+  #pings = 0;
 
   constructor(o: StreamConnectionOptions) {
     this.#opts = o;
@@ -113,7 +118,7 @@ export class StreamConnection {
     this.#framer = new SipStreamFramer({
       maxHeaderBytes: o.maxHeaderBytes,
       maxBodyBytes: o.maxBodyBytes,
-      onPing: () => this.#pong(),
+      onPing: () => this.#pings++,
     });
     const s = o.socket;
     s.setNoDelay(true);
@@ -158,11 +163,13 @@ export class StreamConnection {
     try {
       messages = this.#framer.push(chunk);
     } catch (err) {
+      this.#pings = 0;
       // push throws only SipParseError (docs/sip-message.md); anything else is a bug of the
       // framer's, handled the same way: the stream cannot be trusted any more.
       this.#opts.hooks.onFramingError(err as SipParseError, this);
       return;
     }
+    if (this.#pings > 0) this.#pong();
     if (this.#opts.messageTimeoutMs > 0) this.#watchMessage(messages.length > 0, now);
     for (const m of messages) {
       if (this.#closed) return; // a listener closed us
@@ -204,11 +211,27 @@ export class StreamConnection {
     else this.close('message-timeout');
   }
 
+  /**
+   * RFC 5626 4.4.1: a double-CRLF ping is answered with a single CRLF pong. The ping was read, so
+   * the connection's idle timer (Node's socket timeout, reset by every read and write) and
+   * lastActivity have restarted: a peer that pings keeps its connection, a registered flow
+   * included (holdIdle), however long the idle timeout.
+   *
+   * One pong for all the pings of a chunk: a client sends one ping and waits for its pong, so
+   * several at once are a flood, and pongs written back to back would reach the peer as
+   * "\r\n\r\n", a ping of ours. A peer that pings without reading finds its pongs counted
+   * against maxWriteBufferBytes like any other write: over it, the connection is closed.
+   */
   #pong(): void {
+    const n = this.#pings;
+    this.#pings = 0;
     if (this.#closed) return;
-    // RFC 5626 4.4.1: answer a double-CRLF ping with a single CRLF pong.
+    if (this.#socket.writableLength + PONG.length > this.#opts.maxWriteBufferBytes) {
+      this.close('backlog');
+      return;
+    }
     this.#socket.write(PONG);
-    this.#opts.hooks.onPing(this);
+    for (let i = 0; i < n; i++) this.#opts.hooks.onPing(this);
   }
 
   /**
