@@ -245,6 +245,7 @@ export function outboundTrunkFromStore(store: Store, orgId: string, trunkId: str
     pbx: t.pbx,
     outbound_host: t.outbound_host,
     caller_id_transforms: t.caller_id_transforms,
+    media_encryption: t.media_encryption,
     ...(creds ? { credentials: creds } : {}),
     ...(registered ? { registered } : {}),
   };

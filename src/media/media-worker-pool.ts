@@ -82,7 +82,7 @@ function zeroStats(): RtpSessionStats {
     rtcpReceived: 0,
     dtmfReceived: 0,
     dtmfSent: 0,
-    dropped: { tooShort: 0, badVersion: 0, malformed: 0, wrongSource: 0, badSequence: 0, rtcpMalformed: 0, noRemote: 0, mutedByDtmf: 0, socketErrors: 0, srtpAuthFailed: 0, srtpReplayed: 0 },
+    dropped: { tooShort: 0, badVersion: 0, malformed: 0, wrongSource: 0, badSequence: 0, rtcpMalformed: 0, noRemote: 0, mutedByDtmf: 0, socketErrors: 0, srtpAuthFailed: 0, srtcpAuthFailed: 0, srtpReplayed: 0 },
   };
 }
 

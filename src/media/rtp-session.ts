@@ -146,10 +146,15 @@ export interface RtpSessionStats {
     /** Socket errors (send failures). */
     socketErrors: number;
     /**
-     * SRTP/SRTCP packets whose authentication tag failed (or too short for one): never decoded.
-     * Optional in the type only for call legs without RTP (media streams); RtpSession sets both.
+     * SRTP packets whose authentication tag failed (or too short for one): never decoded.
+     * Optional in the type only for call legs without RTP (media streams); RtpSession sets them.
      */
     srtpAuthFailed?: number;
+    /**
+     * SRTCP packets that failed authentication. Apart from attacks: plain RTCP from a peer that
+     * tears its SRTP down before its last RTCP BYE (baresip 1.0 does).
+     */
+    srtcpAuthFailed?: number;
     /** SRTP/SRTCP packets already received or older than the replay window. */
     srtpReplayed?: number;
   };
@@ -234,6 +239,7 @@ export class RtpSession extends EventEmitter<RtpSessionEvents> {
     mutedByDtmf: 0,
     socketErrors: 0,
     srtpAuthFailed: 0,
+    srtcpAuthFailed: 0,
     srtpReplayed: 0,
   };
   /** SRTP contexts of the current keys; undefined for plain RTP. */
@@ -565,7 +571,7 @@ export class RtpSession extends EventEmitter<RtpSessionEvents> {
     if (this.#srtp !== undefined) {
       const length = this.#srtp.unprotectRtcp(msg, msg.length);
       if (length < 0) {
-        this.#countSrtpDrop(length);
+        this.#countSrtpDrop(length, true);
         return;
       }
       msg = msg.subarray(0, length);
@@ -590,8 +596,9 @@ export class RtpSession extends EventEmitter<RtpSessionEvents> {
     }
   }
 
-  #countSrtpDrop(code: number): void {
+  #countSrtpDrop(code: number, rtcp = false): void {
     if (code === SRTP_REPLAYED) this.#dropped.srtpReplayed++;
+    else if (rtcp) this.#dropped.srtcpAuthFailed++;
     else this.#dropped.srtpAuthFailed++; // SRTP_AUTH_FAILED, or too short to carry a tag
   }
 

@@ -128,7 +128,7 @@ describe('RtpSession with SRTP', () => {
       expect(a.stats().dropped.rtcpMalformed + (a.stats().dropped.srtpAuthFailed ?? 0)).toBe(0);
       const plain = await session({ rtcpIntervalMs: 100 });
       plain.setRemote({ address: '127.0.0.1', port: b.local.rtpPort, rtcpPort: b.local.rtcpPort });
-      await until(() => (b.stats().dropped.srtpAuthFailed ?? 0) >= 1, 'plain RTCP dropped', 5000);
+      await until(() => (b.stats().dropped.srtcpAuthFailed ?? 0) >= 1, 'plain RTCP dropped', 5000);
     } finally {
       clearInterval(timer);
     }

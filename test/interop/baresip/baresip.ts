@@ -85,6 +85,13 @@ export interface BaresipOptions {
   /** REGISTER with the account's domain every this many seconds (the account's regint; default
    * 0: never). baresip unregisters (Expires 0) when it quits. */
   registerSecs?: number;
+  /**
+   * SIP over TLS: baresip's own certificate and key in one PEM file (sip_certificate; it then
+   * also listens for TLS on sipPort + 1) and the CA file it trusts (sip_cafile).
+   */
+  tls?: { certificateFile: string; caFile: string };
+  /** The account's media encryption (mediaenc=...), e.g. 'srtp-mand' (loads srtp.so). */
+  mediaenc?: string;
 }
 
 export interface BaresipResult {
@@ -211,13 +218,17 @@ export async function startBaresip(opts: BaresipOptions): Promise<BaresipProcess
     CTRL_PORT: ctrlPort ?? 0,
   });
   if (opts.ctrlTcp) config = config.replace(/^#(module_app\s+ctrl_tcp\.so|ctrl_tcp_listen.*)$/gm, '$1');
+  if (opts.tls) config += `\nsip_certificate\t\t${opts.tls.certificateFile}\nsip_cafile\t\t${opts.tls.caFile}\n`;
+  // Before account.so reads the accounts: an account's mediaenc must name a loaded module.
+  if (opts.mediaenc) config = config.replace(/^(module\s+g711\.so)$/m, '$1\nmodule\t\t\tsrtp.so');
   writeFileSync(join(dir, 'config'), config);
   const accounts = fill(readFileSync(join(TEMPLATE_DIR, 'accounts'), 'utf8'), {
     USER: opts.account.user,
     PASSWORD: opts.account.password ?? '',
     DOMAIN: opts.account.domain,
   });
-  const registering = opts.registerSecs === undefined ? accounts : accounts.replace(/;regint=0;/, `;regint=${opts.registerSecs};`);
+  let registering = opts.registerSecs === undefined ? accounts : accounts.replace(/;regint=0;/, `;regint=${opts.registerSecs};`);
+  if (opts.mediaenc) registering = registering.replace(/;regint=/, `;mediaenc=${opts.mediaenc};regint=`);
   writeFileSync(join(dir, 'accounts'), opts.account.password === undefined ? registering.replace(/;auth_pass=[^;\n]*/, '') : registering);
 
   const args = ['-f', dir, '-t', String(maxSeconds)];
