@@ -91,6 +91,17 @@ describe('MinimaxTtsProvider (T2A WebSocket)', () => {
     expect(concat(await collect(tts, request('Recovered.'))).length).toBe('Recovered.'.length * fake.samplesPerChar);
   });
 
+  it('an error costs one sentence: the one sent behind it is spoken again on a new socket', async () => {
+    fake.fault = { afterChunks: 1, kind: 'error' };
+    const turn = new AbortController();
+    const first = collect(tts, request('This sentence breaks.', { signal: turn.signal }));
+    const second = collect(tts, request('This one is spoken.', { signal: turn.signal }));
+    expect((await rejection(first)).code).toBe('VENDOR_BAD_RESPONSE');
+    expect(concat(await second).length).toBe('This one is spoken.'.length * fake.samplesPerChar);
+    expect(fake.connections).toHaveLength(2);
+    expect(JSON.stringify(fake.connections[1]!.messages)).toContain('This one is spoken.');
+  });
+
   it('a socket dropped mid-stream is VENDOR_UNREACHABLE; the next sentence of the turn gets a new socket', async () => {
     fake.fault = { afterChunks: 1, kind: 'drop' };
     const turn = new AbortController();

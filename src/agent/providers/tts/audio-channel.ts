@@ -64,3 +64,29 @@ export class AudioChannel {
     wake?.();
   }
 }
+
+/**
+ * A sentence waiting on a connection shared by a turn. When that connection breaks, the sentence
+ * it was speaking fails; the ones queued behind it got no audio yet, so they move once to a new
+ * connection (`moved`) instead of failing with it: one vendor error costs one sentence.
+ */
+export interface QueuedSentence {
+  text: string;
+  channel: AudioChannel;
+  moved: boolean;
+}
+
+/**
+ * Splits the sentences of a broken connection: the first one fails with `err`, the others are
+ * returned to be moved, except those moved once already, which fail too.
+ */
+export function failHead(sentences: QueuedSentence[], err: TtsError): QueuedSentence[] {
+  const [head, ...rest] = sentences;
+  head?.channel.fail(err);
+  const movable: QueuedSentence[] = [];
+  for (const s of rest) {
+    if (s.moved) s.channel.fail(err);
+    else movable.push({ ...s, moved: true });
+  }
+  return movable;
+}

@@ -26,6 +26,9 @@
  * before; since one context's audio arrives in order, chunks go to the oldest unfinished
  * sentence and each flush_done ends it, whatever the numbering.
  *
+ * When the socket breaks (error message, drop, silence), the sentence being spoken fails; those
+ * sent after it had no audio yet and are sent again, once, on a new socket and context.
+ *
  * The docs do not say how long an idle context lives on the server; closing it ourselves after
  * idleCloseMs (default 3 s) keeps us from continuing one the server has dropped. A sentence after
  * that opens a new socket and context (the turn's prosody restarts there).
@@ -34,7 +37,7 @@ import { randomUUID } from 'node:crypto';
 import WebSocket from 'ws';
 import { TtsError } from '../../errors.ts';
 import { RUNTIME_SAMPLE_RATE, type TtsProvider, type TtsRequest } from '../types.ts';
-import { AudioChannel } from './audio-channel.ts';
+import { AudioChannel, failHead, type QueuedSentence } from './audio-channel.ts';
 import { Pcm16Decoder } from './pcm.ts';
 import { DEFAULT_STALL_MS, StallTimer } from './stall-timer.ts';
 import { clamp, tuning } from './tuning.ts';
@@ -89,12 +92,22 @@ export class CartesiaTtsProvider implements TtsProvider {
   async *synthesize(request: TtsRequest): AsyncIterable<Int16Array> {
     const { signal } = request;
     if (signal.aborted || request.text.trim() === '') return;
-    let turn = this.#turns.get(signal);
-    if (turn === undefined || turn.closed) {
-      turn = new CartesiaTurn(this.name, this.#url, this.#apiKey, { idleCloseMs: this.#idleCloseMs, stallMs: this.#stallMs }, this.#fields(request), signal);
-      this.#turns.set(signal, turn);
-    }
-    yield* turn.speak(request.text).drain(signal);
+    const sentence: QueuedSentence = { text: request.text, channel: new AudioChannel(), moved: false };
+    this.#turnFor(signal, this.#fields(request)).speak(sentence);
+    yield* sentence.channel.drain(signal);
+  }
+
+  /** The turn's open socket and context, a new one when there is none. */
+  #turnFor(signal: AbortSignal, fields: Record<string, unknown>): CartesiaTurn {
+    const open = this.#turns.get(signal);
+    if (open !== undefined && !open.closed) return open;
+    const turn = new CartesiaTurn(this.name, this.#url, this.#apiKey, { idleCloseMs: this.#idleCloseMs, stallMs: this.#stallMs }, fields, signal, (orphans) => {
+      if (signal.aborted) return;
+      const next = this.#turnFor(signal, fields);
+      for (const s of orphans) next.speak(s);
+    });
+    this.#turns.set(signal, turn);
+    return turn;
   }
 
   /** The fields every message of a context repeats unchanged (the docs require it). */
@@ -136,16 +149,19 @@ class CartesiaTurn {
   readonly #fields: Record<string, unknown>;
   readonly #idleCloseMs: number;
   readonly #signal: AbortSignal;
-  readonly #pending: AudioChannel[] = [];
+  readonly #pending: QueuedSentence[] = [];
+  /** Takes the sentences queued behind a failed one, to speak them on a new socket. */
+  readonly #onOrphans: (sentences: QueuedSentence[]) => void;
   /** Messages written before the socket opened. */
   readonly #outbox: string[] = [];
   readonly #decoder = new Pcm16Decoder();
   #idleTimer: NodeJS.Timeout | undefined;
   readonly #stall: StallTimer;
 
-  constructor(name: string, url: URL, apiKey: string | undefined, timing: { idleCloseMs: number; stallMs: number }, fields: Record<string, unknown>, signal: AbortSignal) {
+  constructor(name: string, url: URL, apiKey: string | undefined, timing: { idleCloseMs: number; stallMs: number }, fields: Record<string, unknown>, signal: AbortSignal, onOrphans: (sentences: QueuedSentence[]) => void) {
     this.#name = name;
     this.#fields = fields;
+    this.#onOrphans = onOrphans;
     this.#idleCloseMs = timing.idleCloseMs;
     this.#stall = new StallTimer(timing.stallMs, () => this.#fail(new TtsError('VENDOR_TIMEOUT', `${name}: no answer for ${timing.stallMs} ms`)));
     this.#signal = signal;
@@ -166,15 +182,14 @@ class CartesiaTurn {
   }
 
   /** Sends one sentence as a continuation of the turn's context, then its flush. */
-  speak(text: string): AudioChannel {
-    const channel = new AudioChannel();
+  speak(sentence: QueuedSentence): void {
+    const { text } = sentence;
     clearTimeout(this.#idleTimer);
-    this.#pending.push(channel);
+    this.#pending.push(sentence);
     this.#stall.touch();
     // Transcripts of a context are joined verbatim: the trailing space separates the sentences.
     this.#send({ ...this.#fields, context_id: this.#contextId, transcript: `${text.trim()} `, continue: true });
     this.#send({ ...this.#fields, context_id: this.#contextId, transcript: '', continue: true, flush: true });
-    return channel;
   }
 
   #send(message: Record<string, unknown>): void {
@@ -201,11 +216,11 @@ class CartesiaTurn {
         const head = this.#pending[0];
         if (typeof msg.data !== 'string') return;
         const samples = this.#decoder.push(Buffer.from(msg.data, 'base64'));
-        head?.push(samples); // audio after every sentence ended (a cancelled one's tail) is dropped
+        head?.channel.push(samples); // audio after every sentence ended (a cancelled one's tail) is dropped
         return;
       }
       case 'flush_done':
-        this.#pending.shift()?.end();
+        this.#pending.shift()?.channel.end();
         if (this.#pending.length === 0) {
           this.#stall.stop();
           this.#armIdle();
@@ -213,7 +228,7 @@ class CartesiaTurn {
         return;
       case 'done':
         // The context is over (closed by us, or ended by the server): what is pending is complete.
-        for (const c of this.#pending.splice(0)) c.end();
+        for (const s of this.#pending.splice(0)) s.channel.end();
         this.#close(false);
         return;
       case 'error':
@@ -234,18 +249,19 @@ class CartesiaTurn {
     this.#idleTimer.unref();
   }
 
-  /** Every pending sentence fails with `err`; the turn is over (an abort's close is no failure). */
+  /** The sentence being spoken fails with `err`, those behind it move; the turn's socket is done. */
   #fail(err: TtsError): void {
     if (this.closed) return;
-    for (const c of this.#pending.splice(0)) c.fail(err);
+    const orphans = failHead(this.#pending.splice(0), err);
     this.#close(true);
+    if (orphans.length > 0) this.#onOrphans(orphans);
   }
 
   readonly #onAbort = (): void => {
     if (this.closed) return;
     // Barge-in: the server stops generating for the context; the socket goes with the turn.
     if (this.#ws.readyState === WebSocket.OPEN) this.#ws.send(JSON.stringify({ context_id: this.#contextId, cancel: true }));
-    for (const c of this.#pending.splice(0)) c.end();
+    for (const s of this.#pending.splice(0)) s.channel.end();
     this.#close(false);
   };
 

@@ -21,12 +21,13 @@
  * its bidirectional endpoint: "interruption not supported, must close the connection"), so
  * barge-in closes the socket. The docs' example plays `data.audio` of every message including
  * the final one, so a final message's audio is taken as the last chunk, not a repeat of the whole.
- * A `base_resp.status_code` other than 0 is an error (1004: authentication failed).
+ * A `base_resp.status_code` other than 0 is an error (1004: authentication failed). When the
+ * socket breaks, the sentence being spoken fails and those waiting move, once, to a new socket.
  */
 import WebSocket from 'ws';
 import { TtsError } from '../../errors.ts';
 import { RUNTIME_SAMPLE_RATE, type TtsProvider, type TtsRequest } from '../types.ts';
-import { AudioChannel } from './audio-channel.ts';
+import { AudioChannel, failHead, type QueuedSentence } from './audio-channel.ts';
 import { Pcm16Decoder } from './pcm.ts';
 import { DEFAULT_STALL_MS, StallTimer } from './stall-timer.ts';
 import { clamp, tuning } from './tuning.ts';
@@ -81,12 +82,22 @@ export class MinimaxTtsProvider implements TtsProvider {
   async *synthesize(request: TtsRequest): AsyncIterable<Int16Array> {
     const { signal } = request;
     if (signal.aborted || request.text.trim() === '') return;
-    let turn = this.#turns.get(signal);
-    if (turn === undefined || turn.closed) {
-      turn = new MinimaxTurn(this.name, this.#url, this.#apiKey, { idleCloseMs: this.#idleCloseMs, stallMs: this.#stallMs }, this.#taskStart(request), signal);
-      this.#turns.set(signal, turn);
-    }
-    yield* turn.speak(request.text.trim()).drain(signal);
+    const sentence: QueuedSentence = { text: request.text.trim(), channel: new AudioChannel(), moved: false };
+    this.#turnFor(signal, this.#taskStart(request)).speak(sentence);
+    yield* sentence.channel.drain(signal);
+  }
+
+  /** The turn's open socket and task, a new one when there is none. */
+  #turnFor(signal: AbortSignal, taskStart: Record<string, unknown>): MinimaxTurn {
+    const open = this.#turns.get(signal);
+    if (open !== undefined && !open.closed) return open;
+    const turn = new MinimaxTurn(this.name, this.#url, this.#apiKey, { idleCloseMs: this.#idleCloseMs, stallMs: this.#stallMs }, taskStart, signal, (orphans) => {
+      if (signal.aborted) return;
+      const next = this.#turnFor(signal, taskStart);
+      for (const s of orphans) next.speak(s);
+    });
+    this.#turns.set(signal, turn);
+    return turn;
   }
 
   #taskStart(request: TtsRequest): Record<string, unknown> {
@@ -111,11 +122,6 @@ interface ServerMessage {
   base_resp?: { status_code?: unknown; status_msg?: unknown } | null;
 }
 
-interface Sentence {
-  text: string;
-  channel: AudioChannel;
-}
-
 /** One turn: its socket and task, the sentence being spoken and those waiting. */
 class MinimaxTurn {
   closed = false;
@@ -125,16 +131,19 @@ class MinimaxTurn {
   readonly #idleCloseMs: number;
   readonly #signal: AbortSignal;
   /** [0] is in flight once `#started`; the others wait for its is_final. */
-  readonly #queue: Sentence[] = [];
+  readonly #queue: QueuedSentence[] = [];
+  /** Takes the sentences waiting behind a failed one, to speak them on a new socket. */
+  readonly #onOrphans: (sentences: QueuedSentence[]) => void;
   #started = false;
   #inFlight = false;
   #decoder = new Pcm16Decoder();
   #idleTimer: NodeJS.Timeout | undefined;
   readonly #stall: StallTimer;
 
-  constructor(name: string, url: URL, apiKey: string | undefined, timing: { idleCloseMs: number; stallMs: number }, taskStart: Record<string, unknown>, signal: AbortSignal) {
+  constructor(name: string, url: URL, apiKey: string | undefined, timing: { idleCloseMs: number; stallMs: number }, taskStart: Record<string, unknown>, signal: AbortSignal, onOrphans: (sentences: QueuedSentence[]) => void) {
     this.#name = name;
     this.#taskStart = taskStart;
+    this.#onOrphans = onOrphans;
     this.#idleCloseMs = timing.idleCloseMs;
     this.#stall = new StallTimer(timing.stallMs, () => this.#fail(new TtsError('VENDOR_TIMEOUT', `${name}: no answer for ${timing.stallMs} ms`)));
     this.#signal = signal;
@@ -151,13 +160,11 @@ class MinimaxTurn {
     this.#ws.on('close', (code) => this.#fail(new TtsError('VENDOR_UNREACHABLE', `${this.#name}: socket closed (${code}) mid-sentence`)));
   }
 
-  speak(text: string): AudioChannel {
-    const channel = new AudioChannel();
+  speak(sentence: QueuedSentence): void {
     clearTimeout(this.#idleTimer);
-    this.#queue.push({ text, channel });
+    this.#queue.push(sentence);
     this.#stall.touch();
     this.#next();
-    return channel;
   }
 
   /** Sends the oldest waiting sentence when the task is started and nothing is in flight. */
@@ -240,8 +247,9 @@ class MinimaxTurn {
 
   #fail(err: TtsError): void {
     if (this.closed) return;
-    for (const s of this.#queue.splice(0)) s.channel.fail(err);
+    const orphans = failHead(this.#queue.splice(0), err);
     this.#close(true);
+    if (orphans.length > 0) this.#onOrphans(orphans);
   }
 
   readonly #onAbort = (): void => {
