@@ -112,6 +112,7 @@ export async function startDaemon(
     tokens,
     runtimeFactory,
     dialer: config.sip.enabled ? (req) => bridge.dial(req) : undefined,
+    carrierStreams: { handle: (stream) => bridge.handleMediaStream(stream), hasRoom: () => bridge.hasRoom },
     sessionServer: options.sessionServer,
     readiness: () => {
       const sipUp = sip === undefined ? !config.sip.enabled : sip.ua.listening;

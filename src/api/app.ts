@@ -22,6 +22,7 @@ import { sipTrunkRoutes } from './routes/sip-trunks.ts';
 import { callRoutes } from './routes/calls.ts';
 import { dialRoutes } from './routes/dial.ts';
 import { sessionTokenRoutes } from './routes/session-token.ts';
+import { twilioRoutes } from './routes/twilio.ts';
 import { CONNECTION_PATH, registerSessionServer } from '../session/server.ts';
 import { FairShare } from './fair-share.ts';
 
@@ -162,5 +163,7 @@ export async function buildApp(deps: ApiDeps, registry: Registry = createRegistr
     isDraining: () => deps.readiness().draining,
     ...deps.sessionServer,
   });
+  // After the session server: the media stream route needs its WebSocket plugin.
+  await app.register(twilioRoutes, deps);
   return app;
 }

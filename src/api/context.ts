@@ -7,6 +7,7 @@ import type { Organization } from '../store/organizations.ts';
 import type { CarrierClient } from '../telco/carrier-client.ts';
 import type { SessionTokens } from '../session/tokens.ts';
 import type { SessionRuntimeFactory } from '../session/runtime-contract.ts';
+import type { StartedStream, StreamSink } from '../telco/twilio-stream-socket.ts';
 
 export interface Readiness {
   ready: boolean;
@@ -30,6 +31,8 @@ export interface ApiDeps {
   tokens: SessionTokens;
   /** Runs the conversation of each voice session; none: sessions close 1011 "no runtime configured". */
   runtimeFactory?: SessionRuntimeFactory;
+  /** Bridges the carrier's media streams (routes/twilio.ts); undefined: streams are closed 1013. */
+  carrierStreams?: { handle(stream: StartedStream): StreamSink; hasRoom(): boolean } | undefined;
   /** Tuning of the /v1/connection server (tests shorten the ping interval). */
   sessionServer?: { pingIntervalMs?: number; maxBufferedBytes?: number };
 }

@@ -21,7 +21,7 @@ import { canCallThrough, outboundTrunkFromStore } from './sip-store-directory.ts
 import type { AdmissionRefusal } from '../sip/ua/index.ts';
 import type { SipUserAgent } from '../sip/ua/index.ts';
 import type { Store } from '../store/index.ts';
-import { BridgeCore, type CallRecorderSink } from './bridge-core.ts';
+import { BridgeCore, type BridgeCoreOptions, type CallRecorderSink } from './bridge-core.ts';
 import type { BridgeMetrics } from './bridge-metrics.ts';
 import { CallRecordWriter } from './call-record-writer.ts';
 import { inboundSession } from './inbound-session.ts';
@@ -30,6 +30,9 @@ import type { SessionOpener } from './session-opener.ts';
 import { SipCallLeg } from './sip-call-leg.ts';
 import { sipTransferFallback, trunkTransferDialer, type DialTransfer } from './sip-transfer-fallback.ts';
 import { openVoiceLink } from './voice-link.ts';
+import { MediaStreamCallLeg } from './media-stream-call-leg.ts';
+import type { CallLeg } from './call-leg.ts';
+import type { StartedStream, StreamSink } from '../telco/twilio-stream-socket.ts';
 
 export interface CallBridgeOptions {
   store: Store;
@@ -78,6 +81,11 @@ export class CallBridge {
     return this.#calls.size;
   }
 
+  /** Whether one more call fits under bridge.max_calls (the carrier webhook rejects busy otherwise). */
+  get hasRoom(): boolean {
+    return this.#overLimit(undefined) === undefined;
+  }
+
   /**
    * Admission of a routed inbound INVITE before it rings (SipUserAgent.onInboundCall's `admit`):
    * over bridge.max_calls 503 with Retry-After (RFC 3261 21.5.4: the whole service is busy, try
@@ -121,17 +129,45 @@ export class CallBridge {
     return callVariables({ callerNumber: call.from, calledNumber: route.number, trunk, header: (name) => call.inviteHeader(name) });
   }
 
+  /**
+   * Takes a carrier media stream the voice webhook routed and whose one-time token was checked
+   * (src/telco/twilio-stream-socket.ts): bridged by the same core as a SIP call, through a
+   * MediaStreamCallLeg, its media on this thread. Its record is source twilio with the carrier's
+   * CallSid. Recording and transfer are not offered on streams yet (docs/telco.md).
+   */
+  handleMediaStream(stream: StartedStream): StreamSink {
+    const { grant, streamSid, transport } = stream;
+    const log = this.#o.logger.child({ component: 'bridge', callId: streamSid });
+    const leg = new MediaStreamCallLeg({ id: streamSid, from: grant.from, to: grant.to, route: { orgId: grant.orgId, agentId: grant.agentId, trunkId: null }, transport, ticker: this.#ticker, log });
+    const over = this.#overLimit(undefined);
+    if (over !== undefined) {
+      log.warn({ limit: over }, 'media stream refused: concurrent call limit reached');
+      this.#o.metrics?.failure(`limit_${over}`);
+      leg.refuse('service_unavailable', 'too many calls');
+      return leg;
+    }
+    const base = this.#o.sessions;
+    const sessions: SessionOpener = { recordsCalls: base.recordsCalls, open: (input) => base.open({ ...input, source: 'twilio', carrierCallId: grant.callSid }) };
+    void this.#core(leg, log, (url, recording, events) => openVoiceLink(undefined, url, recording, events), undefined, false).start(inboundSession(this.#o.store.agents, sessions, leg));
+    return leg;
+  }
+
   /** A SIP call as a bridged call, counted until it finishes. */
   #track(call: SipCall): BridgeCore {
     const log = this.#o.logger.child({ component: 'bridge', callId: call.id });
+    return this.#core(new SipCallLeg(call, this.#ticker, log), log, (url, recording, events) => openVoiceLink(call.rtp, url, recording, events), sipTransferFallback(call, this.#dialTransfer), true);
+  }
+
+  /** Any leg as a bridged call, counted until it finishes. */
+  #core(leg: CallLeg, log: Logger, openLink: BridgeCoreOptions['openLink'], transferFallback: BridgeCoreOptions['transferFallback'], recordable: boolean): BridgeCore {
     const core = new BridgeCore({
-      leg: new SipCallLeg(call, this.#ticker, log),
+      leg,
       log,
-      openLink: (url, recording, events) => openVoiceLink(call.rtp, url, recording, events),
+      openLink,
       records: this.#records,
-      recorder: this.#o.recorder,
+      recorder: recordable ? this.#o.recorder : undefined,
       metrics: this.#o.metrics,
-      transferFallback: sipTransferFallback(call, this.#dialTransfer),
+      transferFallback,
       connectTimeoutMs: this.#o.connectTimeoutMs,
       sendSilence: this.#o.sendSilence,
       onDone: (done) => this.#calls.delete(done),

@@ -29,8 +29,8 @@ export type RefusalCause =
 export interface LegRoute {
   orgId: string;
   agentId: string;
-  /** The trunk the route came through (the session record's sip_trunk_id). */
-  trunkId: string;
+  /** The trunk the route came through (the session record's sip_trunk_id); null off SIP (a carrier media stream). */
+  trunkId: string | null;
 }
 
 /** How a leg ended: a stable reason string (call records, logs). */

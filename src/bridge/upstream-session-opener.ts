@@ -150,6 +150,8 @@ export class UpstreamSessionOpener implements SessionOpener {
         from: input.callerId,
         to: input.callTo,
         created_at: new Date().toISOString(),
+        ...(input.source !== undefined ? { source: input.source } : {}),
+        carrier_call_id: input.carrierCallId ?? null,
       });
     } catch (err) {
       // Only a second upstream (or a replayed id) could collide: the call goes on, unrecorded here.

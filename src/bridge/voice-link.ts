@@ -46,8 +46,8 @@ export interface VoiceLink {
   close(code: number, reason: string): void;
 }
 
-/** Opens the link beside the call's media: in its worker when `rtp` is a media worker's. */
-export function openVoiceLink(rtp: CallRtp, url: string, recording: boolean, events: VoiceLinkEvents): VoiceLink {
+/** Opens the link beside the call's media: in its worker when `rtp` is a media worker's; on this thread without RTP (a carrier media stream). */
+export function openVoiceLink(rtp: CallRtp | undefined, url: string, recording: boolean, events: VoiceLinkEvents): VoiceLink {
   const socket = openVoiceSocket(rtp, url, recording, {
     onUnexpectedResponse: (status) => events.refused(status),
     onError: (err) => events.failed(err),

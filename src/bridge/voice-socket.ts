@@ -39,7 +39,7 @@ export interface VoiceSocket {
 }
 
 /** Opens the socket beside the call's media: in its worker when rtp is a media worker's. */
-export function openVoiceSocket(rtp: CallRtp, url: string, recording: boolean, h: VoiceSocketHandlers): VoiceSocket {
+export function openVoiceSocket(rtp: CallRtp | undefined, url: string, recording: boolean, h: VoiceSocketHandlers): VoiceSocket {
   if (rtp instanceof RemoteRtpSession) {
     const remote = new RemoteVoiceSocket(rtp, url, recording);
     remote.on('unexpected-response', h.onUnexpectedResponse);

@@ -183,6 +183,8 @@ export interface CallRecord {
   transcript: Transcript;
   summary: string | null;
   has_recording: boolean;
+  /** The carrier's id of the call (CallSid) on the carrier's own voice path (source twilio). */
+  carrier_call_id: string | null;
   tags: string[];
 }
 
@@ -214,6 +216,7 @@ export interface Call {
   end_status?: EndStatus;
   outcome?: CallOutcome;
   has_recording: boolean;
+  carrier_call_id?: string;
 }
 
 /** Whole seconds from started_at to ended_at (rounded), when both are set. */
@@ -256,6 +259,7 @@ export function toCall(r: CallRecord): Call {
   if (r.sip_trunk_id !== null) c.sip_trunk_id = r.sip_trunk_id;
   if (r.end_status !== null) c.end_status = r.end_status;
   if (r.outcome !== null) c.outcome = r.outcome;
+  if (r.carrier_call_id !== null) c.carrier_call_id = r.carrier_call_id;
   return c;
 }
 

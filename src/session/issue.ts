@@ -7,6 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Store } from '../store/index.ts';
 import type { CallDirection } from '../store/calls.ts';
+import type { CallSource } from '../domain/call.ts';
 import type { SessionTransport } from '../store/sessions.ts';
 import type { SessionTokens } from './tokens.ts';
 
@@ -25,6 +26,9 @@ export interface IssueSessionInput {
   prompt?: string | null;
   variables?: Array<{ key: string; value: string }>;
   chat?: boolean;
+  /** The call record's source when not the direction's (a carrier media stream: twilio), and the carrier's call id. */
+  source?: CallSource;
+  carrierCallId?: string | null;
 }
 
 export interface IssuedSession {
@@ -53,6 +57,8 @@ export async function issueSession(store: Store, tokens: SessionTokens, s: Issue
     call_to: s.callTo,
     direction: s.direction ?? 'web',
     sip_trunk_id: s.sipTrunkId ?? null,
+    ...(s.source !== undefined ? { source: s.source } : {}),
+    carrier_call_id: s.carrierCallId ?? null,
   });
   return { sessionId, token: issued.token };
 }

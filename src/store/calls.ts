@@ -41,6 +41,8 @@ export interface NewCall {
   graph_version_id?: string | null;
   /** Default: from the direction (sourceOf). */
   source?: CallSource;
+  /** The carrier's id of the call (its CallSid), for calls on the carrier's own voice path. */
+  carrier_call_id?: string | null;
 }
 
 /** How a call ended. */
@@ -75,6 +77,7 @@ interface CallRow {
   transcript: string;
   summary: string | null;
   recording_path: string | null;
+  carrier_call_id: string | null;
   tags: string;
 }
 
@@ -99,6 +102,7 @@ const fromRow = (r: CallRow): CallRecord => ({
   transcript: JSON.parse(r.transcript) as Transcript,
   summary: r.summary,
   has_recording: r.recording_path !== null,
+  carrier_call_id: r.carrier_call_id,
   tags: JSON.parse(r.tags) as string[],
 });
 
@@ -135,8 +139,8 @@ export class CallRepo {
     this.#get = db.prepare(`${SELECT_CALL} WHERE c.id = ? AND c.org_id = ?`);
     this.#insert = db.prepare(
       // transcript is named: the column's default ('[]') is the shape before migration 3.
-      `INSERT INTO calls (id, org_id, agent_id, graph_version_id, sip_trunk_id, direction, source, outbound, status, from_number, to_number, party_number, created_at, transcript)
-       VALUES (@id, @org_id, @agent_id, @graph_version_id, @sip_trunk_id, @direction, @source, @outbound, 'started', @from, @to, @party_number, @created_at, '{"entries":[]}')`,
+      `INSERT INTO calls (id, org_id, agent_id, graph_version_id, sip_trunk_id, direction, source, outbound, status, from_number, to_number, party_number, created_at, transcript, carrier_call_id)
+       VALUES (@id, @org_id, @agent_id, @graph_version_id, @sip_trunk_id, @direction, @source, @outbound, 'started', @from, @to, @party_number, @created_at, '{"entries":[]}', @carrier_call_id)`,
     );
     this.#markAnswered = db.prepare("UPDATE calls SET status = 'in_progress', started_at = ? WHERE id = ? AND ended_at IS NULL AND started_at IS NULL");
     // Only the first end counts: a second one (a race of client close and runtime end) is a no-op.
@@ -170,6 +174,7 @@ export class CallRepo {
       to: c.to,
       party_number: partyNumber(c.direction, c.from, c.to),
       created_at: c.created_at,
+      carrier_call_id: c.carrier_call_id ?? null,
     });
   }
 

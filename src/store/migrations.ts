@@ -378,4 +378,13 @@ export const MIGRATIONS: Migration[] = [
       ALTER TABLE sip_trunks ADD COLUMN header_variables TEXT NOT NULL DEFAULT '[]';
     `,
   },
+  {
+    version: 7,
+    name: 'calls: the carrier call id',
+    // docs/telco.md: a call that came through the carrier's own voice path (source twilio) keeps
+    // the carrier's CallSid, to join our record with the carrier's. Null for every other call.
+    sql: `
+      ALTER TABLE calls ADD COLUMN carrier_call_id TEXT;
+    `,
+  },
 ];

@@ -5,6 +5,7 @@
  */
 import type { Db } from './db.ts';
 import type { CallDirection, CallRepo } from './calls.ts';
+import type { CallSource } from '../domain/call.ts';
 
 export type SessionTransport = 'websocket' | 'webrtc';
 
@@ -32,6 +33,9 @@ export interface NewSession extends Omit<SessionRecord, 'connected_at'> {
   /** web for a WebSocket client (the default); the bridge will open inbound/outbound ones. */
   direction?: CallDirection;
   sip_trunk_id?: string | null;
+  /** The call row's source (default: from the direction) and the carrier's call id. */
+  source?: CallSource;
+  carrier_call_id?: string | null;
 }
 
 interface SessionRow extends Omit<SessionRecord, 'variables' | 'scopes'> {
@@ -77,8 +81,9 @@ export class SessionRepo {
 
   /** Stores the session and its call row (status started) in one transaction. */
   create(s: NewSession): SessionRecord {
+    const { source, carrier_call_id, ...session } = s;
     const row = {
-      ...s,
+      ...session,
       direction: s.direction ?? 'web',
       sip_trunk_id: s.sip_trunk_id ?? null,
       variables: JSON.stringify(s.variables),
@@ -95,6 +100,8 @@ export class SessionRepo {
         from: s.caller_id,
         to: s.call_to,
         created_at: s.created_at,
+        ...(source !== undefined ? { source } : {}),
+        carrier_call_id: carrier_call_id ?? null,
       });
       this.#insert.run(row);
     })();

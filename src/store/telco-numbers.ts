@@ -48,6 +48,7 @@ export class TelcoNumberRepo {
   readonly #relabel;
   readonly #secret;
   readonly #digestRoutable;
+  readonly #accountsOf;
 
   constructor(db: Db, box: SecretBox) {
     this.#box = box;
@@ -65,6 +66,24 @@ export class TelcoNumberRepo {
       "SELECT 1 FROM telco_numbers n JOIN agents a ON a.phone_number_id = n.id JOIN sip_trunks t ON t.org_id = n.org_id AND t.inbound_auth_type = 'digest' WHERE n.phone_number = ? LIMIT 1",
     );
     this.#secret = db.prepare('SELECT account_sid, auth_token_enc FROM telco_numbers WHERE id = ? AND org_id = ?');
+    this.#accountsOf = db.prepare('SELECT id, org_id, phone_number, auth_token_enc FROM telco_numbers WHERE account_sid = ? ORDER BY created_at, id');
+  }
+
+  /**
+   * Every organization's imports under one carrier account, auth_token opened: the carrier's
+   * voice webhook names the account and the number, and only the tokens of the imports can tell
+   * whether the signed request is the carrier's and which import it is for. Imports whose token
+   * cannot be opened are left out (they cannot verify anything).
+   */
+  importsOfAccount(accountSid: string): Array<{ id: string; org_id: string; phone_number: string; auth_token: string }> {
+    const rows = this.#accountsOf.all(accountSid) as Array<{ id: string; org_id: string; phone_number: string; auth_token_enc: string }>;
+    return rows.flatMap(({ auth_token_enc, ...r }) => {
+      try {
+        return [{ ...r, auth_token: this.#box.open(auth_token_enc) }];
+      } catch {
+        return [];
+      }
+    });
   }
 
   get(orgId: string, id: string): TelcoNumber | undefined {

@@ -36,6 +36,7 @@ const record = (over: Partial<CallRecord> = {}): CallRecord => ({
   transcript: { entries: [] },
   summary: null,
   has_recording: false,
+  carrier_call_id: null,
   tags: [],
   ...over,
 });

@@ -132,7 +132,8 @@ describe('media_encryption and header_variables columns of sip_trunks (migration
       ).run();
       migrate(db, MIGRATIONS);
       expect(db.prepare('SELECT media_encryption, header_variables FROM sip_trunks').get()).toEqual({ media_encryption: 'none', header_variables: '[]' });
-      expect(db.prepare('SELECT max(version) AS v FROM schema_migrations').get()).toEqual({ v: 6 });
+      // Upgraded through every migration there is (later ones add to other tables).
+      expect(db.prepare('SELECT max(version) AS v FROM schema_migrations').get()).toEqual({ v: MIGRATIONS.at(-1)!.version });
       db.close();
     } finally {
       rmSync(d, { recursive: true, force: true });

@@ -105,6 +105,7 @@ const Call = Type.Object(
     end_status: Type.Optional(Enum(END_STATUSES, 'callbridge: how an ended call ended')),
     outcome: Type.Optional(Enum(CALL_OUTCOMES, 'callbridge: the outcome filter\'s bucket of termination_reason')),
     has_recording: Type.Optional(Type.Boolean({ description: 'callbridge: GET /v1/calls/{id}/recording has a WAV' })),
+    carrier_call_id: Type.Optional(Type.String({ description: 'callbridge: the carrier\'s id of the call (its CallSid), for calls on the carrier\'s own voice path (source twilio)' })),
   },
   { title: 'Call' },
 );

@@ -1,0 +1,179 @@
+/**
+ * A carrier's media stream as a bridge call leg (the carrier's programmable-voice path, beside
+ * SIP): the bridge core drives it exactly as it drives a SipCallLeg. The stream's socket
+ * (src/telco/twilio-stream-socket.ts) feeds it the caller's side (audio, keys, marks, the end);
+ * the leg answers to the core's CallLeg surface:
+ *
+ *   answer        the carrier answered the call already (its webhook got <Connect><Stream>): the
+ *                 leg only notes that the session is up
+ *   refuse/hangup close the stream's socket; with nothing after <Connect> the carrier hangs up
+ *   media         MediaStreamMedia (jitter buffer, 8k <-> 24k, 20 ms pacing, marks, clear)
+ *   DTMF          caller keys arrive as `dtmf` messages; keys towards the caller are played
+ *                 in-band as dual tones (a stream has no message to send them)
+ *   transfer      not done on streams yet: the attempt fails and the call ends (docs/telco.md)
+ */
+import type { Logger } from '../log.ts';
+import type { BridgeMedia, BridgeMediaCallbacks } from '../media/bridge-media.ts';
+import type { MediaTicker } from '../media/media-ticker.ts';
+import type { CallLeg, LegEnd, LegMediaOptions, LegQuality, LegRoute, RefusalCause } from './call-leg.ts';
+import { MediaStreamMedia, type MarkFigures, type MediaStreamTransport } from './media-stream-media.ts';
+
+/** Close codes of the stream's socket when the bridge refuses the call (RFC 6455 7.4). */
+const REFUSAL_CLOSE: Record<RefusalCause, number> = {
+  // 1013 Try Again Later: nothing to bridge to now.
+  service_unavailable: 1013,
+  // Application range: the agent is not there for this call.
+  agent_unavailable: 4404,
+  internal_error: 1011,
+};
+
+export interface MediaStreamLegOptions {
+  /** The stream's id (the carrier's StreamSid), for logs. */
+  id: string;
+  from: string;
+  to: string;
+  route: LegRoute;
+  transport: MediaStreamTransport;
+  ticker: MediaTicker;
+  log: Logger;
+}
+
+export class MediaStreamCallLeg implements CallLeg {
+  readonly id: string;
+  readonly direction = 'inbound' as const;
+  readonly from: string;
+  readonly to: string;
+  readonly route: LegRoute;
+  readonly trunkId = undefined;
+  readonly codec = 'PCMU';
+  readonly #o: MediaStreamLegOptions;
+  #state: 'ringing' | 'answered' | 'ended' = 'ringing';
+  #media: MediaStreamMedia | undefined;
+  #end: LegEnd | undefined;
+  readonly #hangupListeners: Array<(end: LegEnd) => void> = [];
+  readonly #dtmfListeners: Array<(digit: string) => void> = [];
+  /** Caller messages before the media started (the session was not up yet): not bridged. */
+  #audioBeforeMedia = 0;
+
+  constructor(options: MediaStreamLegOptions) {
+    this.#o = options;
+    this.id = options.id;
+    this.from = options.from;
+    this.to = options.to;
+    this.route = options.route;
+  }
+
+  get state(): 'ringing' | 'answered' | 'ended' {
+    return this.#state;
+  }
+  get closed(): boolean {
+    return this.#state === 'ended';
+  }
+
+  // --- the stream's side (src/telco/twilio-stream-socket.ts) -------------------------------
+
+  /** A caller `media` message. */
+  callerAudio(payload: Uint8Array, chunk: number, timestampMs: number): void {
+    if (this.#media !== undefined) this.#media.callerAudio(payload, chunk, timestampMs);
+    else this.#audioBeforeMedia++;
+  }
+
+  /** A caller `dtmf` message. */
+  callerDtmf(digit: string): void {
+    if (this.#state !== 'answered') return;
+    for (const l of this.#dtmfListeners) l(digit);
+  }
+
+  /** A `mark` the carrier echoed. */
+  markEchoed(name: string): void {
+    this.#media?.markEchoed(name);
+  }
+
+  /** The stream is over from the carrier's side (`stop`, or its socket closed). */
+  streamEnded(reason: string): void {
+    this.#ended({ reason });
+  }
+
+  /** What the caller heard of the agent, from the marks (undefined before media started). */
+  get marks(): MarkFigures | undefined {
+    return this.#media?.marks;
+  }
+
+  // --- CallLeg --------------------------------------------------------------------------------
+
+  answer(): boolean {
+    if (this.#state !== 'ringing') return false;
+    this.#state = 'answered';
+    return true;
+  }
+
+  refuse(cause: RefusalCause, why: string): void {
+    if (this.#state === 'ended') return;
+    this.#o.transport.close(REFUSAL_CLOSE[cause], why);
+    this.#ended({ reason: 'rejected' });
+  }
+
+  hangup(): void {
+    if (this.#state === 'ended') return;
+    this.#o.transport.close(1000, 'call ended');
+    this.#ended({ reason: 'local' });
+  }
+
+  onHangup(listener: (end: LegEnd) => void): void {
+    if (this.#end !== undefined) listener(this.#end);
+    else this.#hangupListeners.push(listener);
+  }
+
+  onDtmf(listener: (digit: string) => void): void {
+    this.#dtmfListeners.push(listener);
+  }
+
+  /** In-band: the key's two tones (100 ms) and a 60 ms pause, queued after the agent's audio. */
+  sendDtmf(digit: string): Promise<void> {
+    const tone = dtmfTone(digit);
+    if (tone !== undefined) this.#media?.push(tone);
+    return Promise.resolve();
+  }
+
+  startMedia(_options: LegMediaOptions, callbacks: BridgeMediaCallbacks): BridgeMedia {
+    // sendSilence is a SIP concern (NAT bindings, carrier RTP timers); keepAgentFrames (recording)
+    // is not offered on streams yet.
+    this.#media ??= new MediaStreamMedia(this.#o.transport, callbacks, this.#o.ticker);
+    return this.#media;
+  }
+
+  async transfer(target: string): Promise<void> {
+    this.#o.log.warn({ transferNumber: target }, 'transfer of a carrier media stream call is not supported yet: the call ends');
+  }
+
+  quality(): LegQuality {
+    return { packetsReceived: 0, packetsLost: 0, jitterMs: 0 };
+  }
+
+  #ended(end: LegEnd): void {
+    if (this.#state === 'ended') return;
+    this.#state = 'ended';
+    this.#end = end;
+    const marks = this.#media?.marks;
+    this.#o.log.info({ streamSid: this.id, reason: end.reason, ...(marks ?? {}), audioBeforeMedia: this.#audioBeforeMedia }, 'media stream ended');
+    for (const l of this.#hangupListeners.splice(0)) l(end);
+  }
+}
+
+const DTMF_LOW: Record<string, number> = { '1': 697, '2': 697, '3': 697, A: 697, '4': 770, '5': 770, '6': 770, B: 770, '7': 852, '8': 852, '9': 852, C: 852, '*': 941, '0': 941, '#': 941, D: 941 };
+const DTMF_HIGH: Record<string, number> = { '1': 1209, '4': 1209, '7': 1209, '*': 1209, '2': 1336, '5': 1336, '8': 1336, '0': 1336, '3': 1477, '6': 1477, '9': 1477, '#': 1477, A: 1633, B: 1633, C: 1633, D: 1633 };
+
+/** One key as 24 kHz PCM: ITU-T Q.23 tone pair for 100 ms, then 60 ms of silence. */
+export function dtmfTone(digit: string, sampleRate = 24000): Int16Array | undefined {
+  const low = DTMF_LOW[digit];
+  const high = DTMF_HIGH[digit];
+  if (low === undefined || high === undefined) return undefined;
+  const on = Math.round(sampleRate * 0.1);
+  const out = new Int16Array(on + Math.round(sampleRate * 0.06));
+  // Each tone at about -9 dBFS: together well clear of clipping, loud enough for any detector.
+  for (let i = 0; i < on; i++) {
+    const t = i / sampleRate;
+    out[i] = Math.round(11_000 * (Math.sin(2 * Math.PI * low * t) + Math.sin(2 * Math.PI * high * t)));
+  }
+  return out;
+}

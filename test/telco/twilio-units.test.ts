@@ -1,0 +1,121 @@
+/**
+ * The carrier path's small parts on their own: the signature, the TwiML, the one-time stream
+ * tokens, the carrier call id on the call record (migration 7), and that the webhook signs over
+ * http.public_url when it is set (the URL the carrier was given, not the one this daemon sees).
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { migrate } from '../../src/store/db.ts';
+import { MIGRATIONS } from '../../src/store/migrations.ts';
+import { twilioSignature, validTwilioSignature } from '../../src/telco/twilio-signature.ts';
+import { StreamTokens, type StreamGrant } from '../../src/telco/twilio-stream-tokens.ts';
+import { connectStreamTwiml, rejectTwiml } from '../../src/telco/twilio-twiml.ts';
+import { startTestDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { startFakeCarrier, type FakeCarrier } from '../helpers/fake-carrier.ts';
+import { incomingCallParams, postVoiceWebhook, sid, twilioSign } from './fake-twilio.ts';
+
+describe('X-Twilio-Signature', () => {
+  const url = 'https://calls.example.com/v1/telco/twilio/voice?x=1';
+  const params: Array<[string, string]> = [['To', '+15550001111'], ['From', '+15559990000'], ['CallSid', 'CA1'], ['AccountSid', 'AC1'], ['Caller', 'a b&c=d']];
+  it('is the fake carrier’s (independent) computation: URL, then the parameters sorted by name', () => {
+    expect(twilioSignature('tok', url, params)).toBe(twilioSign('tok', url, Object.fromEntries(params)));
+    expect(validTwilioSignature('tok', url, params, twilioSign('tok', url, Object.fromEntries(params)))).toBe(true);
+  });
+  it('fails on another token, URL, value, an added parameter, or none at all', () => {
+    const good = twilioSignature('tok', url, params);
+    expect(validTwilioSignature('other', url, params, good)).toBe(false);
+    expect(validTwilioSignature('tok', url.replace('x=1', 'x=2'), params, good)).toBe(false);
+    expect(validTwilioSignature('tok', url, [...params.slice(1), ['To', '+15550001112']], good)).toBe(false);
+    expect(validTwilioSignature('tok', url, [...params, ['Digits', '1']], good)).toBe(false);
+    expect(validTwilioSignature('tok', url, params, undefined)).toBe(false);
+    expect(validTwilioSignature('tok', url, params, '')).toBe(false);
+    expect(validTwilioSignature('tok', url, params, good.slice(0, -2))).toBe(false);
+  });
+});
+
+describe('TwiML', () => {
+  it('connects a stream with escaped parameters, or rejects', () => {
+    expect(connectStreamTwiml('wss://h/s', { token: 'a"b', from: '<x>&' })).toBe(
+      '<?xml version="1.0" encoding="UTF-8"?><Response><Connect><Stream url="wss://h/s"><Parameter name="token" value="a&quot;b"/><Parameter name="from" value="&lt;x&gt;&amp;"/></Stream></Connect></Response>',
+    );
+    expect(rejectTwiml('busy')).toBe('<?xml version="1.0" encoding="UTF-8"?><Response><Reject reason="busy"/></Response>');
+  });
+});
+
+describe('one-time stream tokens', () => {
+  const grant: StreamGrant = { orgId: 'o', agentId: 'a', numberId: 'n', callSid: 'CA1', accountSid: 'AC1', from: '+1', to: '+2' };
+  it('are random, redeemed once, and expire', () => {
+    let now = 1000;
+    const t = new StreamTokens({ ttlMs: 500, now: () => now });
+    const a = t.issue(grant);
+    const b = t.issue(grant);
+    expect(a).not.toBe(b);
+    expect(a).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    expect(t.redeem(a)).toEqual(grant);
+    expect(t.redeem(a)).toBeUndefined();
+    now += 500;
+    expect(t.redeem(b)).toBeUndefined();
+    expect(t.redeem(undefined)).toBeUndefined();
+    expect(t.redeem(42)).toBeUndefined();
+    t.issue(grant);
+    now += 1000;
+    expect(t.pending).toBe(0);
+  });
+});
+
+describe('calls.carrier_call_id (migration 7)', () => {
+  it('is added as null to the calls of a version-6 database', () => {
+    const d = mkdtempSync(join(tmpdir(), 'callbridge-mig7-'));
+    try {
+      const db = new Database(join(d, 'db.sqlite'));
+      migrate(db, MIGRATIONS.filter((m) => m.version <= 6));
+      db.prepare("INSERT INTO organizations (id, name, created_at) VALUES ('0a000000-0000-4000-8000-000000000001', 'old', '2026-01-01T00:00:00.000Z')").run();
+      db.prepare(
+        "INSERT INTO calls (id, org_id, direction, source, outbound, status, from_number, to_number, party_number, created_at) VALUES ('0c000000-0000-4000-8000-000000000001', '0a000000-0000-4000-8000-000000000001', 'inbound', 'sip', 0, 'started', '+1', '+2', '+1', '2026-01-01T00:00:00.000Z')",
+      ).run();
+      migrate(db, MIGRATIONS);
+      expect(db.prepare('SELECT carrier_call_id FROM calls').get()).toEqual({ carrier_call_id: null });
+      db.close();
+    } finally {
+      rmSync(d, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('the voice webhook signs over http.public_url', () => {
+  const ACCOUNT = sid('AC');
+  const TOKEN = 'tok-' + sid('');
+  const NUMBER = '+15550102001';
+  let carrier: FakeCarrier;
+  let d: TestDaemon;
+  beforeAll(async () => {
+    carrier = await startFakeCarrier();
+    carrier.addNumber(ACCOUNT, TOKEN, NUMBER);
+    d = await startTestDaemon({ telco: { api_base_url: carrier.url }, http: { host: '127.0.0.1', port: 0, public_url: 'https://calls.example.com/' } });
+    const num = await d.api('POST', '/v1/telco/numbers', { phone_number: NUMBER, account_sid: ACCOUNT, auth_token: TOKEN });
+    expect(num.status, num.text).toBe(201);
+    expect((await d.api('POST', '/v1/agents', { name: 'A', phone_number_id: num.body.id })).status).toBe(201);
+  });
+  afterAll(async () => {
+    await d?.close();
+    await carrier?.close();
+  });
+
+  it('accepts a signature over the public URL and points the stream there; refuses one over the local URL', async () => {
+    const local = `${d.url}/v1/telco/twilio/voice`;
+    const params = incomingCallParams({ accountSid: ACCOUNT, callSid: sid('CA'), from: '+15559990000', to: NUMBER });
+    const ok = await postVoiceWebhook(local, params, TOKEN, undefined, 'https://calls.example.com/v1/telco/twilio/voice');
+    expect(ok.status, ok.text).toBe(200);
+    expect(ok.stream?.url).toBe('wss://calls.example.com/v1/telco/twilio/stream');
+    expect((await postVoiceWebhook(local, params, TOKEN)).status).toBe(403);
+  });
+
+  it('answers a stream GET without the WebSocket handshake with 426', async () => {
+    const r = await fetch(`${d.url}/v1/telco/twilio/stream`);
+    expect(r.status).toBe(426);
+    expect(await r.json()).toEqual({ error: expect.stringContaining('WebSocket') });
+  });
+});
