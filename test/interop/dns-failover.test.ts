@@ -9,6 +9,7 @@
  *   SRV, first target silent          -> the INVITE reaches the second, answered, well before Timer B
  *   same trunk again                  -> straight to the live target (dead-target memory)
  *   SRV, first target 503             -> second, answered
+ *   ;transport=tcp, first refuses     -> the second TCP target, answered
  *   NAPTR SIP+D2T                     -> the TCP SRV target, not the UDP one
  *   no NAPTR, no SRV                  -> the A record, port 5060
  *   REGISTER, first target silent     -> registered at the second
@@ -18,6 +19,7 @@
  * (tried last) while the trunk stays up; back when it answers again.
  */
 import { createSocket, type Socket } from 'node:dgram';
+import { createServer } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.ts';
 import { startCarrierRegistrar, type CarrierRegistrar } from '../helpers/raw-carrier-registrar.ts';
@@ -45,7 +47,7 @@ interface Peer {
   invites: SipRequest[];
   options: number;
   /** What the peer answers an INVITE with. */
-  mode: 'answer' | 'unavailable';
+  mode: 'answer' | 'unavailable' | 'busy';
   close(): Promise<void>;
 }
 
@@ -78,8 +80,8 @@ async function startPeer(protocol: TransportProtocol, opts: { address?: string; 
       return;
     }
     peer.invites.push(req);
-    if (peer.mode === 'unavailable') {
-      tx.respond(createResponse(req, 503, 'Service Unavailable', { toTag: generateTag() }));
+    if (peer.mode !== 'answer') {
+      tx.respond(peer.mode === 'busy' ? createResponse(req, 486, 'Busy Here', { toTag: generateTag() }) : createResponse(req, 503, 'Service Unavailable', { toTag: generateTag() }));
       return;
     }
     const d = dialogs.fromInvite(tx, inbound, { localContact: `<sip:peer@${address}:${port}${protocol === 'udp' ? '' : `;transport=${protocol}`}>` });
@@ -113,6 +115,15 @@ async function startSilent(): Promise<Silent> {
   return silent;
 }
 
+/** A TCP port with nothing listening: connections to it are refused at once. */
+async function closedTcpPort(): Promise<number> {
+  const srv = createServer();
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', () => r()));
+  const port = (srv.address() as { port: number }).port;
+  await new Promise<void>((r) => srv.close(() => r()));
+  return port;
+}
+
 async function trunkFor(d: TestDaemon, outbound_host: string, extra: Record<string, unknown> = {}): Promise<OutboundTrunk> {
   const r = await d.api('POST', '/v1/sip-trunks', { pbx: 'generic', name: outbound_host, inbound_auth_type: 'none', outbound_host, ...extra });
   expect(r.status, r.text).toBe(201);
@@ -132,6 +143,10 @@ describe.skipIf(!available.ok)(`RFC 3263 resolution and failover against dnsmasq
   let tcpC: Peer;
   let udpC: Peer;
   let plainD: Peer;
+  let refusedPort: number;
+  let busyF: Peer;
+  let liveF: Peer;
+  let tcpE: Peer;
   let silentReg: Silent;
   let registrar: CarrierRegistrar;
 
@@ -144,9 +159,13 @@ describe.skipIf(!available.ok)(`RFC 3263 resolution and failover against dnsmasq
     udpC = await startPeer('udp');
     // No SRV: the A record's address and the default port 5060, on an address of loopback no other test uses.
     plainD = await startPeer('udp', { address: '127.0.0.77', port: 5060 });
+    refusedPort = await closedTcpPort();
+    tcpE = await startPeer('tcp');
+    busyF = await startPeer('udp', { mode: 'busy' });
+    liveF = await startPeer('udp');
     silentReg = await startSilent();
     registrar = await startCarrierRegistrar({ user: 'reg-user', password: 'reg-secret', grantSecs: 600 });
-    closers.push(() => silentA.close(), () => liveA.close(), () => unavailableB.close(), () => liveB.close(), () => tcpC.close(), () => udpC.close(), () => plainD.close(), () => silentReg.close(), () => registrar.close());
+    closers.push(() => silentA.close(), () => liveA.close(), () => unavailableB.close(), () => liveB.close(), () => tcpC.close(), () => udpC.close(), () => plainD.close(), () => tcpE.close(), () => busyF.close(), () => liveF.close(), () => silentReg.close(), () => registrar.close());
     const host = `host.${DOMAIN}`;
     dns = await startDnsmasq({
       local: [DOMAIN],
@@ -162,6 +181,10 @@ describe.skipIf(!available.ok)(`RFC 3263 resolution and failover against dnsmasq
         { name: `_sip._tcp.naptr.${DOMAIN}`, target: host, port: tcpC.port, priority: 10, weight: 10 },
         // Would answer too: only the NAPTR decides that TCP is used.
         { name: `_sip._udp.naptr.${DOMAIN}`, target: host, port: udpC.port, priority: 10, weight: 10 },
+        { name: `_sip._tcp.refused.${DOMAIN}`, target: host, port: refusedPort, priority: 10, weight: 10 },
+        { name: `_sip._tcp.refused.${DOMAIN}`, target: host, port: tcpE.port, priority: 20, weight: 10 },
+        { name: `_sip._udp.busyhere.${DOMAIN}`, target: host, port: busyF.port, priority: 10, weight: 10 },
+        { name: `_sip._udp.busyhere.${DOMAIN}`, target: host, port: liveF.port, priority: 20, weight: 10 },
         { name: `_sip._udp.reg.${DOMAIN}`, target: host, port: silentReg.port, priority: 10, weight: 10 },
         { name: `_sip._udp.reg.${DOMAIN}`, target: host, port: registrar.port, priority: 20, weight: 10 },
       ],
@@ -200,7 +223,7 @@ describe.skipIf(!available.ok)(`RFC 3263 resolution and failover against dnsmasq
     expect(d.daemon.sip!.ua.targets.status.isOut({ protocol: 'udp', address: '127.0.0.1', port: silentA.port })).toBe(true);
   }, 40_000);
 
-  it('SRV: the first target answers 503 -> the second, answered; other final responses do not fail over', async () => {
+  it('SRV: the first target answers 503 -> the second, answered', async () => {
     const trunk = await trunkFor(d, `busy.${DOMAIN}`);
     const result = await d.daemon.sip!.ua.dial({ trunk, to: '+15550002222', callerId: '+15559990000' });
     expect(result.ok, JSON.stringify(result)).toBe(true);
@@ -209,6 +232,25 @@ describe.skipIf(!available.ok)(`RFC 3263 resolution and failover against dnsmasq
     // RFC 3263 4.3: a new transaction of the same call (same Call-ID, new branch).
     expect(liveB.invites[0]!.callId).toBe(unavailableB.invites[0]!.callId);
     expect(liveB.invites[0]!.topVia?.branch).not.toBe(unavailableB.invites[0]!.topVia?.branch);
+    (result as { ok: true; call: SipCall }).call.hangup();
+  });
+
+  it('SRV: the first target answers 486 -> busy, the second target gets nothing (only 503 fails over)', async () => {
+    const trunk = await trunkFor(d, `busyhere.${DOMAIN}`);
+    const result = await d.daemon.sip!.ua.dial({ trunk, to: '+15550008888', callerId: '+15559990000' });
+    expect(result).toMatchObject({ ok: false, reason: 'busy', status: 486 });
+    expect(busyF.invites).toHaveLength(1);
+    expect(liveF.invites).toHaveLength(0);
+    expect(d.daemon.sip!.ua.targets.status.isOut({ protocol: 'udp', address: '127.0.0.1', port: busyF.port })).toBe(false);
+  });
+
+  it(';transport=tcp: the _sip._tcp SRV; the first target refuses the connection -> the second, answered', async () => {
+    const trunk = await trunkFor(d, `refused.${DOMAIN};transport=tcp`);
+    const result = await d.daemon.sip!.ua.dial({ trunk, to: '+15550007777', callerId: '+15559990000' });
+    expect(result.ok, JSON.stringify(result)).toBe(true);
+    expect(tcpE.invites).toHaveLength(1);
+    expect(tcpE.invites[0]!.uri.toString()).toBe(`sip:+15550007777@refused.${DOMAIN};transport=tcp`);
+    expect(d.daemon.sip!.ua.targets.status.isOut({ protocol: 'tcp', address: '127.0.0.1', port: refusedPort })).toBe(true);
     (result as { ok: true; call: SipCall }).call.hangup();
   });
 

@@ -22,8 +22,10 @@ export function orderSrv<T extends Weighted>(records: readonly T[], random: () =
   }
   const out: T[] = [];
   for (const priority of [...byPriority.keys()].sort((a, b) => a - b)) {
-    // RFC 2782: "all those with weight 0 are placed at the beginning of the list".
-    const left = [...byPriority.get(priority)!].sort((a, b) => (a.weight === 0 ? 0 : 1) - (b.weight === 0 ? 0 : 1));
+    // RFC 2782: "all those with weight 0 are placed at the beginning of the list", the rest in
+    // any order: ascending weight, so the same draw gives the same order whatever order the
+    // DNS answer listed them in.
+    const left = [...byPriority.get(priority)!].sort((a, b) => a.weight - b.weight);
     while (left.length > 0) {
       const total = left.reduce((s, r) => s + r.weight, 0);
       // An integer in [0, total]; the first record whose running sum reaches it is taken.
