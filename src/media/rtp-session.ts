@@ -344,7 +344,10 @@ export class RtpSession extends EventEmitter<RtpSessionEvents> {
    * @throws RangeError when a key is not 30 bytes.
    */
   setSrtp(keys: SrtpKeys | undefined): void {
-    this.#srtp = keys ? new SrtpSession(keys) : undefined;
+    const next = keys ? new SrtpSession(keys) : undefined;
+    // A key that stays goes on with its ROC and replay state (srtp.ts continueFrom).
+    if (next && this.#srtp) next.continueFrom(this.#srtp);
+    this.#srtp = next;
   }
 
   /** Whether packets are SRTP-protected now. */

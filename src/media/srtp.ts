@@ -228,15 +228,38 @@ export class SrtpSession {
   /** SRTCP index of our next report per SSRC (31 bits). */
   readonly #rtcpIndex = new Map<number, number>();
   readonly #trailer = Buffer.alloc(4);
+  readonly #sendKey: Buffer;
+  readonly #receiveKey: Buffer;
 
   /** @throws RangeError when a key is not 30 bytes. */
   constructor(keys: SrtpKeys) {
     this.suite = keys.suite;
+    this.#sendKey = Buffer.from(keys.sendKey);
+    this.#receiveKey = Buffer.from(keys.receiveKey);
     this.tagLength = srtpTagLength(keys.suite);
     this.#sendRtp = sessionKeys(keys.sendKey, false);
     this.#sendRtcp = sessionKeys(keys.sendKey, true);
     this.#recvRtp = sessionKeys(keys.receiveKey, false);
     this.#recvRtcp = sessionKeys(keys.receiveKey, true);
+  }
+
+  /**
+   * Takes over the stream state of the session these keys replace, for each direction whose
+   * key and suite did not change (a re-INVITE re-keyed only the other one): a key must go on
+   * with its ROC, SRTCP index and replay window. A fresh context for an unchanged key would
+   * restart the ROC at 0 and repeat keystream already used (RFC 3711 9.1), and a receiver
+   * would guess the peer's index wrong after a wrap.
+   */
+  continueFrom(previous: SrtpSession): void {
+    if (previous.suite !== this.suite) return;
+    if (previous.#sendKey.equals(this.#sendKey)) {
+      for (const [ssrc, s] of previous.#sent) this.#sent.set(ssrc, { ...s });
+      for (const [ssrc, i] of previous.#rtcpIndex) this.#rtcpIndex.set(ssrc, i);
+    }
+    if (previous.#receiveKey.equals(this.#receiveKey)) {
+      for (const [ssrc, st] of previous.#received) this.#received.set(ssrc, st);
+      for (const [ssrc, st] of previous.#receivedRtcp) this.#receivedRtcp.set(ssrc, st);
+    }
   }
 
   /**

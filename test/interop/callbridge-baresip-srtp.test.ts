@@ -27,6 +27,7 @@ import type { SipRequest } from '../../src/sip/message/index.ts';
 import { decodeMuLaw, encodeMuLaw } from '../../src/media/g711.ts';
 import { outboundTrunkFromStore } from '../../src/bridge/sip-store-directory.ts';
 import { amplitudeAt } from '../media/signal-analysis.ts';
+import { until } from '../helpers/until.ts';
 import { baresipAvailable, readWavPcm16, startBaresip, toneWav, runBaresip } from './baresip/baresip.ts';
 
 const bs = baresipAvailable();
@@ -229,6 +230,54 @@ describe.skipIf(!bs.ok || !hasOpenssl)(`SDES-SRTP over TLS vs baresip${bs.ok ? `
       const at1000 = strongest(heard.samples, 1000);
       expect(at1000, `1000 Hz at baresip: ${at1000}\n${r.describe()}`).toBeGreaterThan(2000);
       expect(strongest(heard.samples, 440)).toBeLessThan(at1000 / 10);
+    } finally {
+      phone.kill();
+      await phone.result;
+    }
+  }, 40_000);
+
+  it('hold and resume by re-INVITE (baresip): SRTP goes on, both tones decoded after the resume', async () => {
+    const before = calls.length;
+    const phone = await startBaresip({
+      dial: `sip:${NUMBER}@127.0.0.1:${tlsPort};transport=tls`,
+      account: { user: USER, password: PASSWORD, domain: `127.0.0.1:${tlsPort};transport=tls` },
+      tls: { certificateFile: join(dir, 'both.pem'), caFile: join(dir, 'cert.pem') },
+      mediaenc: 'srtp-mand',
+      audio: toneWav(6, 440, 8000),
+      maxSeconds: 20,
+      ctrlTcp: true,
+    });
+    try {
+      await until(() => calls.length > before && calls[before]!.decoded.length > 8000, 'the call with audio', 8000);
+      const c = calls[before]!;
+      const holds: boolean[] = [];
+      c.call.on('hold', (h) => holds.push(h));
+      const reinvites = () => requests.filter((r) => r.req.method === 'INVITE' && r.req.callId === c.call.callId).length;
+      const invitesBefore = reinvites();
+      const held = await phone.command('hold');
+      expect(held.ok, held.data).toBe(true);
+      await until(() => holds.includes(true), 'on hold (re-INVITE sendonly)', 5000);
+      const resumed = await phone.command('resume');
+      expect(resumed.ok, resumed.data).toBe(true);
+      await until(() => holds.at(-1) === false, 'resumed (re-INVITE sendrecv)', 5000);
+      expect(reinvites()).toBeGreaterThanOrEqual(invitesBefore + 2);
+      for (const r of requests.filter((x) => x.req.method === 'INVITE' && x.req.callId === c.call.callId && x.req.body.length > 0)) {
+        expect(r.protocol).toBe('tls');
+        expect(r.req.body.toString()).toMatch(/^a=crypto:/m);
+      }
+      expect(c.call.media.srtp).toBeDefined();
+      const mark = c.decoded.length;
+      await c.ended; // baresip hangs up at the end of its 6 s WAV
+      const r = await phone.result;
+      const after = c.decoded.slice(mark);
+      const at440 = strongest(after, 440);
+      expect(at440, `440 Hz at callbridge after the resume: ${at440} over ${after.length} samples`).toBeGreaterThan(2000);
+      expect(c.call.rtp.stats().dropped.srtpAuthFailed ?? 0).toBe(0);
+      // baresip heard 1000 Hz in its last second (after the resume).
+      const heard = readWavPcm16(r.received!).samples;
+      const tail = heard.subarray(Math.max(0, heard.length - 8000 - 2000));
+      const at1000 = strongest(tail, 1000);
+      expect(at1000, `1000 Hz at baresip after the resume: ${at1000}\n${r.describe()}`).toBeGreaterThan(2000);
     } finally {
       phone.kill();
       await phone.result;

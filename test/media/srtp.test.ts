@@ -202,3 +202,37 @@ describe('SrtpSession', () => {
     expect(() => new SrtpSession({ suite: 'AES_CM_128_HMAC_SHA1_80', sendKey: randomBytes(29), receiveKey: randomBytes(30) })).toThrow(RangeError);
   });
 });
+
+describe('re-keying one direction', () => {
+  it('continueFrom: a send key that stays keeps its ROC (no keystream reuse), the new receive key starts fresh', () => {
+    const ka = randomBytes(30);
+    const kb = randomBytes(30);
+    const a = new SrtpSession({ suite: 'AES_CM_128_HMAC_SHA1_80', sendKey: ka, receiveKey: kb });
+    const b = new SrtpSession({ suite: 'AES_CM_128_HMAC_SHA1_80', sendKey: kb, receiveKey: ka });
+    // a's stream wraps once: ROC 1.
+    for (const seq of [65000, 65535, 0, 5]) {
+      const p = rtp(seq, 7);
+      expect(b.unprotectRtp(p, a.protectRtp(p, 172))).toBe(172);
+    }
+    // The peer re-keys its own direction only (kb -> kb2); a keeps ka.
+    const kb2 = randomBytes(30);
+    const a2 = new SrtpSession({ suite: 'AES_CM_128_HMAC_SHA1_80', sendKey: ka, receiveKey: kb2 });
+    a2.continueFrom(a);
+    const b2 = new SrtpSession({ suite: 'AES_CM_128_HMAC_SHA1_80', sendKey: kb2, receiveKey: ka });
+    b2.continueFrom(b);
+    // Same ciphertext as the old context would give at ROC 1: the ROC went on (not back to 0).
+    const p1 = rtp(6, 7);
+    const p2 = Buffer.from(p1);
+    a.protectRtp(p1, 172);
+    a2.protectRtp(p2, 172);
+    expect(p2.subarray(0, 182).toString('hex')).toBe(p1.subarray(0, 182).toString('hex'));
+    expect(b2.unprotectRtp(p2, 182)).toBe(172);
+    // Without continueFrom the new context would start at ROC 0 and the receiver (ROC 1) fails it.
+    const fresh = new SrtpSession({ suite: 'AES_CM_128_HMAC_SHA1_80', sendKey: ka, receiveKey: kb2 });
+    const p3 = rtp(7, 7);
+    expect(b2.unprotectRtp(p3, fresh.protectRtp(p3, 172))).toBe(SRTP_AUTH_FAILED);
+    // The changed direction: b2 -> a2 with the new key works from scratch.
+    const q = rtp(300, 9);
+    expect(a2.unprotectRtp(q, b2.protectRtp(q, 172))).toBe(172);
+  });
+});
