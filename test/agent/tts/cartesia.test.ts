@@ -24,6 +24,7 @@ describe('CartesiaTtsProvider (TTS WebSocket, contexts)', () => {
     fake.connections.length = 0;
     fake.pacing = { ...REALISTIC };
     fake.fault = undefined;
+    fake.halfSample = false;
     fake.key = KEY;
     tts = new CartesiaTtsProvider({ baseUrl: fake.url, apiKey: KEY, name: 'provider_3', idleCloseMs: 100 });
   });
@@ -151,6 +152,13 @@ describe('CartesiaTtsProvider (TTS WebSocket, contexts)', () => {
     expect(err.code).toBe('VENDOR_TIMEOUT');
     fake.pacing = { firstChunkMs: 30, gapMs: 20, chunkMs: 40 }; // a server that answers within the stall time
     expect((await collect(slow, request('Too slow.'))).length).toBeGreaterThan(0);
+  });
+
+  it('a sentence whose audio ends on half a sample is VENDOR_BAD_RESPONSE', async () => {
+    fake.halfSample = true;
+    const err = await rejection(collect(tts, request('Odd bytes.')));
+    expect(err.code).toBe('VENDOR_BAD_RESPONSE');
+    expect(err.message).toContain('half a sample');
   });
 
   it('a wrong API key is VENDOR_HTTP_STATUS 401 saying so, without the key', async () => {

@@ -154,7 +154,8 @@ class CartesiaTurn {
   readonly #onOrphans: (sentences: QueuedSentence[]) => void;
   /** Messages written before the socket opened. */
   readonly #outbox: string[] = [];
-  readonly #decoder = new Pcm16Decoder();
+  /** The sentence being spoken's bytes to samples (a new one per sentence). */
+  #decoder = new Pcm16Decoder();
   #idleTimer: NodeJS.Timeout | undefined;
   readonly #stall: StallTimer;
 
@@ -220,6 +221,11 @@ class CartesiaTurn {
         return;
       }
       case 'flush_done':
+        if (this.#decoder.pending) {
+          this.#fail(new TtsError('VENDOR_BAD_RESPONSE', `${this.#name}: a sentence's audio ended on half a sample`));
+          return;
+        }
+        this.#decoder = new Pcm16Decoder();
         this.#pending.shift()?.channel.end();
         if (this.#pending.length === 0) {
           this.#stall.stop();

@@ -37,6 +37,8 @@ export interface FakeCartesia {
   pacing: Pacing;
   /** The next generation fails after this many chunks, by an error message or a dropped socket. */
   fault: { afterChunks: number; kind: 'error' | 'drop' } | undefined;
+  /** The next generation's audio ends on half a sample (one stray byte). */
+  halfSample: boolean;
   connections: CartesiaConnection[];
   close(): Promise<void>;
 }
@@ -59,6 +61,7 @@ export async function startFakeCartesia(key: string): Promise<FakeCartesia> {
     samplesPerChar: 240,
     pacing: { ...REALISTIC },
     fault: undefined,
+    halfSample: false,
     connections: [],
     close: async () => {
       for (const c of wss.clients) c.terminate();
@@ -135,7 +138,9 @@ export async function startFakeCartesia(key: string): Promise<FakeCartesia> {
 
     async function speak(text: string, rate: number, id: string, flushId: number, ctx: Context): Promise<void> {
       const samples = Math.round((text.trim().length * fake.samplesPerChar * rate) / 24000);
-      const chunks = audioChunks(toneBytes(samples, fake.hz, rate), rate, fake.pacing.chunkMs);
+      const bytes = toneBytes(samples, fake.hz, rate);
+      const chunks = audioChunks(fake.halfSample ? Buffer.concat([bytes, Buffer.from([0x7f])]) : bytes, rate, fake.pacing.chunkMs);
+      fake.halfSample = false;
       await sleep(fake.pacing.firstChunkMs);
       const fault = fake.fault;
       fake.fault = undefined;
