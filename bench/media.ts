@@ -29,6 +29,9 @@ import { inputAudioMessage, responseAudioPcm } from '../src/bridge/voice-frames.
 import { pcm16ToBase64 } from '../src/media/pcm.ts';
 import type { Clock, ReceivedRtp } from '../src/media/types.ts';
 import { printFigures, type Figure } from './lib/result.ts';
+import { RtpPacketWriter } from '../src/media/rtp-packet-writer.ts';
+import { SrtpSession } from '../src/media/srtp.ts';
+import { randomBytes } from 'node:crypto';
 
 const FRAMES = Number(process.env.BENCH_MEDIA_FRAMES ?? 20_000);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
@@ -167,6 +170,36 @@ async function pathRound(phone: dgram.Socket, packets: Buffer[], allocator: Port
   return { cpuUsPerFrame: (cpu.user + cpu.system) / FRAMES, latencies, jsonBytes: message?.length ?? 0 };
 }
 
+const SRTP_PACKETS = Number(process.env.BENCH_SRTP_PACKETS ?? 200_000);
+
+/**
+ * SRTP's own cost per packet, without sockets: a 160-byte PCMU packet written (RtpPacketWriter,
+ * as RtpSession sends), protected by one SrtpSession and unprotected by the peer's, against the
+ * same loop writing and copying the plain packet (what plain RTP does in the same place).
+ * CPU time per packet; medians of ROUNDS.
+ */
+function srtpRound(withSrtp: boolean): number {
+  const ka = randomBytes(30);
+  const kb = randomBytes(30);
+  const sender = new SrtpSession({ suite: 'AES_CM_128_HMAC_SHA1_80', sendKey: ka, receiveKey: kb });
+  const receiver = new SrtpSession({ suite: 'AES_CM_128_HMAC_SHA1_80', sendKey: kb, receiveKey: ka });
+  const writer = new RtpPacketWriter(0x1234_5678);
+  const payload = new Uint8Array(160).fill(0x55);
+  const wire = Buffer.alloc(1500);
+  let check = 0;
+  const cpu0 = process.cpuUsage();
+  for (let i = 0; i < SRTP_PACKETS; i++) {
+    let n = writer.write(i & 0xffff, i * 160, 0, false, payload);
+    if (withSrtp) n = sender.protectRtp(writer.buffer, n);
+    writer.buffer.copy(wire, 0, 0, n); // the datagram as the receiver gets it
+    if (withSrtp) n = receiver.unprotectRtp(wire, n);
+    check += wire[12 + (i % 160)]! + n;
+  }
+  const cpu = process.cpuUsage(cpu0);
+  if (check === 0) process.stdout.write('');
+  return (cpu.user + cpu.system) / SRTP_PACKETS;
+}
+
 export async function run(): Promise<void> {
   await initResamplers();
   const packets = phonePackets(500);
@@ -206,6 +239,19 @@ export async function run(): Promise<void> {
     { name: 'media_latency_p50', value: lat(paths, 50), unit: 'ms', baseline: lat(floors, 50), note: 'handler time per packet, both directions; baseline: bare echo' },
     { name: 'media_latency_p99', value: lat(paths, 99), unit: 'ms', baseline: lat(floors, 99), note: 'target < 1 ms; excludes jitter depth and resampler delay' },
   ];
+  const plainUs: number[] = [];
+  const srtpUs: number[] = [];
+  for (let r = 0; r < ROUNDS; r++) {
+    plainUs.push(srtpRound(false));
+    srtpUs.push(srtpRound(true));
+  }
+  figures.push({
+    name: 'srtp_protect_unprotect_us_per_packet',
+    value: median(srtpUs),
+    unit: 'us',
+    baseline: median(plainUs),
+    note: 'SRTP protect+unprotect per packet (AES_CM_128_HMAC_SHA1_80, 160-byte PCMU); baseline: plain RTP (write + copy)',
+  });
   printFigures('bench/media (PCMU, one call in a closed loop over loopback UDP)', figures);
   process.stdout.write(`resampler algorithmic delay (both directions, not in the latency above): ${resamplerDelayMs.toFixed(2)} ms\n`);
   process.stdout.write(`input_audio frame: ${paths[0]?.jsonBytes ?? 0} bytes of JSON per 20 ms\n`);
