@@ -121,6 +121,48 @@ function finalResponse(read: (onData: (chunk: Buffer) => void) => void): Promise
   });
 }
 
+/**
+ * The raw clients below do not answer digest challenges: a second require trunk admits 127.0.0.1
+ * by ACL. Made on first use, after the baresip calls (which must go through the digest trunk).
+ */
+let aclReady: Promise<void> | undefined;
+function aclTrunk(): Promise<void> {
+  aclReady ??= (async () => {
+    const acl = await d.api('POST', '/v1/sip-trunks', { pbx: 'generic', name: 'srtp-acl', inbound_auth_type: 'acl', inbound_acl: ['127.0.0.1/32'], media_encryption: 'require' });
+    expect(acl.status, acl.text).toBe(201);
+    const agent = (await d.api('POST', '/v1/agents', { name: 'ACL desk' })).body;
+    // ACL trunks route by the assignment's alternate_number (docs/sip-ua.md).
+    const asg = await d.api('POST', `/v1/sip-trunks/${acl.body.id}/assignments`, { agent_id: agent.id, number: ACL_NUMBER, alternate_number: ACL_NUMBER });
+    expect(asg.status, asg.text).toBe(201);
+  })();
+  return aclReady;
+}
+
+/** SIP messages read off a stream socket, one at a time (Content-Length framed). */
+function sipReader(sock: tls.TLSSocket): () => Promise<{ start: string; head: string; body: string }> {
+  let buf = Buffer.alloc(0);
+  const waiting: Array<() => void> = [];
+  sock.on('data', (d: Buffer) => {
+    buf = Buffer.concat([buf, d]);
+    for (const w of waiting.splice(0)) w();
+  });
+  return async () => {
+    for (;;) {
+      const end = buf.indexOf('\r\n\r\n');
+      if (end >= 0) {
+        const head = buf.subarray(0, end).toString('utf8');
+        const len = Number(/^Content-Length:\s*(\d+)/im.exec(head)?.[1] ?? 0);
+        if (buf.length >= end + 4 + len) {
+          const body = buf.subarray(end + 4, end + 4 + len).toString('utf8');
+          buf = buf.subarray(end + 4 + len);
+          return { start: head.split('\r\n')[0]!, head, body };
+        }
+      }
+      await new Promise<void>((r) => waiting.push(r));
+    }
+  };
+}
+
 describe.skipIf(!bs.ok || !hasOpenssl)(`SDES-SRTP over TLS vs baresip${bs.ok ? ` (${bs.version})` : `: skipped, ${bs.reason}`}`, () => {
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'callbridge-srtp-'));
@@ -285,14 +327,7 @@ describe.skipIf(!bs.ok || !hasOpenssl)(`SDES-SRTP over TLS vs baresip${bs.ok ? `
   }, 40_000);
 
   it('plain RTP offered to the require trunk over TLS: 488 "SRTP required by the trunk"; SDES over UDP: 488 "SDES keys only over TLS"', async () => {
-    // The raw client does not answer digest challenges: a second require trunk admits 127.0.0.1 by ACL
-    // (created last, so the baresip calls above went through the digest trunk).
-    const acl = await d.api('POST', '/v1/sip-trunks', { pbx: 'generic', name: 'srtp-acl', inbound_auth_type: 'acl', inbound_acl: ['127.0.0.1/32'], media_encryption: 'require' });
-    expect(acl.status, acl.text).toBe(201);
-    const agent = (await d.api('POST', '/v1/agents', { name: 'ACL desk' })).body;
-    // ACL trunks route by the assignment's alternate_number (docs/sip-ua.md).
-    const asg = await d.api('POST', `/v1/sip-trunks/${acl.body.id}/assignments`, { agent_id: agent.id, number: ACL_NUMBER, alternate_number: ACL_NUMBER });
-    expect(asg.status, asg.text).toBe(201);
+    await aclTrunk();
 
     const sock = tls.connect({ host: '127.0.0.1', port: tlsPort, ca: readFileSync(join(dir, 'cert.pem')) });
     await new Promise<void>((r) => sock.once('secureConnect', () => r()));
@@ -314,6 +349,53 @@ describe.skipIf(!bs.ok || !hasOpenssl)(`SDES-SRTP over TLS vs baresip${bs.ok ? `
     udp.close();
     expect(t2).toMatch(/^SIP\/2\.0 488 /);
     expect(t2).toMatch(/^Warning: 302 \S+ "SDES keys only over TLS"/m);
+  });
+
+  it('an INVITE without SDP over TLS to the require trunk: our offer in the 200 is RTP/SAVP with both suites; the SAVP answer in the ACK keys the call', async () => {
+    await aclTrunk();
+    const sock = tls.connect({ host: '127.0.0.1', port: tlsPort, ca: readFileSync(join(dir, 'cert.pem')) });
+    await new Promise<void>((r) => sock.once('secureConnect', () => r()));
+    const next = sipReader(sock);
+    const lp = sock.localPort ?? 5061;
+    const callId = `delayed-${Date.now()}@test`;
+    const head = (method: string, uri: string, cseq: number, branch: string, to: string, extra: string[], body = '') =>
+      [
+        `${method} ${uri} SIP/2.0`,
+        `Via: SIP/2.0/TLS 127.0.0.1:${lp};branch=z9hG4bK${branch};rport`,
+        'Max-Forwards: 70',
+        'From: <sip:caller@127.0.0.1>;tag=delayed',
+        `To: ${to}`,
+        `Call-ID: ${callId}`,
+        `CSeq: ${cseq} ${method}`,
+        `Contact: <sip:caller@127.0.0.1:${lp};transport=tls>`,
+        ...extra,
+        `Content-Length: ${Buffer.byteLength(body)}`,
+        '',
+        body,
+      ].join('\r\n');
+    const before = calls.length;
+    sock.write(head('INVITE', `sip:${ACL_NUMBER}@127.0.0.1:${tlsPort};transport=tls`, 1, 'dly1', `<sip:${ACL_NUMBER}@127.0.0.1>`, []));
+    let res = await next();
+    while (/^SIP\/2\.0 1\d\d/.test(res.start)) res = await next();
+    expect(res.start).toMatch(/^SIP\/2\.0 200 /);
+    expect(res.body).toMatch(/^m=audio \d+ RTP\/SAVP /m);
+    const lines = res.body.split(/\r\n/).filter((l) => l.startsWith('a=crypto:'));
+    expect(lines.map((l) => l.split(' ').slice(0, 2).join(' '))).toEqual(['a=crypto:1 AES_CM_128_HMAC_SHA1_80', 'a=crypto:2 AES_CM_128_HMAC_SHA1_32']);
+    const to = /^To:\s*(.+)$/im.exec(res.head)![1]!.trim();
+    const contact = /^(?:Contact|m):\s*<([^>]+)>/im.exec(res.head)![1]!;
+    const ours = Buffer.alloc(30, 9).toString('base64');
+    const answer = ['v=0', 'o=- 2 2 IN IP4 127.0.0.1', 's=-', 'c=IN IP4 127.0.0.1', 't=0 0', 'm=audio 40010 RTP/SAVP 0', 'a=rtpmap:0 PCMU/8000', `a=crypto:2 AES_CM_128_HMAC_SHA1_32 inline:${ours}`, ''].join('\r\n');
+    sock.write(head('ACK', contact, 1, 'dly2', to, ['Content-Type: application/sdp'], answer));
+    await until(() => calls.length > before && calls[before]!.call.media.srtp !== undefined, 'the ACK answer applied', 5000);
+    const c = calls[before]!;
+    expect(c.call.media.srtp!.suite).toBe('AES_CM_128_HMAC_SHA1_32');
+    expect(Buffer.from(c.call.media.srtp!.receiveKey).toString('base64')).toBe(ours);
+    sock.write(head('BYE', contact, 2, 'dly3', to, []));
+    let bye = await next();
+    while (!/^CSeq:\s*2 BYE/im.test(bye.head)) bye = await next();
+    expect(bye.start).toMatch(/^SIP\/2\.0 200 /);
+    await c.ended;
+    sock.destroy();
   });
 
   it('a dial of a require trunk whose outbound_host is not TLS is refused at dial time, naming why', async () => {

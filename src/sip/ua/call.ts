@@ -479,7 +479,8 @@ export class SipCall extends EventEmitter<SipCallEvents> {
     } catch (err) {
       if (!isSdpError(err)) throw err;
       // RFC 3264 8: a rejected re-offer leaves the session as it was.
-      const warning = err instanceof SdpNegotiationError ? [['Warning', err.warningHeader()] as [string, string]] : [];
+      // Warning and Reason name why (e.g. "SRTP required by the trunk"), as for an initial INVITE.
+      const warning: [string, string][] = err instanceof SdpNegotiationError ? [['Warning', err.warningHeader()], ['Reason', err.reasonHeader()]] : [];
       this.#logger?.info({ callId: this.id, err: err.message }, `${method} offer refused: the call keeps its media`);
       tx.respond(createResponse(req, 488, undefined, { toTag: this.dialog.localTag, headers: warning }));
     }
