@@ -19,6 +19,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import dgram from 'node:dgram';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { Resolver } from 'node:dns/promises';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -76,8 +77,34 @@ export async function freeUdpPort(): Promise<number> {
   return port;
 }
 
+/** A port free on loopback for both UDP and TCP right now (dnsmasq binds both). */
+async function freeDnsPort(): Promise<number> {
+  for (;;) {
+    const port = await freeUdpPort();
+    const tcpFree = await new Promise<boolean>((resolve) => {
+      const srv = createServer();
+      srv.once('error', () => resolve(false));
+      srv.listen(port, '127.0.0.1', () => srv.close(() => resolve(true)));
+    });
+    if (tcpFree) return port;
+  }
+}
+
+/**
+ * Starts dnsmasq; a port taken between our check and its bind (tests run in parallel) is retried
+ * on another port, up to 5 times.
+ */
 export async function startDnsmasq(o: DnsmasqOptions): Promise<Dnsmasq> {
-  const port = await freeUdpPort();
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startOnce(o, await freeDnsPort());
+    } catch (err) {
+      if (attempt >= 5 || !String(err instanceof Error ? err.message : err).includes('Address already in use')) throw err;
+    }
+  }
+}
+
+async function startOnce(o: DnsmasqOptions, port: number): Promise<Dnsmasq> {
   const dir = mkdtempSync(join(tmpdir(), 'callbridge-dnsmasq-'));
   const args = [
     '--keep-in-foreground',

@@ -1,6 +1,7 @@
 /**
  * RFC 2782 ordering (src/sip/dns/srv-order.ts) and the dead-target memory
  * (src/sip/dns/target-status.ts): pure functions, with the random draw and the clock injected.
+ * Also the resolver's /etc/hosts fallback with the system's DNS configuration.
  */
 import { describe, expect, it } from 'vitest';
 import { orderSrv } from '../../src/sip/dns/srv-order.ts';
@@ -68,5 +69,19 @@ describe('TargetStatus', () => {
     s.pinged(b, true);
     expect(s.isOut(b)).toBe(false);
     expect(() => new TargetStatus({ deadMs: -1 })).toThrow(RangeError);
+  });
+});
+
+describe('SipDnsResolver with the system resolver', () => {
+  it('a name DNS does not know (localhost) falls back to getaddrinfo, as /etc/hosts says; with explicit servers it does not', async () => {
+    const { SipDnsResolver } = await import('../../src/sip/dns/resolver.ts');
+    const system = new SipDnsResolver({ timeoutMs: 500, tries: 1 });
+    const out = await system.resolve({ host: 'localhost', port: 5080, transport: 'udp', transportExplicit: false, supported: ['udp'] });
+    expect(out.length).toBeGreaterThan(0);
+    for (const t of out) expect(['127.0.0.1', '::1']).toContain(t.destination.address);
+    expect(out.every((t) => t.destination.port === 5080)).toBe(true);
+    // A DNS server that does not exist: the resolution fails, it does not quietly use /etc/hosts.
+    const explicit = new SipDnsResolver({ servers: ['127.0.0.1:9'], timeoutMs: 300, tries: 1 });
+    await expect(explicit.resolve({ host: 'localhost', port: 5080, transport: 'udp', transportExplicit: false, supported: ['udp'] })).rejects.toThrow(/did not answer/);
   });
 });

@@ -15,11 +15,15 @@
  * for their TTL; NAPTR and SRV answers, whose TTL node does not report, for `cacheSecs`; "no such
  * record" answers too (a carrier without NAPTR does not cost three extra queries per call).
  *
+ * With the system's resolver (no `servers`), a name that DNS knows nothing about is finally looked
+ * up with getaddrinfo (dns.lookup), as before RFC 3263 was done here: /etc/hosts names such as
+ * `localhost` keep working. Explicitly configured servers are the only source.
+ *
  * Failures: a resolver that does not answer (timeout, connection refused) ends the resolution at
  * once with SIP_TRANSPORT_RESOLVE naming the query; a server failure (SERVFAIL, NOTIMP...) on a
  * NAPTR or SRV query counts as "none" (many servers mishandle NAPTR) and the next step is tried.
  */
-import { Resolver } from 'node:dns/promises';
+import { lookup, Resolver } from 'node:dns/promises';
 import { isIP } from 'node:net';
 import { SipTransportError } from '../message/index.ts';
 import type { Endpoint, TransportProtocol } from '../transport/index.ts';
@@ -112,12 +116,15 @@ export class SipDnsResolver {
   readonly #o: SipDnsOptions;
   readonly #cache = new Map<string, Cached<unknown>>();
   readonly #servers: string;
+  /** No servers configured: /etc/hosts (getaddrinfo) is the last resort for a name without records. */
+  readonly #systemFallback: boolean;
 
   /** @throws Error (from node:dns) when a server is not an address[:port]. */
   constructor(o: SipDnsOptions = {}) {
     this.#o = o;
     this.#resolver = new Resolver({ timeout: o.timeoutMs ?? SIP_DNS_DEFAULTS.timeoutMs, tries: o.tries ?? SIP_DNS_DEFAULTS.tries });
     if (o.servers !== undefined && o.servers.length > 0) this.#resolver.setServers([...o.servers]);
+    this.#systemFallback = o.servers === undefined || o.servers.length === 0;
     this.#servers = this.#resolver.getServers().join(', ');
     this.#cacheMs = (o.cacheSecs ?? SIP_DNS_DEFAULTS.cacheSecs) * 1000;
     this.#now = o.now ?? Date.now;
@@ -155,6 +162,7 @@ export class SipDnsResolver {
         out = await this.#byService(bare, req);
         if (out.length === 0) out = await this.#addresses(bare, req.transport, defaultPort(req.transport), 'a');
       }
+      if (out.length === 0 && this.#systemFallback) out = await this.#hostsFile(bare, req.transport, req.port ?? defaultPort(req.transport));
       const kept = out.filter((t) => usable(t.destination));
       if (kept.length === 0) throw fail(out.length === 0 ? 'no NAPTR/SRV target and no A/AAAA record' : `no address we can send to (${out.map((t) => t.destination.address).join(', ')})`);
       return kept;
@@ -196,6 +204,16 @@ export class SipDnsResolver {
     if (isIP(name) !== 0) return [{ destination: { protocol, address: name, port }, name, via }];
     const [v4, v6] = await Promise.all([this.#query<string[]>('A', name), this.#query<string[]>('AAAA', name)]);
     return [...v4, ...v6].map((address) => ({ destination: { protocol, address, port }, name, via }));
+  }
+
+  /** getaddrinfo's answer (/etc/hosts included), [] when it has none. */
+  async #hostsFile(name: string, protocol: TransportProtocol, port: number): Promise<ResolvedTarget[]> {
+    try {
+      const all = await lookup(name, { all: true });
+      return all.map((a) => ({ destination: { protocol, address: a.address, port }, name, via: 'a' as const }));
+    } catch {
+      return [];
+    }
   }
 
   /** One cached query; "none" answers are []; an unreachable resolver throws Unreachable. */

@@ -38,7 +38,10 @@ export class TargetStatus {
   /** A request to `e` failed in a way that fails over (timeout, refused connection, 503). */
   failed(e: Endpoint): void {
     if (this.#deadMs === 0) return;
-    this.#deadUntil.set(endpointKey(e), this.#now() + this.#deadMs);
+    const now = this.#now();
+    // Expired marks are dropped when read; sweep them too once there are many (DNS churn).
+    if (this.#deadUntil.size >= 1024) for (const [k, until] of this.#deadUntil) if (until <= now) this.#deadUntil.delete(k);
+    this.#deadUntil.set(endpointKey(e), now + this.#deadMs);
   }
 
   /** `e` answered (any final response, or an OPTIONS ping). */
