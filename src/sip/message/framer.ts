@@ -81,6 +81,17 @@ export class SipStreamFramer {
     return b.length > 0 && b[0] !== 0x0d && b[0] !== 0x0a;
   }
 
+  /**
+   * A lone "\r\n" held between messages, taken as the pong to a ping we sent: push() keeps it,
+   * since the next bytes could make it a ping, but a connection waiting for a pong knows better.
+   * True (and the CRLF dropped) when the buffer holds exactly that.
+   */
+  takePong(): boolean {
+    if (this.need >= 0 || this.buf.length !== 2 || this.buf[0] !== 0x0d || this.buf[1] !== 0x0a) return false;
+    this.buf = EMPTY;
+    return true;
+  }
+
   /** The error that broke the framing, if any. */
   get failed(): SipParseError | undefined {
     return this.failure;

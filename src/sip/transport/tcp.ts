@@ -28,6 +28,8 @@ export type ConnectionCloseReason =
   | 'message-timeout'
   /** The byte stream lost its framing (RFC 3261 18.3): answered if possible, then closed. */
   | 'framing'
+  /** A keep-alive ping of ours got no pong in time (RFC 5626 4.4.1: the flow failed). */
+  | 'keepalive'
   /** Closed to make room under maxConnections (see ConnectionPool.evictionCandidate). */
   | 'evicted'
   /** The peer does not read what we write: the write backlog passed its cap. */
@@ -71,6 +73,7 @@ export interface StreamConnectionOptions {
 /** How long a connection closed after a framing error may take to flush its last response. */
 const GRACEFUL_CLOSE_MS = 2000;
 const PONG = Buffer.from('\r\n');
+const PING = Buffer.from('\r\n\r\n');
 
 /** One TCP or TLS connection with its framer. */
 export class StreamConnection {
@@ -103,6 +106,8 @@ export class StreamConnection {
   #deadlineTimer: NodeJS.Timeout | undefined;
   /** Pings the framer found in the chunk being handled (answered after it, see #pong). */
   #pings = 0;
+  /** Our ping waiting for its pong (ping()). */
+  #pongWait: { resolve: (ok: boolean) => void; timer: NodeJS.Timeout } | undefined;
 
   constructor(o: StreamConnectionOptions) {
     this.#opts = o;
@@ -119,6 +124,7 @@ export class StreamConnection {
       maxHeaderBytes: o.maxHeaderBytes,
       maxBodyBytes: o.maxBodyBytes,
       onPing: () => this.#pings++,
+      onPong: () => this.#ponged(),
     });
     const s = o.socket;
     s.setNoDelay(true);
@@ -170,6 +176,7 @@ export class StreamConnection {
       return;
     }
     if (this.#pings > 0) this.#pong();
+    if (this.#pongWait !== undefined && this.#framer.takePong()) this.#ponged();
     if (this.#opts.messageTimeoutMs > 0) this.#watchMessage(messages.length > 0, now);
     for (const m of messages) {
       if (this.#closed) return; // a listener closed us
@@ -235,6 +242,46 @@ export class StreamConnection {
   }
 
   /**
+   * RFC 5626 4.4.1 as the client: sends a "\r\n\r\n" ping and resolves true when the pong comes
+   * within `timeoutMs`, false when it does not (the connection is then closed, reason
+   * 'keepalive': the flow failed, and the next request must open a new one) or the connection
+   * closes first. One ping at a time: a second call while one waits shares its outcome.
+   */
+  ping(timeoutMs: number): Promise<boolean> {
+    if (this.#closed) return Promise.resolve(false);
+    const waiting = this.#pongWait;
+    if (waiting !== undefined) return new Promise((resolve) => {
+      const prev = waiting.resolve;
+      waiting.resolve = (ok) => {
+        prev(ok);
+        resolve(ok);
+      };
+    });
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        this.#pongWait = undefined;
+        resolve(false);
+        this.close('keepalive');
+      }, timeoutMs);
+      timer.unref();
+      this.#pongWait = { resolve, timer };
+      this.write(PING).catch(() => this.#settlePong(false));
+    });
+  }
+
+  #ponged(): void {
+    this.#settlePong(true);
+  }
+
+  #settlePong(ok: boolean): void {
+    const w = this.#pongWait;
+    if (w === undefined) return;
+    this.#pongWait = undefined;
+    clearTimeout(w.timer);
+    w.resolve(ok);
+  }
+
+  /**
    * Writes bytes; resolves once they are handed to the kernel.
    * @throws SipTransportError SIP_TRANSPORT_SEND when the connection is closed or the write fails,
    *   or when the peer does not read and the backlog passes maxWriteBufferBytes (the connection
@@ -279,6 +326,7 @@ export class StreamConnection {
     }
     this.#closed = true;
     if (this.#deadlineTimer !== undefined) clearTimeout(this.#deadlineTimer);
+    this.#settlePong(false);
     this.#opts.hooks.onClose(this, reason, this.#error);
   }
 }

@@ -470,6 +470,20 @@ export class SipTransportLayer extends EventEmitter<SipTransportEvents> implemen
     return true;
   }
 
+  /**
+   * RFC 5626 4.4.1 keep-alive as the client, on the open TCP/TLS connection to `destination` (an
+   * IP literal and port, as requests were sent to it): a "\r\n\r\n" ping, then 'pong' when the
+   * "\r\n" answer comes within `timeoutMs`; 'no-pong' when it does not (that connection is closed,
+   * so the next request opens a new one) or it closed meanwhile; 'no-connection' when none is open
+   * (or the destination is UDP).
+   */
+  async pingEndpoint(destination: Endpoint, timeoutMs: number): Promise<'pong' | 'no-pong' | 'no-connection'> {
+    if (destination.protocol === 'udp') return 'no-connection';
+    const c = this.#pool.find(endpointKey(destination.protocol, stripBrackets(destination.address), destination.port));
+    if (c === undefined || c.closed) return 'no-connection';
+    return (await c.ping(timeoutMs)) ? 'pong' : 'no-pong';
+  }
+
   /** The TCP/TLS connections open now. */
   connections(): ConnectionInfo[] {
     return this.#pool.all().map((c) => this.#info(c));

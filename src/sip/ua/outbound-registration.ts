@@ -32,6 +32,13 @@
  *   (CSeq + 1, new branch, our Contact for that target's transport) to the next target. The
  *   un-REGISTER goes to the target that holds the binding.
  *
+ * - Keep-alives (RFC 5626 4.4.1), when `keepAlive` is given and the registrar is reached over
+ *   TCP or TLS: while registered, a "\r\n\r\n" ping on the REGISTER's connection every
+ *   80-100 % of `intervalMs` (default 120 s, the RFC's value without a Flow-Timer), whose "\r\n"
+ *   pong must come within `pongTimeoutMs` (10 s). No pong, or no connection left: the flow has
+ *   failed, and we REGISTER again at once, which opens a new connection (a NAT or firewall on
+ *   the way may have dropped the old one, and the carrier's calls to us come over it).
+ *
  * Nothing here reads the store or logs a password: the caller passes the credentials in and
  * receives states (onState) to keep and show.
  */
@@ -100,6 +107,19 @@ export interface OutboundRegistrationOptions {
   failoverTimeoutMs?: number;
   /** A target failed (failed over from) or answered: for the dead-target memory. */
   onTarget?: (destination: Endpoint, result: 'failed' | 'answered') => void;
+  /** RFC 5626 CRLF keep-alives on TCP/TLS (see the file comment); without it, none are sent. */
+  keepAlive?: RegistrationKeepAlive;
+}
+
+export interface RegistrationKeepAlive {
+  /** Pings the open connection to `destination` (SipTransportLayer.pingEndpoint). */
+  ping(destination: Endpoint, pongTimeoutMs: number): Promise<'pong' | 'no-pong' | 'no-connection'>;
+  /** Ping interval before jitter; default 120 s (RFC 5626 4.4.1 without a Flow-Timer). */
+  intervalMs?: number;
+  /** How long a pong may take; default 10 s (RFC 5626 4.4.1). */
+  pongTimeoutMs?: number;
+  /** The flow failed and we re-register (for a log line). */
+  onFlowFailed?: (destination: Endpoint, why: 'no-pong' | 'no-connection') => void;
 }
 
 /** Challenges answered per registration attempt before giving up (stale nonces, then a proxy). */
@@ -108,6 +128,8 @@ const MAX_AUTH_RETRIES = 3;
 const MAX_INTERVAL_RETRIES = 2;
 const DEFAULT_UNREGISTER_TIMEOUT_MS = 4000;
 const DEFAULT_FAILOVER_TIMEOUT_MS = 4000;
+const DEFAULT_KEEPALIVE_INTERVAL_MS = 120_000;
+const DEFAULT_PONG_TIMEOUT_MS = 10_000;
 
 function sameEndpoint(a: Endpoint, b: Endpoint): boolean {
   return a.protocol === b.protocol && a.address === b.address && a.port === b.port;
@@ -161,6 +183,8 @@ export class OutboundRegistration {
   #state: OutboundRegistrationState = { status: 'pending', error: '', expiresAt: undefined };
   #failures = 0;
   #timer: unknown;
+  /** The next keep-alive ping (TCP/TLS while registered). */
+  #pingTimer: unknown;
   #tx: ClientTransaction | undefined;
   #started = false;
   #stopped = false;
@@ -211,6 +235,7 @@ export class OutboundRegistration {
     this.#stopped = true;
     if (this.#timer !== undefined) this.#clock.clearTimeout(this.#timer);
     this.#timer = undefined;
+    this.#stopKeepAlive();
     this.#tx?.close();
     this.#tx = undefined;
     // A registrar that never answered holds no binding of ours and would only hold up the caller
@@ -230,6 +255,7 @@ export class OutboundRegistration {
 
   async #attempt(): Promise<void> {
     this.#timer = undefined;
+    this.#stopKeepAlive();
     if (this.#stopped) return;
     const resolved = await this.#resolveTargets();
     if (this.#stopped) return;
@@ -240,6 +266,7 @@ export class OutboundRegistration {
       const granted = result.grantedSecs;
       this.#emit({ status: 'registered', error: '', expiresAt: this.#now() + granted * 1000 });
       this.#schedule(refreshDelaySecs(granted) * 1000);
+      this.#scheduleKeepAlive();
       return;
     }
     this.#failures++;
@@ -294,6 +321,49 @@ export class OutboundRegistration {
         resolve(r);
       });
     });
+  }
+
+  // --- keep-alives (RFC 5626 4.4.1) -------------------------------------------------------------
+
+  #scheduleKeepAlive(): void {
+    const k = this.#o.keepAlive;
+    if (k === undefined || this.#stopped || this.#current.destination.protocol === 'udp') return;
+    // 80-100 % of the interval (4.4.1), so a fleet registered together does not ping in step.
+    const ms = Math.round((k.intervalMs ?? DEFAULT_KEEPALIVE_INTERVAL_MS) * (0.8 + 0.2 * this.#random()));
+    this.#pingTimer = this.#clock.setTimeout(() => void this.#keepAlive(), ms);
+  }
+
+  #stopKeepAlive(): void {
+    if (this.#pingTimer !== undefined) this.#clock.clearTimeout(this.#pingTimer);
+    this.#pingTimer = undefined;
+  }
+
+  async #keepAlive(): Promise<void> {
+    this.#pingTimer = undefined;
+    const k = this.#o.keepAlive;
+    if (k === undefined || this.#stopped) return;
+    const destination = this.#current.destination;
+    let result: 'pong' | 'no-pong' | 'no-connection';
+    try {
+      result = await k.ping(destination, k.pongTimeoutMs ?? DEFAULT_PONG_TIMEOUT_MS);
+    } catch {
+      result = 'no-connection';
+    }
+    // A refresh or stop() may have run meanwhile; it owns the schedule now.
+    if (this.#stopped || this.#timer === undefined || this.#pingTimer !== undefined) return;
+    if (result === 'pong') {
+      this.#scheduleKeepAlive();
+      return;
+    }
+    try {
+      k.onFlowFailed?.(destination, result);
+    } catch {
+      // the listener's problem
+    }
+    // The flow failed: register again now, over a new connection (the transport closed the old one).
+    this.#clock.clearTimeout(this.#timer);
+    this.#timer = undefined;
+    void this.#attempt();
   }
 
   #schedule(ms: number): void {

@@ -237,6 +237,12 @@ export class OutboundRegistrations {
         this.#setState(t.id, state);
       },
       onAttempt: (outcome) => this.#o.onAttempt?.(t.id, outcome),
+      // RFC 5626 CRLF keep-alives on a TCP/TLS registration (none over UDP).
+      keepAlive: {
+        ping: (e, timeoutMs) => this.#o.transport.pingEndpoint(e, timeoutMs),
+        onFlowFailed: (e, why) =>
+          this.#o.logger.warn({ ...log, registrar: `${e.protocol}:${e.address}:${e.port}`, why }, 'outbound registration: keep-alive failed (no pong); registering again on a new connection'),
+      },
       ...(trunkTargets !== undefined
         ? {
             targets: resolveTargets,
