@@ -13,6 +13,7 @@
  *   NAPTR SIP+D2T                     -> the TCP SRV target, not the UDP one
  *   no NAPTR, no SRV                  -> the A record, port 5060
  *   REGISTER, first target silent     -> registered at the second
+ *   REGISTER, first target 503        -> registered at the second
  *   DNS server stopped                -> dial fails with dns_failed, a log line names the DNS failure
  *
  * A second daemon pings each target with OPTIONS: a target that stops answering is taken out
@@ -149,6 +150,7 @@ describe.skipIf(!available.ok)(`RFC 3263 resolution and failover against dnsmasq
   let tcpE: Peer;
   let silentReg: Silent;
   let registrar: CarrierRegistrar;
+  let registrar503: CarrierRegistrar;
 
   beforeAll(async () => {
     silentA = await startSilent();
@@ -165,7 +167,9 @@ describe.skipIf(!available.ok)(`RFC 3263 resolution and failover against dnsmasq
     liveF = await startPeer('udp');
     silentReg = await startSilent();
     registrar = await startCarrierRegistrar({ user: 'reg-user', password: 'reg-secret', grantSecs: 600 });
-    closers.push(() => silentA.close(), () => liveA.close(), () => unavailableB.close(), () => liveB.close(), () => tcpC.close(), () => udpC.close(), () => plainD.close(), () => tcpE.close(), () => busyF.close(), () => liveF.close(), () => silentReg.close(), () => registrar.close());
+    registrar503 = await startCarrierRegistrar({ user: 'reg-user', password: 'reg-secret', grantSecs: 600 });
+    registrar503.mode = 'unavailable';
+    closers.push(() => silentA.close(), () => liveA.close(), () => unavailableB.close(), () => liveB.close(), () => tcpC.close(), () => udpC.close(), () => plainD.close(), () => tcpE.close(), () => busyF.close(), () => liveF.close(), () => silentReg.close(), () => registrar.close(), () => registrar503.close());
     const host = `host.${DOMAIN}`;
     dns = await startDnsmasq({
       local: [DOMAIN],
@@ -187,6 +191,8 @@ describe.skipIf(!available.ok)(`RFC 3263 resolution and failover against dnsmasq
         { name: `_sip._udp.busyhere.${DOMAIN}`, target: host, port: liveF.port, priority: 20, weight: 10 },
         { name: `_sip._udp.reg.${DOMAIN}`, target: host, port: silentReg.port, priority: 10, weight: 10 },
         { name: `_sip._udp.reg.${DOMAIN}`, target: host, port: registrar.port, priority: 20, weight: 10 },
+        { name: `_sip._udp.reg503.${DOMAIN}`, target: host, port: registrar503.port, priority: 10, weight: 10 },
+        { name: `_sip._udp.reg503.${DOMAIN}`, target: host, port: registrar.port, priority: 20, weight: 10 },
       ],
       naptr: [{ name: `naptr.${DOMAIN}`, order: 10, preference: 10, flags: 's', service: 'SIP+D2T', replacement: `_sip._tcp.naptr.${DOMAIN}` }],
     });
@@ -290,6 +296,23 @@ describe.skipIf(!available.ok)(`RFC 3263 resolution and failover against dnsmasq
     // The REGISTER's Request-URI names the registrar's domain, not the address it went to.
     expect(registrar.registers[0]!.request.uri.toString()).toBe(`sip:reg.${DOMAIN}`);
   }, 30_000);
+
+  it('REGISTER: the first SRV target answers 503 -> registered at the second', async () => {
+    const before = registrar.registers.length;
+    const r = await d.api('POST', '/v1/sip-trunks', {
+      pbx: 'generic',
+      name: 'registering 503',
+      inbound_auth_type: 'none',
+      outbound_host: `reg503.${DOMAIN}`,
+      register: true,
+      outbound_sip_username: 'reg-user',
+      outbound_sip_password: 'reg-secret',
+    });
+    expect(r.status, r.text).toBe(201);
+    await waitOutboundStatus(d, r.body.id, 'registered', 10_000, () => `503 registrar got ${registrar503.registers.length}, registrar got ${registrar.registers.length - before}`);
+    expect(registrar503.registers.map((x) => x.answered)).toContain(503);
+    expect(registrar.registers.slice(before).some((x) => x.request.uri.toString() === `sip:reg503.${DOMAIN}` && x.answered === 200)).toBe(true);
+  }, 20_000);
 
   it('the DNS server does not answer -> the dial fails with dns_failed and a log line says why; no crash', async () => {
     await dns.stop();
