@@ -34,7 +34,7 @@
  *
  * - Keep-alives (RFC 5626 4.4.1), when `keepAlive` is given and the registrar is reached over
  *   TCP or TLS: while registered, a "\r\n\r\n" ping on the REGISTER's connection every
- *   80-100 % of `intervalMs` (default 120 s, the RFC's value without a Flow-Timer), whose "\r\n"
+ *   80-100 % of `intervalMs` (default 90 s, see DEFAULT_KEEPALIVE_INTERVAL_MS), whose "\r\n"
  *   pong must come within `pongTimeoutMs` (10 s). No pong, or no connection left: the flow has
  *   failed, and we REGISTER again at once, which opens a new connection (a NAT or firewall on
  *   the way may have dropped the old one, and the carrier's calls to us come over it).
@@ -114,7 +114,7 @@ export interface OutboundRegistrationOptions {
 export interface RegistrationKeepAlive {
   /** Pings the open connection to `destination` (SipTransportLayer.pingEndpoint). */
   ping(destination: Endpoint, pongTimeoutMs: number): Promise<'pong' | 'no-pong' | 'no-connection'>;
-  /** Ping interval before jitter; default 120 s (RFC 5626 4.4.1 without a Flow-Timer). */
+  /** Ping interval before jitter; default 90 s (DEFAULT_KEEPALIVE_INTERVAL_MS). */
   intervalMs?: number;
   /** How long a pong may take; default 10 s (RFC 5626 4.4.1). */
   pongTimeoutMs?: number;
@@ -128,7 +128,13 @@ const MAX_AUTH_RETRIES = 3;
 const MAX_INTERVAL_RETRIES = 2;
 const DEFAULT_UNREGISTER_TIMEOUT_MS = 4000;
 const DEFAULT_FAILOVER_TIMEOUT_MS = 4000;
-const DEFAULT_KEEPALIVE_INTERVAL_MS = 120_000;
+/**
+ * RFC 5626 4.4.1 suggests 95-120 s without a Flow-Timer, but a connection silent for 120 s is
+ * closed by our own transport (idleTimeoutMs) and by Kamailio's default tcp_connection_lifetime:
+ * a ping drawn near 120 s would race that close and find no connection, and re-register for
+ * nothing. 72-90 s keeps every connection busy well inside both.
+ */
+const DEFAULT_KEEPALIVE_INTERVAL_MS = 90_000;
 const DEFAULT_PONG_TIMEOUT_MS = 10_000;
 
 function sameEndpoint(a: Endpoint, b: Endpoint): boolean {
