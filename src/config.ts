@@ -588,6 +588,12 @@ const schema = {
       default: [] as Array<{ account_sid: string; sip_trunk_id: string }>,
       env: 'CALLBRIDGE_TELCO_OUTBOUND_TRUNKS',
     },
+    set_voice_url: {
+      doc: "On import, when http.public_url is set, point the number's voice webhook at this daemon through the carrier API (VoiceUrl <public_url>/v1/telco/twilio/voice, VoiceMethod POST; nothing else of the number is changed). false = set it in the carrier's console yourself.",
+      format: Boolean,
+      default: true,
+      env: 'CALLBRIDGE_TELCO_SET_VOICE_URL',
+    },
   },
   webrtc: {
     url: { doc: 'LiveKit-compatible media server URL for transport=webrtc; empty = webrtc answers 503.', format: String, default: '', env: 'CALLBRIDGE_WEBRTC_URL' },
@@ -684,7 +690,7 @@ export type Config = {
     max_page_size: number;
   };
   security: { token_secret: string; encryption_key: string };
-  telco: { api_base_url: string; timeout_ms: number; outbound_trunks: Array<{ account_sid: string; sip_trunk_id: string }> };
+  telco: { api_base_url: string; timeout_ms: number; outbound_trunks: Array<{ account_sid: string; sip_trunk_id: string }>; set_voice_url: boolean };
   webrtc: { url: string; api_key: string; api_secret: string };
   drain: { deadline_secs: number };
 };

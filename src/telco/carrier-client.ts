@@ -25,6 +25,11 @@ export interface CarrierClient {
    *   bad_gateway (carrier down, slow or answering nonsense), unavailable (no carrier configured).
    */
   lookupNumber(accountSid: string, authToken: string, phoneNumber: string): Promise<CarrierNumber>;
+  /**
+   * Points a number's voice webhook at `voiceUrl` (VoiceUrl, VoiceMethod POST); no other field of
+   * the number is touched. @throws DomainError as lookupNumber does.
+   */
+  setVoiceUrl(accountSid: string, authToken: string, phoneSid: string, voiceUrl: string): Promise<void>;
 }
 
 /** Stable codes of carrier failures, for callers that branch on them rather than on text. */
@@ -83,6 +88,30 @@ export function createCarrierClient(config: Config): CarrierClient {
       const match = listedNumbers(body).find((n) => n.phone_number === phoneNumber);
       if (!match) throw notInAccount();
       return match;
+    },
+
+    //   POST {api_base_url}/2010-04-01/Accounts/{AccountSid}/IncomingPhoneNumbers/{PhoneSid}.json
+    //   Content-Type: application/x-www-form-urlencoded     VoiceUrl=...&VoiceMethod=POST
+    async setVoiceUrl(accountSid, authToken, phoneSid, voiceUrl) {
+      if (!base) throw unavailable('carrier API is not configured (telco.api_base_url)', CARRIER_ERROR.notConfigured);
+      const url = new URL(`${base}/2010-04-01/Accounts/${encodeURIComponent(accountSid)}/IncomingPhoneNumbers/${encodeURIComponent(phoneSid)}.json`);
+      let res: Response;
+      try {
+        res = await fetch(url, {
+          method: 'POST',
+          headers: { authorization: basicAuth(accountSid, authToken), accept: 'application/json', 'content-type': 'application/x-www-form-urlencoded' },
+          body: new URLSearchParams({ VoiceUrl: voiceUrl, VoiceMethod: 'POST' }).toString(),
+          redirect: 'error',
+          signal: AbortSignal.timeout(timeoutMs),
+        });
+      } catch (err) {
+        throw failed(describeFetchError(err, timeoutMs), err);
+      }
+      await res.body?.cancel().catch(() => {});
+      if (res.ok) return;
+      if (res.status === 401 || res.status === 403) throw credentialsRejected();
+      if (res.status === 404) throw notInAccount();
+      throw failed(`HTTP ${res.status} setting the number's VoiceUrl`);
     },
   };
 }

@@ -166,6 +166,8 @@ const HIDDEN_ROUTES: Record<string, string> = {
   'GET /v1/openapi.json': 'public: the API description, no organization data',
   'GET /metrics': 'public: process and traffic totals, no organization data (checked below)',
   'GET /v1/connection': 'the voice WebSocket, authenticated by a session token: swept in its own test',
+  'POST /v1/telco/twilio/voice': "the carrier's voice webhook, authenticated by X-Twilio-Signature with the number's own import's token: isolation in test/telco/twilio-inbound.test.ts",
+  'GET /v1/telco/twilio/stream': "the carrier's media stream, authenticated by the webhook's one-time token: isolation in test/telco/twilio-inbound.test.ts",
 };
 
 // Carrier accounts of the fake carrier: A's and B's are different accounts.

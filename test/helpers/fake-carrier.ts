@@ -5,6 +5,9 @@
  *   GET /2010-04-01/Accounts/{AccountSid}/IncomingPhoneNumbers.json[?PhoneNumber=...]
  *   Authorization: Basic base64(AccountSid:AuthToken)
  *
+ *   POST /2010-04-01/Accounts/{AccountSid}/IncomingPhoneNumbers/{PhoneSid}.json
+ *   Content-Type: application/x-www-form-urlencoded   (VoiceUrl, VoiceMethod, ...: updates the number)
+ *
  * Like the real API it answers 401 with a JSON error body for bad credentials, and its
  * PhoneNumber filter matches numbers that *contain* the value (clients must pick the exact one).
  */
@@ -19,6 +22,8 @@ export interface CarrierRequest {
   authorization?: string;
   /** The decoded query parameters. */
   query: Record<string, string>;
+  /** The decoded form body of a POST. */
+  form?: Record<string, string>;
 }
 
 export interface FakeCarrier {
@@ -26,20 +31,23 @@ export interface FakeCarrier {
   url: string;
   /** Adds a number to an account (created on first use with this token); returns its sid (PN...). */
   addNumber(accountSid: string, authToken: string, phoneNumber: string): string;
-  /** The next request gets this status and a carrier-style error body (or `body` as sent). */
-  failNext(status: number, body?: string): void;
+  /** The next request (of `method`, when given) gets this status and a carrier-style error body (or `body` as sent). */
+  failNext(status: number, body?: string, method?: string): void;
   /** The next request is answered only after `ms` milliseconds (for timeout tests). */
   delayNext(ms: number): void;
   requests: CarrierRequest[];
+  /** The fields a POST set on a number (VoiceUrl, VoiceMethod...), by its sid. */
+  numberFields(phoneSid: string): Record<string, string> | undefined;
   close(): Promise<void>;
 }
 
 interface Account {
   token: string;
-  numbers: Array<{ sid: string; phone_number: string; date_created: string }>;
+  numbers: Array<{ sid: string; phone_number: string; date_created: string; fields?: Record<string, string> }>;
 }
 
 const ROUTE = /^\/2010-04-01\/Accounts\/([^/]+)\/IncomingPhoneNumbers\.json$/;
+const NUMBER_ROUTE = /^\/2010-04-01\/Accounts\/([^/]+)\/IncomingPhoneNumbers\/([^/]+)\.json$/;
 
 const sid = (prefix: string) => prefix + randomBytes(16).toString('hex');
 
@@ -74,11 +82,11 @@ function basicCredentials(header: string | undefined): [string, string] | undefi
 export async function startFakeCarrier(): Promise<FakeCarrier> {
   const accounts = new Map<string, Account>();
   const requests: CarrierRequest[] = [];
-  let failure: { status: number; body?: string } | undefined;
+  let failure: { status: number; body?: string | undefined; method?: string | undefined } | undefined;
   let delayMs = 0;
 
-  function answer(req: IncomingMessage, res: ServerResponse, url: URL): void {
-    if (failure) {
+  function answer(req: IncomingMessage, res: ServerResponse, url: URL, form: Record<string, string> | undefined): void {
+    if (failure && (failure.method === undefined || failure.method === req.method)) {
       const f = failure;
       failure = undefined;
       if (f.body !== undefined) {
@@ -89,6 +97,8 @@ export async function startFakeCarrier(): Promise<FakeCarrier> {
       }
       return;
     }
+    const numberRoute = NUMBER_ROUTE.exec(url.pathname);
+    if (numberRoute) return updateNumber(req, res, url, decodeURIComponent(numberRoute[1]!), decodeURIComponent(numberRoute[2]!), form ?? {});
     const route = ROUTE.exec(url.pathname);
     if (!route) return sendJson(res, 404, carrierError(404, url.pathname));
     const creds = basicCredentials(req.headers.authorization);
@@ -126,18 +136,49 @@ export async function startFakeCarrier(): Promise<FakeCarrier> {
     });
   }
 
+  /** POST IncomingPhoneNumbers/{sid}.json: the number's fields updated, the number returned. */
+  function updateNumber(req: IncomingMessage, res: ServerResponse, url: URL, accountSid: string, phoneSid: string, form: Record<string, string>): void {
+    const creds = basicCredentials(req.headers.authorization);
+    const user = creds && accounts.get(creds[0]);
+    if (!creds || !user || user.token !== creds[1]) {
+      res.setHeader('www-authenticate', 'Basic realm="Twilio API"');
+      return sendJson(res, 401, carrierError(401, url.pathname));
+    }
+    if (accountSid !== creds[0]) return sendJson(res, 403, carrierError(403, url.pathname));
+    if (req.method !== 'POST') return sendJson(res, 405, carrierError(405, url.pathname));
+    const n = user.numbers.find((x) => x.sid === phoneSid);
+    if (!n) return sendJson(res, 404, carrierError(404, url.pathname));
+    n.fields = { ...n.fields, ...form };
+    sendJson(res, 200, {
+      sid: n.sid,
+      account_sid: accountSid,
+      phone_number: n.phone_number,
+      voice_url: n.fields.VoiceUrl ?? '',
+      voice_method: n.fields.VoiceMethod ?? 'POST',
+      api_version: '2010-04-01',
+      uri: url.pathname,
+    });
+  }
+
   const server = createServer((req, res) => {
     const url = new URL(req.url ?? '/', 'http://fake-carrier');
-    requests.push({
-      method: req.method ?? '',
-      path: req.url ?? '',
-      authorization: req.headers.authorization,
-      query: Object.fromEntries(url.searchParams),
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const text = Buffer.concat(chunks).toString('utf8');
+      const form = req.method === 'POST' && (req.headers['content-type'] ?? '').startsWith('application/x-www-form-urlencoded') ? Object.fromEntries(new URLSearchParams(text)) : undefined;
+      requests.push({
+        method: req.method ?? '',
+        path: req.url ?? '',
+        authorization: req.headers.authorization,
+        query: Object.fromEntries(url.searchParams),
+        ...(form !== undefined ? { form } : {}),
+      });
+      const ms = delayMs;
+      delayMs = 0;
+      if (ms > 0) setTimeout(() => !res.destroyed && answer(req, res, url, form), ms).unref();
+      else answer(req, res, url, form);
     });
-    const ms = delayMs;
-    delayMs = 0;
-    if (ms > 0) setTimeout(() => !res.destroyed && answer(req, res, url), ms).unref();
-    else answer(req, res, url);
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
@@ -157,8 +198,15 @@ export async function startFakeCarrier(): Promise<FakeCarrier> {
       account.numbers.push(n);
       return n.sid;
     },
-    failNext(status, body) {
-      failure = { status, body };
+    numberFields(phoneSid) {
+      for (const a of accounts.values()) {
+        const n = a.numbers.find((x) => x.sid === phoneSid);
+        if (n) return n.fields;
+      }
+      return undefined;
+    },
+    failNext(status, body, method) {
+      failure = { status, body, method };
     },
     delayNext(ms) {
       delayMs = ms;
