@@ -79,7 +79,7 @@ async function register(registrar: TcpRegistrar, keepAlive: boolean) {
     retry: { initialMs: 1000, maxMs: 1000 },
     onState: (s) => states.push(s),
     ...(keepAlive
-      ? { keepAlive: { ping: (e, ms) => transport.pingEndpoint(e, ms), intervalMs: 100, pongTimeoutMs: 300, onFlowFailed: (_e, why) => failures.push(why) } }
+      ? { keepAlive: { ping: (e, ms) => transport.pingEndpoint(e, ms), intervalMs: 100, pongTimeoutMs: 1000, onFlowFailed: (_e, why) => failures.push(why) } }
       : {}),
   });
   cleanups.push(async () => {
