@@ -8,8 +8,11 @@
  *     decoded) must carry 440 Hz, baresip's recording (sndfile, after its libre SRTP) 1000 Hz.
  *  2. callbridge dials baresip through the trunk (outbound_host ;transport=tls, the far end's
  *     certificate verified against sip.tls_ca): same measurement, the other way round.
- *  3. Plain RTP offered to the require trunk (a raw SIP client over TLS and over UDP): 488 with a
- *     Warning naming why; a dial of a require trunk over UDP: refused at dial time.
+ *  3. Hold and resume (baresip's re-INVITEs): SRTP goes on, tones decoded after the resume.
+ *  4. Plain RTP offered to the require trunk (a raw SIP client over TLS and over UDP): 488 with a
+ *     Warning naming why; an INVITE without SDP gets our SAVP offer, the ACK's answer keys the
+ *     call; a dial of a require trunk over UDP: refused at dial time.
+ *  5. An allow trunk: SRTP when dialled over TLS, plain RTP over UDP.
  *
  * The certificate (CN localhost, SAN 127.0.0.1) is made with openssl for the run; callbridge and
  * baresip both use it, and both trust it as their CA.
@@ -397,6 +400,36 @@ describe.skipIf(!bs.ok || !hasOpenssl)(`SDES-SRTP over TLS vs baresip${bs.ok ? `
     await c.ended;
     sock.destroy();
   });
+
+  it('allow: a dial over TLS offers SRTP (baresip srtp-mand takes it), a dial over UDP offers plain RTP (plain baresip takes it)', async () => {
+    const trunk = await d.api('POST', '/v1/sip-trunks', { pbx: 'generic', name: 'srtp-allow', inbound_auth_type: 'digest', inbound_sip_username: 'allow-user', inbound_sip_password: 'allow-secret', media_encryption: 'allow' });
+    expect(trunk.status, trunk.text).toBe(201);
+    for (const secure of [true, false]) {
+      const phone = await startBaresip({
+        account: { user: 'baresip', domain: '127.0.0.1' },
+        ...(secure ? { tls: { certificateFile: join(dir, 'both.pem'), caFile: join(dir, 'cert.pem') }, mediaenc: 'srtp-mand' } : {}),
+        audio: toneWav(2, 440, 8000),
+        maxSeconds: 15,
+        quitAfterCall: true,
+      });
+      try {
+        await phone.ready;
+        const host = secure ? `127.0.0.1:${phone.sipPort + 1};transport=tls` : `127.0.0.1:${phone.sipPort}`;
+        expect((await d.api('PATCH', `/v1/sip-trunks/${trunk.body.id}`, { outbound_host: host })).status).toBe(200);
+        const t = outboundTrunkFromStore(d.daemon.store, orgId, trunk.body.id)!;
+        const result = await d.daemon.sip!.ua.dial({ trunk: t, to: 'baresip', callerId: '+15559990000' });
+        expect(result.ok, JSON.stringify(result)).toBe(true);
+        if (!result.ok) return;
+        const seen = attach(result.call);
+        expect(result.call.media.srtp !== undefined, `secure=${secure}`).toBe(secure);
+        await seen.ended;
+        expect(strongest(seen.decoded, 440), `440 Hz at callbridge, secure=${secure}`).toBeGreaterThan(2000);
+      } finally {
+        phone.kill();
+        await phone.result;
+      }
+    }
+  }, 60_000);
 
   it('a dial of a require trunk whose outbound_host is not TLS is refused at dial time, naming why', async () => {
     const patch = await d.api('PATCH', `/v1/sip-trunks/${trunkId}`, { outbound_host: '127.0.0.1:5999' });
