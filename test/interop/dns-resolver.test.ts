@@ -9,6 +9,7 @@
  *   SRV priorities/weights    -> ascending priority; weights decide within one (pinned draw)
  *   second resolution         -> answered from the cache (no new query)
  *   unsupported transport     -> its NAPTR service skipped
+ *   DNS server gone           -> expired answers served (serve-stale), a new name fails clearly
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SipDnsResolver, type ResolveRequest } from '../../src/sip/dns/index.ts';
@@ -122,5 +123,15 @@ describe.skipIf(!available.ok)(`RFC 3263 resolution order against dnsmasq${avail
     expect(v4.map((t) => t.destination.address)).toEqual(['127.0.1.9']);
     await expect(r.resolve(base(`both.${D}`, { port: 5080, usable: () => false }))).rejects.toThrow(/cannot resolve both\.resolver\.test: no address we can send to/);
     await expect(r.resolve(base(`missing.${D}`))).rejects.toThrow(/cannot resolve missing\.resolver\.test: no NAPTR\/SRV target and no A\/AAAA record/);
+  });
+
+  // Last: it stops the DNS server.
+  it('the DNS server gone: expired NAPTR/SRV answers are served (serve-stale), a name never resolved fails naming the server', async () => {
+    const r = new SipDnsResolver({ servers: [dns.server], cacheSecs: 0, timeoutMs: 300, tries: 1, random: () => 0.05 });
+    const before = await r.resolve(base(`prio.${D}`));
+    await dns.stop();
+    const after = await r.resolve(base(`prio.${D}`));
+    expect(after.map((t) => t.destination)).toEqual(before.map((t) => t.destination));
+    await expect(r.resolve(base(`other.${D}`))).rejects.toThrow(new RegExp(`cannot resolve other\\.resolver\\.test: the DNS server \\(${dns.server.replace(/\./g, '\\.')}\\) did not answer`));
   });
 });

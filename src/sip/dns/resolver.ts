@@ -20,7 +20,9 @@
  * `localhost` keep working. Explicitly configured servers are the only source.
  *
  * Failures: a resolver that does not answer (timeout, connection refused) ends the resolution at
- * once with SIP_TRANSPORT_RESOLVE naming the query; a server failure (SERVFAIL, NOTIMP...) on a
+ * once with SIP_TRANSPORT_RESOLVE naming the query, unless an expired answer to that query is
+ * still held: then that is used (serve-stale, RFC 8767), so a DNS outage does not stop calls to
+ * hosts resolved before it; a server failure (SERVFAIL, NOTIMP...) on a
  * NAPTR or SRV query counts as "none" (many servers mishandle NAPTR) and the next step is tried.
  */
 import { lookup, Resolver } from 'node:dns/promises';
@@ -232,7 +234,16 @@ export class SipDnsResolver {
         // Failures are not cached: the next call asks again.
         if (this.#cache.get(key) === entry) this.#cache.delete(key);
         const code = codeOf(err);
-        if (UNREACHABLE.has(code)) throw new Unreachable(`${type} ${name}: ${code}`, { cause: err });
+        if (UNREACHABLE.has(code)) {
+          if (hit !== undefined) {
+            // Serve stale (as RFC 8767 has resolvers do): a DNS outage does not take down trunks
+            // whose records we already had; the expired entry stays, so the next call asks again.
+            this.#cache.set(key, hit);
+            this.#o.logger?.debug({ type, name, code }, 'DNS server did not answer: using the expired answer');
+            return hit.value;
+          }
+          throw new Unreachable(`${type} ${name}: ${code}`, { cause: err });
+        }
         this.#o.logger?.debug({ type, name, code }, 'DNS query failed: taken as no record');
         return [];
       },

@@ -27,8 +27,9 @@
  *   a challenge included, at most `unregisterTimeoutMs`; not to a registrar that never answered.
  *
  * - Failover (RFC 3263 4.3), when `targets` is given: each attempt asks it for the registrar's
- *   targets (DNS, cached) and keeps the one that answered last while it is still listed. No
- *   response within `failoverTimeoutMs`, a refused connection or a 503 sends the same REGISTER
+ *   targets (DNS, cached; on a DNS failure the last list is kept) and keeps the one that
+ *   answered last while it is still listed. No response within `failoverTimeoutMs`, a refused
+ *   connection or a 503 sends the same REGISTER
  *   (CSeq + 1, new branch, our Contact for that target's transport) to the next target. The
  *   un-REGISTER goes to the target that holds the binding.
  *
@@ -100,7 +101,8 @@ export interface OutboundRegistrationOptions {
   random?: () => number;
   /**
    * The registrar's targets in the order to try them (RFC 3263), asked before each attempt; it
-   * may throw (a DNS failure: the attempt fails with its message). Without it: `destination` only.
+   * may throw (a DNS failure: the targets of the last resolution are kept). Without it:
+   * `destination` only.
    */
   targets?: () => Promise<readonly RegistrationTarget[]>;
   /** Silence from a target before the next one is tried. Default 4 s (uac.ts DEFAULT_FAILOVER_TIMEOUT_MS). */
@@ -263,9 +265,9 @@ export class OutboundRegistration {
     this.#timer = undefined;
     this.#stopKeepAlive();
     if (this.#stopped) return;
-    const resolved = await this.#resolveTargets();
+    await this.#resolveTargets();
     if (this.#stopped) return;
-    const result = resolved ?? (await this.#exchange(this.#expiresSecs));
+    const result = await this.#exchange(this.#expiresSecs);
     if (this.#stopped) return;
     if (result.kind === 'ok') {
       this.#failures = 0;
@@ -281,21 +283,21 @@ export class OutboundRegistration {
     this.#schedule(retryDelayMs(this.#failures, this.#o.retry, this.#random));
   }
 
-  /** Refreshes the target list (with `targets`); a failure result when it cannot. */
-  async #resolveTargets(): Promise<{ kind: 'failed'; error: string } | undefined> {
-    if (this.#o.targets === undefined) return undefined;
+  /** Refreshes the target list (with `targets`); keeps the last one when DNS fails or gives none. */
+  async #resolveTargets(): Promise<void> {
+    if (this.#o.targets === undefined) return;
     let list: readonly RegistrationTarget[];
     try {
       list = await this.#o.targets();
-    } catch (err) {
-      this.#count('unreachable');
-      return { kind: 'failed', error: err instanceof Error ? err.message : String(err) };
+    } catch {
+      // DNS failed (the resolver already serves what it had): keep the targets we have, so a
+      // DNS outage at refresh time does not drop a binding the registrar still holds.
+      return;
     }
-    if (list.length === 0) return { kind: 'failed', error: 'no target to register with' };
+    if (list.length === 0) return;
     this.#list = [...list];
     // Sticky: the target that answered last, while DNS still lists it.
     this.#current = this.#list.find((t) => sameEndpoint(t.destination, this.#current.destination)) ?? this.#list[0]!;
-    return undefined;
   }
 
   /** After a failure that fails over: the next target of the list, if any (each tried once per exchange). */
