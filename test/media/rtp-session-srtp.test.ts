@@ -134,6 +134,20 @@ describe('RtpSession with SRTP', () => {
     }
   });
 
+  it('the sequence number wraps (ROC 0 -> 1) on the wire and every packet still authenticates', async () => {
+    const [ka, kb] = keys('AES_CM_128_HMAC_SHA1_32');
+    const [a, b] = await pair({ srtp: ka, initialSequence: 65525 }, { srtp: kb });
+    const got = collect(b);
+    for (let i = 0; i < 30; i++) {
+      a.send(frame(i), { payloadType: 0, timestampIncrement: 160 });
+      if (i % 5 === 4) await delay(5); // let the receiver keep up
+    }
+    await until(() => got.length === 30, '30 packets across the wrap');
+    expect(got.map((p) => p.sequenceNumber).slice(9, 12)).toEqual([65534, 65535, 0]);
+    expect(got.map((p) => p.payload[0])).toEqual(Array.from({ length: 30 }, (_, i) => i));
+    expect(b.stats().dropped.srtpAuthFailed).toBe(0);
+  });
+
   it('setSrtp: new keys on both sides (re-INVITE) and the stream goes on', async () => {
     const [ka, kb] = keys();
     const [a, b] = await pair({ srtp: ka }, { srtp: kb });
