@@ -87,7 +87,8 @@ export class CartesiaTtsProvider implements TtsProvider {
   /**
    * @throws TtsError VENDOR_HTTP_STATUS when the upgrade is refused (401/403: the key),
    *   VENDOR_UNREACHABLE when the socket fails or closes mid-sentence, VENDOR_BAD_RESPONSE on an
-   *   error message or malformed JSON, VENDOR_TIMEOUT when the server goes silent. An abort cancels the context and ends quietly.
+   *   error message or malformed JSON, VENDOR_TIMEOUT when the server goes silent. An abort
+   *   cancels the context and ends quietly.
    */
   async *synthesize(request: TtsRequest): AsyncIterable<Int16Array> {
     const { signal } = request;
