@@ -507,3 +507,91 @@ describe('resolveDestination', () => {
     expect(['127.0.0.1', '::1']).toContain(e.address);
   });
 });
+
+describe('sendInvite failover between targets (RFC 3263 4.3)', () => {
+  async function silentUdp(): Promise<{ port: number; invites: string[] }> {
+    const s = createSocket('udp4');
+    await new Promise<void>((r) => s.bind(0, '127.0.0.1', () => r()));
+    const out = { port: s.address().port, invites: [] as string[] };
+    s.on('message', (m) => {
+      const text = m.toString('utf8');
+      if (text.startsWith('INVITE ')) out.invites.push(text);
+    });
+    cleanups.push(() => new Promise<void>((r) => s.close(() => r())));
+    return out;
+  }
+
+  it('a silent UDP target, then a TCP target that challenges: answered there, digest for the new server, CSeq + 1 per attempt, its own Contact', async () => {
+    const silent = await silentUdp();
+    const uas = await startUas();
+    const uac = await stack();
+    uas.script = async (tx, inbound, n) => {
+      if (n === 0) return challenge(uas, tx, 401);
+      const v = verify(uas, inbound.message, 'Authorization');
+      if (!v.ok) return tx.respond(createResponse(inbound.message, 403, undefined, { toTag: generateTag() }));
+      await ringAndAnswer(uas, tx, inbound, 'tcp');
+    };
+    const told: [string, number][] = [];
+    const tcpContact = `<sip:callbridge@127.0.0.1:${uac.port('tcp')};transport=tcp>`;
+    const outcome = await sendInvite(
+      inviteOptions(uac, uas, 'udp', {
+        destination: { protocol: 'udp', address: '127.0.0.1', port: silent.port },
+        requestUri: 'sip:+15551234567@carrier.test',
+        failover: { targets: [{ destination: { protocol: 'tcp', address: '127.0.0.1', port: uas.port('tcp') }, contact: tcpContact }], timeoutMs: 200, onTarget: (e, r) => told.push([r, e.port]) },
+      }),
+    );
+    expect(outcome.ok, JSON.stringify(outcome.ok ? {} : { reason: outcome.reason, detail: outcome.detail })).toBe(true);
+    expect(outcome.targetsTried).toBe(2);
+    expect(outcome.destination).toEqual({ protocol: 'tcp', address: '127.0.0.1', port: uas.port('tcp') });
+    expect(silent.invites.length).toBeGreaterThanOrEqual(1);
+    const [first, second] = uas.invites();
+    expect(uas.invites()).toHaveLength(2);
+    // CSeq 1 went to the silent target; the failover INVITE is CSeq 2, its authenticated retry 3.
+    expect([first!.cseq.seq, second!.cseq.seq]).toEqual([2, 3]);
+    expect(first!.callId).toBe(/Call-ID: (\S+)/i.exec(silent.invites[0]!)?.[1]);
+    expect(first!.has('Authorization')).toBe(false);
+    expect(first!.get('Contact')).toBe(tcpContact);
+    expect(told[0]).toEqual(['failed', silent.port]);
+    expect(told.slice(1).every(([r, port]) => r === 'answered' && port === uas.port('tcp'))).toBe(true);
+    if (outcome.ok) outcome.dialog.bye();
+  });
+
+  it('aborted while a silent target is awaited: cancelled, the next target gets nothing', async () => {
+    const silent = await silentUdp();
+    const uas = await startUas();
+    const uac = await stack();
+    const ac = new AbortController();
+    setTimeout(() => ac.abort(), 50);
+    const outcome = await sendInvite(
+      inviteOptions(uac, uas, 'udp', {
+        destination: { protocol: 'udp', address: '127.0.0.1', port: silent.port },
+        signal: ac.signal,
+        failover: { targets: [{ destination: { protocol: 'udp', address: '127.0.0.1', port: uas.port('udp') } }], timeoutMs: 5000 },
+      }),
+    );
+    expect(outcome).toMatchObject({ ok: false, reason: 'cancelled', targetsTried: 1 });
+    await delay(100);
+    expect(uas.invites()).toHaveLength(0);
+  });
+
+  it('every target silent: the last one runs to Timer B (timeout, 408), each reported failed', async () => {
+    const a = await silentUdp();
+    const b = await silentUdp();
+    const uas = await startUas();
+    const uac = await stack();
+    const told: [string, number][] = [];
+    const outcome = await sendInvite(
+      inviteOptions(uac, uas, 'udp', {
+        destination: { protocol: 'udp', address: '127.0.0.1', port: a.port },
+        failover: { targets: [{ destination: { protocol: 'udp', address: '127.0.0.1', port: b.port } }], timeoutMs: 200, onTarget: (e, r) => told.push([r, e.port]) },
+      }),
+    );
+    expect(outcome).toMatchObject({ ok: false, reason: 'timeout', status: 408, targetsTried: 2 });
+    expect(a.invites.length).toBeGreaterThanOrEqual(1);
+    expect(b.invites.length).toBeGreaterThanOrEqual(1);
+    expect(told).toEqual([
+      ['failed', a.port],
+      ['failed', b.port],
+    ]);
+  });
+});

@@ -498,7 +498,8 @@ class OutboundInvite {
         if (final.status >= 200 && final.status < 300) return this.#answered2xx(final);
         const error = tx.error;
         if (error !== undefined) {
-          if (this.#failOver(final.status === 408 ? 'no final response (Timer B)' : `unreachable: ${error.message}`)) {
+          // After our ring timeout the CANCEL's own timeout (local 487) is the caller's choice, not a dead target.
+          if (!this.#ringTimedOut && this.#failOver(final.status === 408 ? 'no final response (Timer B)' : `unreachable: ${error.message}`)) {
             credentials = this.#nextAttempt();
             continue;
           }
