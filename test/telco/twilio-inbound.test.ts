@@ -14,6 +14,9 @@
  *     which answers; DTMF reaches the agent; `stop` ends it; the record is complete (source
  *     twilio, the CallSid, the transcript)
  *   - barge-in: the caller talking over a long first message gets `clear`, and the agent's audio stops
+ *   - organizations: each account's signed webhook reaches only its own organization's agent
+ *   - the socket dropped without stop ends the session; the session's end (a timeout) closes the socket
+ *   - protocol errors close the socket: 1007 not JSON, 1008 media before start
  */
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -336,6 +339,50 @@ describe('inbound carrier calls (Twilio voice webhook + media streams)', () => {
     expect(logLines.some((l) => l.includes('assigned in more than one organization'))).toBe(true);
     const cAgentId = (await d.api('GET', '/v1/agents', undefined, { key: cKey })).body[0].id;
     expect((await d.api('DELETE', `/v1/agents/${cAgentId}`, undefined, { key: cKey })).status).toBe(204);
+  });
+
+  it("ends the session when the stream's socket drops without stop, and closes the stream when the session ends", async () => {
+    // The carrier's socket goes away without a stop message: the session ends as the caller's.
+    const a = call(NUMBER);
+    const ra = await postVoiceWebhook(webhook, a.params, AUTH_TOKEN);
+    const sa = await FakeStream.open(ra.stream!.url);
+    sa.start({ accountSid: ACCOUNT, callSid: a.callSid, customParameters: ra.stream!.parameters });
+    await sa.waitFor(() => sa.frames.some(loud), 10_000, 'the first message');
+    sa.close();
+    expect(await callRecord(a.callSid)).toMatchObject({ status: 'ended', termination_reason: 'client_closed', source: 'twilio' });
+
+    // The agent's default_timeout ends the session: callbridge closes the stream (1000).
+    const short = await d.api('POST', '/v1/agents', { name: 'Short fuse', first_message: 'Hi.', timeout_settings: { default_timeout: 2 } });
+    const n = '+15550101005';
+    carrier.addNumber(ACCOUNT, AUTH_TOKEN, n);
+    const imported = await d.api('POST', '/v1/telco/numbers', { phone_number: n, account_sid: ACCOUNT, auth_token: AUTH_TOKEN });
+    expect((await d.api('PATCH', `/v1/agents/${short.body.id}`, { phone_number_id: imported.body.id })).status).toBe(200);
+    const b = call(n);
+    const rb = await postVoiceWebhook(webhook, b.params, AUTH_TOKEN);
+    const sb = await FakeStream.open(rb.stream!.url);
+    try {
+      sb.start({ accountSid: ACCOUNT, callSid: b.callSid, customParameters: rb.stream!.parameters });
+      await Promise.race([sb.closed, sleep(8000)]);
+      expect(sb.closeCode, 'closed by callbridge when the session ended').toBe(1000);
+    } finally {
+      sb.close();
+    }
+    expect(await callRecord(b.callSid)).toMatchObject({ status: 'ended', termination_reason: 'timeout', agent_id: short.body.id });
+  });
+
+  it('closes a stream that breaks the protocol: not JSON (1007), media before start (1008)', async () => {
+    const url = `${d.url.replace(/^http/, 'ws')}/v1/telco/twilio/stream`;
+    const bad = await FakeStream.open(url);
+    bad.ws.send('{not json');
+    await Promise.race([bad.closed, sleep(3000)]);
+    bad.close();
+    expect(bad.closeCode).toBe(1007);
+    const early = await FakeStream.open(url);
+    early.send({ event: 'media', streamSid: early.streamSid, media: { track: 'inbound', chunk: '1', timestamp: '0', payload: 'AAAA' } });
+    await Promise.race([early.closed, sleep(3000)]);
+    early.close();
+    expect(early.closeCode).toBe(1008);
+    expect(early.closeReason).toBe('media before start');
   });
 
 });
