@@ -31,6 +31,8 @@ export const STREAM_CLOSE = {
   unauthorized: 4401,
   /** A media format other than 8 kHz mono mu-law. */
   unsupportedFormat: 4415,
+  /** Nothing from the carrier for the media timeout after start (it sends media every 20 ms). */
+  mediaTimeout: 4408,
 } as const;
 
 /** How long the carrier gets from the socket's opening to its `start` message. */
@@ -64,6 +66,12 @@ export interface StreamSocketOptions {
   /** The stream is authenticated: bridge it. */
   onStart(stream: StartedStream): StreamSink;
   startTimeoutMs?: number;
+  /**
+   * A started stream with no message from the carrier for this long is closed (rtp.media_timeout_secs,
+   * as for RTP); 0 = never. The carrier sends media every 20 ms for the whole call, so silence
+   * from it means it is gone without closing its socket.
+   */
+  mediaTimeoutMs?: number;
 }
 
 type Msg = Record<string, unknown>;
@@ -88,11 +96,14 @@ export function serveTwilioStream(ws: WebSocket, o: StreamSocketOptions): void {
   let sink: StreamSink | undefined;
   let streamSid = '';
   let closed = false;
+  let lastMessageAt = Date.now();
+  let mediaWatch: NodeJS.Timeout | undefined;
 
   const close = (code: number, reason: string, level: 'info' | 'warn' = 'warn') => {
     if (closed) return;
     closed = true;
     clearTimeout(startTimer);
+    clearInterval(mediaWatch);
     log[level]({ code, reason }, 'media stream socket closed by callbridge');
     ws.close(code, closeReason(reason));
     sink?.streamEnded(`closed by callbridge (${code})`);
@@ -131,10 +142,18 @@ export function serveTwilioStream(ws: WebSocket, o: StreamSocketOptions): void {
     log = log.child({ streamSid, callSid, orgId: grant.orgId });
     log.info({ agentId: grant.agentId, from: grant.from, to: grant.to }, 'media stream started');
     sink = o.onStart({ streamSid, grant, transport });
+    const timeoutMs = o.mediaTimeoutMs ?? 0;
+    if (timeoutMs > 0 && !closed) {
+      mediaWatch = setInterval(() => {
+        if (Date.now() - lastMessageAt >= timeoutMs) close(STREAM_CLOSE.mediaTimeout, `no message from the carrier for ${timeoutMs} ms`);
+      }, Math.min(1000, timeoutMs));
+      mediaWatch.unref();
+    }
   };
 
   ws.on('message', (data: RawData, isBinary: boolean) => {
     if (closed) return;
+    lastMessageAt = Date.now();
     if (isBinary) return close(STREAM_CLOSE.invalid, 'binary frames are not part of the stream protocol');
     let msg: unknown;
     try {
@@ -174,6 +193,7 @@ export function serveTwilioStream(ws: WebSocket, o: StreamSocketOptions): void {
       }
       case 'stop':
         closed = true;
+        clearInterval(mediaWatch);
         log.info('media stream stopped by the carrier');
         sink.streamEnded('stop');
         ws.close(STREAM_CLOSE.normal, 'stream stopped');
@@ -184,6 +204,7 @@ export function serveTwilioStream(ws: WebSocket, o: StreamSocketOptions): void {
   });
   ws.on('close', (code: number) => {
     clearTimeout(startTimer);
+    clearInterval(mediaWatch);
     if (closed) return;
     closed = true;
     log.info({ code }, 'media stream socket closed by the carrier');

@@ -193,6 +193,11 @@ export class FakeStream {
     setTimeout(() => this.ws.close(1000), 50);
   }
 
+  /** The carrier goes quiet without closing its socket (a network partition): no media, no marks. */
+  goQuiet(): void {
+    this.#stopClock();
+  }
+
   close(): void {
     this.#stopClock();
     if (this.ws.readyState === WebSocket.OPEN || this.ws.readyState === WebSocket.CONNECTING) this.ws.terminate();

@@ -15,7 +15,7 @@ import { StreamTokens, type StreamGrant } from '../../src/telco/twilio-stream-to
 import { connectStreamTwiml, rejectTwiml } from '../../src/telco/twilio-twiml.ts';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.ts';
 import { startFakeCarrier, type FakeCarrier } from '../helpers/fake-carrier.ts';
-import { incomingCallParams, postVoiceWebhook, sid, twilioSign } from './fake-twilio.ts';
+import { FakeStream, incomingCallParams, postVoiceWebhook, sid, twilioSign } from './fake-twilio.ts';
 
 describe('X-Twilio-Signature', () => {
   const url = 'https://calls.example.com/v1/telco/twilio/voice?x=1';
@@ -94,7 +94,7 @@ describe('the voice webhook signs over http.public_url', () => {
   beforeAll(async () => {
     carrier = await startFakeCarrier();
     carrier.addNumber(ACCOUNT, TOKEN, NUMBER);
-    d = await startTestDaemon({ telco: { api_base_url: carrier.url }, http: { host: '127.0.0.1', port: 0, public_url: 'https://calls.example.com/' } });
+    d = await startTestDaemon({ telco: { api_base_url: carrier.url }, http: { host: '127.0.0.1', port: 0, public_url: 'https://calls.example.com/' }, rtp: { media_timeout_secs: 1 } });
     const num = await d.api('POST', '/v1/telco/numbers', { phone_number: NUMBER, account_sid: ACCOUNT, auth_token: TOKEN });
     expect(num.status, num.text).toBe(201);
     expect((await d.api('POST', '/v1/agents', { name: 'A', phone_number_id: num.body.id })).status).toBe(201);
@@ -111,6 +111,27 @@ describe('the voice webhook signs over http.public_url', () => {
     expect(ok.status, ok.text).toBe(200);
     expect(ok.stream?.url).toBe('wss://calls.example.com/v1/telco/twilio/stream');
     expect((await postVoiceWebhook(local, params, TOKEN)).status).toBe(403);
+  });
+
+  it('closes a started stream the carrier stopped sending on (rtp.media_timeout_secs, 4408) and ends the call', async () => {
+    const callSid = sid('CA');
+    const params = incomingCallParams({ accountSid: ACCOUNT, callSid, from: '+15559990000', to: NUMBER });
+    const r = await postVoiceWebhook(`${d.url}/v1/telco/twilio/voice`, params, TOKEN, undefined, 'https://calls.example.com/v1/telco/twilio/voice');
+    const s = await FakeStream.open(`${d.url.replace(/^http/, 'ws')}/v1/telco/twilio/stream`);
+    try {
+      s.start({ accountSid: ACCOUNT, callSid, customParameters: r.stream!.parameters });
+      await s.waitFor(() => s.frames.length > 0, 10_000, 'agent audio');
+      s.goQuiet();
+      await Promise.race([s.closed, new Promise((res) => setTimeout(res, 5000))]);
+      expect(s.closeCode).toBe(4408);
+    } finally {
+      s.close();
+    }
+    let rec: any;
+    for (const end = Date.now() + 3000; Date.now() < end && !rec?.ended_at; await new Promise((res) => setTimeout(res, 50))) {
+      rec = (await d.api('GET', '/v1/calls?source=twilio')).body.calls.find((c: any) => c.carrier_call_id === callSid);
+    }
+    expect(rec).toMatchObject({ status: 'ended', source: 'twilio' });
   });
 
   it('answers a stream GET without the WebSocket handshake with 426', async () => {

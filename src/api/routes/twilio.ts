@@ -75,7 +75,7 @@ export async function twilioRoutes(app: FastifyInstance, deps: ApiDeps): Promise
         socket.close(1013, 'calls are not bridged on this daemon');
         return;
       }
-      serveTwilioStream(socket, { tokens, log, onStart: (stream) => streams.handle(stream) });
+      serveTwilioStream(socket, { tokens, log, onStart: (stream) => streams.handle(stream), mediaTimeoutMs: deps.config.rtp.media_timeout_secs * 1000 });
     },
   });
 }
