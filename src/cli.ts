@@ -2,6 +2,8 @@
  * The `callbridge` command:
  *   callbridge start                      run the daemon in the foreground
  *   callbridge keys create --org NAME     create an organization (if new) and print a new API key
+ *   callbridge telco set-voice-urls [--org NAME]
+ *                                         point imported numbers' voice webhook at this daemon
  *   callbridge --version                  print the version
  */
 import { readFileSync } from 'node:fs';
@@ -9,10 +11,15 @@ import { loadConfig, ConfigError, type Config } from './config.ts';
 import { createLogger } from './log.ts';
 import { startDaemon } from './main.ts';
 import { openStore } from './store/index.ts';
+import { createCarrierClient } from './telco/carrier-client.ts';
+import { setVoiceUrls, voiceUrlOf } from './telco/twilio-voice-url.ts';
 
 const USAGE = `usage:
   callbridge start                    run the daemon (settings: CALLBRIDGE_* env vars, CALLBRIDGE_CONFIG file)
   callbridge keys create --org NAME   create an organization if new and print a new API key
+  callbridge telco set-voice-urls [--org NAME]
+                                      point the imported carrier numbers' voice webhook at
+                                      http.public_url/v1/telco/twilio/voice (carrier API)
   callbridge --version                print the version`;
 
 /** package.json sits two levels up from both src/cli.ts and dist/cli.js. */
@@ -66,12 +73,50 @@ async function main(argv: string[]): Promise<number> {
     }
     return 0;
   }
+  if (cmd === 'telco' && sub === 'set-voice-urls') return setVoiceUrlsCommand(rest);
   if (cmd === '--help' || cmd === 'help' || cmd === '-h') {
     process.stdout.write(USAGE + '\n');
     return 0;
   }
   process.stderr.write(`callbridge: unknown command "${argv.join(' ')}"\n${USAGE}\n`);
   return 2;
+}
+
+/**
+ * Points imported numbers at this daemon's voice webhook: one line per number on stdout
+ * (`<phone_number> <phone_sid> ok` or `... failed: <why>`); exit 1 when any failed, 2 on usage
+ * (no http.public_url, an unknown --org).
+ */
+async function setVoiceUrlsCommand(args: string[]): Promise<number> {
+  const i = args.indexOf('--org');
+  const orgName = i >= 0 ? args[i + 1] : undefined;
+  if ((i >= 0 && (!orgName || orgName.startsWith('--'))) || args.length !== (i >= 0 ? 2 : 0)) {
+    process.stderr.write(`callbridge telco set-voice-urls: unexpected arguments\n${USAGE}\n`);
+    return 2;
+  }
+  const config = loadConfig();
+  if (config.http.public_url === '') {
+    process.stderr.write('callbridge telco set-voice-urls: http.public_url (CALLBRIDGE_PUBLIC_URL) is not set: the carrier needs the URL it can reach this daemon at\n');
+    return 2;
+  }
+  const store = openStore(config.data_dir, config.security.encryption_key);
+  try {
+    let orgId: string | undefined;
+    if (orgName !== undefined) {
+      orgId = store.organizations.byName(orgName)?.id;
+      if (orgId === undefined) {
+        process.stderr.write(`callbridge telco set-voice-urls: no organization named "${orgName}"\n`);
+        return 2;
+      }
+    }
+    const voiceUrl = voiceUrlOf(config.http.public_url);
+    const outcomes = await setVoiceUrls(store, createCarrierClient(config), voiceUrl, orgId);
+    for (const o of outcomes) process.stdout.write(`${o.phone_number} ${o.phone_sid} ${o.error === undefined ? 'ok' : `failed: ${o.error}`}\n`);
+    process.stderr.write(`${outcomes.filter((o) => o.error === undefined).length} of ${outcomes.length} numbers now send their calls to ${voiceUrl}\n`);
+    return outcomes.every((o) => o.error === undefined) ? 0 : 1;
+  } finally {
+    store.close();
+  }
 }
 
 async function start(): Promise<number> {

@@ -61,6 +61,11 @@ export class OrganizationRepo {
     return (this.#count.get() as { n: number }).n;
   }
 
+  /** The oldest organization of that name (names are not unique; `keys create --org` reuses the oldest). */
+  byName(name: string): Organization | undefined {
+    return this.db.prepare('SELECT id, name, created_at FROM organizations WHERE name = ? ORDER BY created_at LIMIT 1').get(name) as Organization | undefined;
+  }
+
   /** Creates an organization (or reuses the one of that name) and a new key; returns the key once. */
   createKey(orgName: string): { org: Organization; key: string } {
     return this.db.transaction(() => {

@@ -49,6 +49,7 @@ export class TelcoNumberRepo {
   readonly #secret;
   readonly #digestRoutable;
   readonly #accountsOf;
+  readonly #all;
 
   constructor(db: Db, box: SecretBox) {
     this.#box = box;
@@ -66,6 +67,7 @@ export class TelcoNumberRepo {
       "SELECT 1 FROM telco_numbers n JOIN agents a ON a.phone_number_id = n.id JOIN sip_trunks t ON t.org_id = n.org_id AND t.inbound_auth_type = 'digest' WHERE n.phone_number = ? LIMIT 1",
     );
     this.#secret = db.prepare('SELECT account_sid, auth_token_enc FROM telco_numbers WHERE id = ? AND org_id = ?');
+    this.#all = db.prepare(`SELECT org_id, ${COLUMNS} FROM telco_numbers ORDER BY created_at, id`);
     this.#accountsOf = db.prepare('SELECT id, org_id, phone_number, auth_token_enc FROM telco_numbers WHERE account_sid = ? ORDER BY created_at, id');
   }
 
@@ -98,6 +100,11 @@ export class TelcoNumberRepo {
   /** Whether an agent holds this number in an organization that has a digest trunk. */
   digestRoutable(phoneNumber: string): boolean {
     return this.#digestRoutable.get(phoneNumber) !== undefined;
+  }
+
+  /** Every organization's imports, oldest first (operator tools: `callbridge telco set-voice-urls`). */
+  listAll(): Array<TelcoNumber & { org_id: string }> {
+    return this.#all.all() as Array<TelcoNumber & { org_id: string }>;
   }
 
   /** Oldest import first. */

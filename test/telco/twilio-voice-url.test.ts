@@ -5,6 +5,8 @@
  * the update fails the import (502) and nothing is stored. The fake carrier speaks the carrier's
  * documented REST formats on loopback (test/helpers/fake-carrier.ts).
  */
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.ts';
 import { startFakeCarrier, type FakeCarrier } from '../helpers/fake-carrier.ts';
@@ -58,5 +60,59 @@ describe.each([true, false])('telco.set_voice_url %s, http.public_url set', (set
     // Retried once the carrier is back: imported and pointed.
     const again = await d.api('POST', '/v1/telco/numbers', { phone_number: '+15550103002', account_sid: ACCOUNT, auth_token: TOKEN });
     expect(again.status, again.text).toBe(201);
+  });
+});
+
+describe('callbridge telco set-voice-urls (numbers imported earlier)', () => {
+  const BIN = join(import.meta.dirname, '..', '..', 'bin', 'callbridge.js');
+  let carrier: FakeCarrier;
+  let d: TestDaemon;
+  const sids: string[] = [];
+  beforeAll(async () => {
+    carrier = await startFakeCarrier();
+    // Imported while the daemon had no public URL: the carrier was not written to.
+    d = await startTestDaemon({ telco: { api_base_url: carrier.url } });
+    for (const n of ['+15550104001', '+15550104002']) {
+      sids.push(carrier.addNumber(ACCOUNT, TOKEN, n));
+      expect((await d.api('POST', '/v1/telco/numbers', { phone_number: n, account_sid: ACCOUNT, auth_token: TOKEN })).status).toBe(201);
+    }
+    expect(carrier.requests.filter((q) => q.method === 'POST')).toEqual([]);
+  });
+  afterAll(async () => {
+    await d?.close();
+    await carrier?.close();
+  });
+
+  /** The command in a child process (async: the fake carrier runs in this one). */
+  const run = (args: string[], env: Record<string, string>) =>
+    new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+      const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, CALLBRIDGE_DATA_DIR: d.dataDir, CALLBRIDGE_TELCO_API_BASE_URL: carrier.url, CALLBRIDGE_LOG_LEVEL: 'silent', ...env } });
+      let stdout = '';
+      let stderr = '';
+      child.stdout.on('data', (c) => (stdout += c));
+      child.stderr.on('data', (c) => (stderr += c));
+      child.on('exit', (code) => resolve({ code, stdout, stderr }));
+    });
+
+  it('points every imported number at <public_url>/v1/telco/twilio/voice and says so per number', async () => {
+    const r = await run(['telco', 'set-voice-urls'], { CALLBRIDGE_PUBLIC_URL: 'https://calls.example.com' });
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout.trim().split('\n')).toEqual([`+15550104001 ${sids[0]} ok`, `+15550104002 ${sids[1]} ok`]);
+    for (const s of sids) expect(carrier.numberFields(s)).toEqual({ VoiceUrl: 'https://calls.example.com/v1/telco/twilio/voice', VoiceMethod: 'POST' });
+    expect(r.stdout + r.stderr).not.toContain(TOKEN);
+  });
+
+  it('fails with a reason: a carrier error per number (exit 1), no public URL or an unknown --org (exit 2)', async () => {
+    carrier.failNext(500, undefined, 'POST');
+    const r = await run(['telco', 'set-voice-urls', '--org', 'nobody'], { CALLBRIDGE_PUBLIC_URL: 'https://calls.example.com' });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('no organization named "nobody"');
+    const failing = await run(['telco', 'set-voice-urls'], { CALLBRIDGE_PUBLIC_URL: 'https://calls.example.com' });
+    expect(failing.code).toBe(1);
+    expect(failing.stdout).toContain(`+15550104001 ${sids[0]} failed: carrier API failed: HTTP 500`);
+    expect(failing.stdout).toContain(`+15550104002 ${sids[1]} ok`);
+    const noUrl = await run(['telco', 'set-voice-urls'], { CALLBRIDGE_PUBLIC_URL: '' });
+    expect(noUrl.code).toBe(2);
+    expect(noUrl.stderr).toContain('http.public_url');
   });
 });

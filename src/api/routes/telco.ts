@@ -15,13 +15,7 @@ import { E164_PATTERN } from '../../domain/phone.ts';
 import { isUniqueViolation } from '../../store/db.ts';
 import type { TelcoNumber } from '../../store/telco-numbers.ts';
 import type { Config } from '../../config.ts';
-import { TWILIO_VOICE_PATH } from './twilio.ts';
-
-/** Where an imported number's calls should be sent: undefined when not ours to set (docs/telco.md). */
-function voiceWebhookUrl(config: Config): string | undefined {
-  if (!config.telco.set_voice_url || config.http.public_url === '') return undefined;
-  return config.http.public_url.replace(/\/+$/, '') + TWILIO_VOICE_PATH;
-}
+import { importVoiceUrl } from '../../telco/twilio-voice-url.ts';
 
 /** The schemas depend on config (label length), so they are built per app. */
 function telcoSchemas(config: Config) {
@@ -90,7 +84,7 @@ function registerTelcoRoutes(app: FastifyInstance, deps: ApiDeps, schemas: Retur
       const found = await carrier.lookupNumber(input.account_sid, input.auth_token, input.phone_number);
       // Calls to the number come to this daemon's voice webhook (docs/telco.md): set before the
       // record is written, so a carrier that refuses leaves nothing half imported to retry over.
-      const voiceUrl = voiceWebhookUrl(deps.config);
+      const voiceUrl = importVoiceUrl(deps.config);
       if (voiceUrl !== undefined) {
         await carrier.setVoiceUrl(input.account_sid, input.auth_token, found.phone_sid, voiceUrl);
         req.log.info({ phoneSid: found.phone_sid, voiceUrl }, "the number's voice webhook now points at this daemon");

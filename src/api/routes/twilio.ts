@@ -16,7 +16,9 @@ import { answerVoiceWebhook } from '../../telco/twilio-voice-webhook.ts';
 import { serveTwilioStream } from '../../telco/twilio-stream-socket.ts';
 import { StreamTokens } from '../../telco/twilio-stream-tokens.ts';
 
-export const TWILIO_VOICE_PATH = '/v1/telco/twilio/voice';
+import { TWILIO_VOICE_PATH } from '../../telco/twilio-voice-url.ts';
+
+export { TWILIO_VOICE_PATH };
 export const TWILIO_STREAM_PATH = '/v1/telco/twilio/stream';
 
 /** The base URL the carrier was given for this daemon, no trailing slash. */
