@@ -59,6 +59,7 @@ export interface VoiceCatalogEntry {
   id: string;
   name: string;
   description?: string;
+  /** In voices.catalog: optional and unused; in GET /v1/voices: the voice provider serving it. */
   provider: string;
   languages: string[];
   preview_url?: string;
@@ -190,10 +191,11 @@ convict.addFormat({
     if (!Array.isArray(value)) throw new Error('must be an array of voices');
     for (const [i, v] of value.entries()) {
       const o = v as Record<string, unknown>;
-      if (typeof o?.id !== 'string' || typeof o.name !== 'string' || typeof o.provider !== 'string' || !Array.isArray(o.languages)) {
-        throw new Error(`voice #${i} needs string id, name, provider and an array of languages`);
+      if (typeof o?.id !== 'string' || typeof o.name !== 'string' || !Array.isArray(o.languages)) {
+        throw new Error(`voice #${i} needs string id, name and an array of languages`);
       }
-      if (canonicalVoiceProvider(o.provider) === undefined) throw new Error(`voice #${i}: provider must be one of ${VOICE_PROVIDER_NAMES.join(', ')}`);
+      // provider is optional and no longer used (the local voices are listed under every voice provider the local voice serves)
+      if (o.provider !== undefined && canonicalVoiceProvider(String(o.provider)) === undefined) throw new Error(`voice #${i}: provider must be one of ${VOICE_PROVIDER_NAMES.join(', ')}`);
     }
   },
 });
@@ -518,13 +520,31 @@ const schema = {
   },
   voices: {
     catalog: {
-      doc: 'Voice catalog served by GET /v1/voices.',
+      doc: 'The embedded local voices ({ id, name, description, languages }): GET /v1/voices lists them under every voice provider the local voice serves (agent_defaults.voice_provider when tts.providers does not name it, and tts.providers entries of type local), and an agent on such a provider must use one of these ids. Vendors\' voices are fetched from the vendors (docs/agent-runtime.md "Voice catalog"). An entry\'s provider, if given, is not used.',
       format: 'voice-catalog',
       default: [
         { id: 'local-en-1', name: 'Local English', description: 'Embedded local voice (no external service).', provider: 'provider_1', languages: ['en'] },
         { id: 'local-multi-1', name: 'Local Multilingual', description: 'Embedded local voice, many languages.', provider: 'provider_1', languages: ['multi', 'en', 'es', 'fr', 'de', 'it', 'pt'] },
       ] as VoiceCatalogEntry[],
       env: 'CALLBRIDGE_VOICE_CATALOG',
+    },
+    refresh_secs: {
+      doc: 'How often each configured vendor\'s voice list is fetched again in the background (GET /v1/voices and the voice check of agents read the cached list). A failed fetch keeps the last good list and is retried within 30 s.',
+      format: 'nat',
+      default: 900,
+      env: 'CALLBRIDGE_VOICES_REFRESH_SECS',
+    },
+    first_fetch_wait_ms: {
+      doc: 'How long a request (GET /v1/voices, an agent\'s voice check) may wait for a vendor\'s first voice-list fetch after start; later requests never wait.',
+      format: 'nat',
+      default: 3000,
+      env: 'CALLBRIDGE_VOICES_FIRST_FETCH_WAIT_MS',
+    },
+    fetch_timeout_ms: {
+      doc: 'Time limit of one voice-list fetch from a vendor (all its pages).',
+      format: 'nat',
+      default: 10000,
+      env: 'CALLBRIDGE_VOICES_FETCH_TIMEOUT_MS',
     },
   },
   agent_defaults: {
@@ -657,7 +677,7 @@ export type Config = {
   tts: { providers: TtsSlotConfig[] };
   session: { tool_timeout_secs: number };
   bridge: { max_calls: number; max_calls_per_trunk: number; upstream_url: string; upstream_api_key: string; upstream_timeout_ms: number; recording: boolean; recording_sample_rate: 8000 | 16000 | 24000 };
-  voices: { catalog: VoiceCatalogEntry[] };
+  voices: { catalog: VoiceCatalogEntry[]; refresh_secs: number; first_fetch_wait_ms: number; fetch_timeout_ms: number };
   agent_defaults: {
     status: 'active' | 'inactive';
     llm: string;
@@ -826,6 +846,8 @@ function crossCheck(config: Config): void {
       throw new ConfigError(`invalid configuration: agent_defaults.${key} "${model}" is not in the model catalog (${[...catalog].join(', ')})`);
     }
   }
+  if (config.voices.refresh_secs < 1) throw new ConfigError('invalid configuration: voices.refresh_secs must be at least 1');
+  if (config.voices.fetch_timeout_ms < 100) throw new ConfigError('invalid configuration: voices.fetch_timeout_ms must be at least 100');
   if (config.stt.provider !== 'local' && config.stt.base_url === '') throw new ConfigError(`invalid configuration: stt.base_url is required for stt.provider ${config.stt.provider}`);
   if (!(LANGUAGE_CODES as readonly string[]).includes(config.agent_defaults.default_language)) {
     throw new ConfigError(`invalid configuration: agent_defaults.default_language must be one of ${LANGUAGE_CODES.join(', ')}`);

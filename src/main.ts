@@ -21,7 +21,10 @@ import { initResamplers } from './media/resampler.ts';
 import { scheduleProcessThreads } from './media/thread-scheduling.ts';
 import { createAgentRuntimeFactory, prepareAgentRuntime, runtimeDepsFromConfig } from './agent/runtime-factory.ts';
 import { createAgentMetrics } from './agent/agent-metrics.ts';
+import { VoiceCatalog } from './agent/voice-catalog/catalog.ts';
+import { describeSessionProviders } from './agent/session-providers.ts';
 import { buildApp } from './api/app.ts';
+import { readinessDetail } from './api/routes/health.ts';
 import { createRegistry } from './api/metrics.ts';
 import { createCarrierClient } from './telco/carrier-client.ts';
 import { startSip, type SipService } from './sip-service.ts';
@@ -81,7 +84,7 @@ export async function startDaemon(
   const agentMetrics = createAgentMetrics(registry);
   // Providers are built (and misconfigured vendors refused) before anything listens.
   const runtimeFactory =
-    options.runtimeFactory === undefined ? createAgentRuntimeFactory(runtimeDepsFromConfig(config, logger, {}, agentMetrics)) : (options.runtimeFactory ?? undefined);
+    options.runtimeFactory === undefined ? createAgentRuntimeFactory(runtimeDepsFromConfig(config, logger, {}, agentMetrics), describeSessionProviders(config)) : (options.runtimeFactory ?? undefined);
   if (options.runtimeFactory === undefined) await prepareAgentRuntime(config, logger);
   // The bridge's media paths resample (8 <-> 24 kHz) whatever runs the sessions.
   else await initResamplers();
@@ -104,8 +107,12 @@ export async function startDaemon(
       ? (id) => new CallRecorder({ dir: join(config.data_dir, 'recordings'), callId: id, sampleRate: config.bridge.recording_sample_rate, logger: logger.child({ component: 'recorder', sessionId: id }) })
       : undefined,
   });
+  // Vendors' voice lists are fetched in the background from here on (GET /v1/voices reads the cache).
+  const voiceCatalog = new VoiceCatalog({ config, logger });
+  voiceCatalog.start();
   const app = await buildApp({
     config,
+    voiceCatalog,
     store,
     logger,
     carrier: createCarrierClient(config),
@@ -124,6 +131,7 @@ export async function startDaemon(
     if (config.sip.enabled) sip = await startSip(config, store, logger, registry, options.mediaWorkerPreload ? { mediaWorkerPreload: options.mediaWorkerPreload } : {});
     await app.listen({ host: config.http.host, port: config.http.port });
   } catch (err) {
+    voiceCatalog.stop();
     await sip?.close();
     store.close();
     throw err;
@@ -134,6 +142,8 @@ export async function startDaemon(
   const host = config.http.host.includes(':') ? `[${config.http.host}]` : config.http.host;
   url = `http://${host === '0.0.0.0' ? '127.0.0.1' : host}:${port}`;
   logger.info({ url, dataDir: config.data_dir, region: config.region.self, node: process.versions.node, sqliteDriver: SQLITE_DRIVER_PACKAGE }, 'callbridge listening');
+  const sttDetail = readinessDetail(config);
+  if (sttDetail !== undefined) logger.warn(sttDetail);
   // Every routed inbound call becomes a voice session of its agent, through our own
   // /v1/connection (the bridge is a client of the public protocol). The bridge's call limits
   // are checked before the INVITE rings (503 Retry-After / 486, no 18x).
@@ -153,6 +163,7 @@ export async function startDaemon(
         // to drain.deadline_secs together; app.close() then ends the sessions left (1001).
         await Promise.all([sip?.drainAndClose(config.drain.deadline_secs * 1000), app.voiceSessions.drain(config.drain.deadline_secs * 1000)]);
         await app.close();
+        voiceCatalog.stop();
         store.close();
         logger.info('callbridge stopped');
       })();

@@ -54,6 +54,9 @@ export function runtimeDepsFromConfig(config: Config, logger: Logger, overrides:
   };
 }
 
-export function createAgentRuntimeFactory(deps: RuntimeDeps): SessionRuntimeFactory {
-  return (context, io) => new AgentRuntime(context, io, deps);
+/** `describe`: what each session runs on, for its first log line (session-providers.ts). */
+export function createAgentRuntimeFactory(deps: RuntimeDeps, describe?: SessionRuntimeFactory['describe']): SessionRuntimeFactory {
+  const factory: SessionRuntimeFactory = (context, io) => new AgentRuntime(context, io, deps);
+  if (describe) factory.describe = describe;
+  return factory;
 }

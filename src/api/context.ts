@@ -1,5 +1,6 @@
 /** What the API layer is given by the composition root (main.ts) and what it adds to requests. */
 import type { Config } from '../config.ts';
+import type { VoiceCatalog } from '../agent/voice-catalog/catalog.ts';
 import type { OutboundDial } from '../domain/dial.ts';
 import type { Logger } from '../log.ts';
 import type { Store } from '../store/index.ts';
@@ -25,6 +26,8 @@ export interface ApiDeps {
   carrier: CarrierClient;
   /** Readiness of the whole daemon (HTTP and SIP listening, not draining). */
   readiness: () => Readiness;
+  /** The voices of the configured voice providers (GET /v1/voices, the voice check of agents). */
+  voiceCatalog: VoiceCatalog;
   /** Outbound calls; undefined: the dial route answers 503. */
   dialer?: Dialer | undefined;
   /** Signs and verifies session tokens (POST /v1/session-token, /v1/connection). */

@@ -75,4 +75,8 @@ export interface SessionRuntime {
   close(): void;
 }
 
-export type SessionRuntimeFactory = (context: SessionContext, io: SessionIo) => SessionRuntime;
+/**
+ * Builds a session's runtime. `describe`, when present, names the STT, LLM and TTS the session of
+ * an agent will use (provider and type, never keys): the session's first log line carries it.
+ */
+export type SessionRuntimeFactory = ((context: SessionContext, io: SessionIo) => SessionRuntime) & { describe?: (agent: Agent) => Record<string, unknown> };

@@ -293,7 +293,10 @@ class VoiceSession {
     this.#ws.on('pong', () => (this.#awaitingPong = false));
     this.#pingTimer = setInterval(() => this.#ping(), this.#d.pingIntervalMs);
     this.#pingTimer.unref();
-    this.#log.info({ orgId: s.org_id, agentId: s.agent_id, versionId: s.version_id, transport: s.transport, scopes: s.scopes }, 'voice session started');
+    // The session's first line names what it runs on (STT, LLM, TTS: provider and type), so a
+    // session that "hears nothing" or speaks in the wrong voice is explained by its own log.
+    const providers = this.#describeProviders();
+    this.#log.info({ orgId: s.org_id, agentId: s.agent_id, versionId: s.version_id, transport: s.transport, scopes: s.scopes, ...providers }, 'voice session started');
 
     this.#sendNow({ type: 'session_started', data: { id: s.id } });
     const factory = this.#d.runtimeFactory;
@@ -311,6 +314,14 @@ class VoiceSession {
       this.#finish('error', { event: true, close: [CLOSE.INTERNAL_ERROR, 'runtime failed to start'], closeRuntime: false, detail: 'runtime failed to start' });
     }
     return true;
+  }
+
+  #describeProviders(): Record<string, unknown> {
+    try {
+      return this.#d.runtimeFactory?.describe?.(this.#a.agent) ?? {};
+    } catch (err) {
+      return { providers: `not described: ${(err as Error).message}` };
+    }
   }
 
   /** Daemon shutdown. */

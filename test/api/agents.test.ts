@@ -28,6 +28,11 @@ describe('agents', () => {
   beforeAll(async () => {
     d = await startTestDaemon({
       llm: { providers: [{ name: 'local', type: 'echo', models: ['echo'] }, { name: 'acme', type: 'openai', base_url: 'http://127.0.0.1:9', models: ['big', 'small'] }] },
+      // These tests use every voice provider with the voice ids v, v1 and v2: an agent may only
+      // pick a configured provider and a voice of its catalog, so all six are served by the
+      // local voice here and those ids are local voices (the rule itself: voice-catalog.test.ts).
+      tts: { providers: ['provider_1', 'provider_2', 'provider_3', 'provider_4', 'provider_5', 'provider_6'].map((p) => ({ voice_provider: p, type: 'local' })) },
+      voices: { catalog: ['local-en-1', 'v', 'v1', 'v2'].map((id) => ({ id, name: id, languages: ['en'] })) },
     });
   });
   afterAll(() => d.close());

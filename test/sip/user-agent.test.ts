@@ -194,7 +194,7 @@ describe('SipUserAgent over loopback (our SIP layers as the PBX)', () => {
     expect(d.daemon.sip!.ua.listening).toBe(true);
     const r = await d.api('GET', '/readyz', undefined, { key: null });
     expect(r.status).toBe(200);
-    expect(r.body).toEqual({ status: 'ready' });
+    expect(r.body).toEqual({ status: 'ready', detail: expect.stringContaining('recognizes no words') }); // no STT configured here
   });
 
   it('REGISTER is challenged (the daemon is the registrar of digest trunks: registrar.test.ts); SUBSCRIBE: 405 with an Allow that names REGISTER', async () => {

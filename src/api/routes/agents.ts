@@ -49,6 +49,18 @@ function checkSettings(s: AgentSettings): void {
 }
 
 /**
+ * A voice_settings sent in a body must name a voice provider this server serves and, when that
+ * provider's voice list is known, one of its voices (src/agent/voice-catalog/catalog.ts). Only
+ * what the body sends is checked: a PATCH of other fields does not fail on a stored voice.
+ */
+async function checkVoice(deps: ApiDeps, log: { info(o: object, m: string): void }, voice: AgentInput['voice_settings']): Promise<void> {
+  if (!voice) return;
+  const r = await deps.voiceCatalog.check(voice.provider, voice.id);
+  if (!r.ok) throw validation(r.error);
+  if (r.unchecked) log.info({ provider: voice.provider, voiceId: voice.id }, `voice id accepted unchecked: ${r.unchecked}`);
+}
+
+/**
  * phone_number_id must name a number of the same organization, held by no other agent (an
  * imported number routes to exactly one agent).
  */
@@ -74,6 +86,7 @@ export async function agentRoutes(app: FastifyInstance, deps: ApiDeps): Promise<
       const input = foldAgentAliases(req.body as AgentInput & { name: string });
       const settings = settingsForCreate(defaults, input);
       checkSettings(settings);
+      await checkVoice(deps, req.log, input.voice_settings);
       const id = newId();
       const agent = store.tx(() => {
         checkPhoneNumber(store, req.org.id, id, input.phone_number_id ?? null);
@@ -115,6 +128,9 @@ export async function agentRoutes(app: FastifyInstance, deps: ApiDeps): Promise<
     async (req) => {
       const { id } = req.params as { id: string };
       const input = foldAgentAliases(req.body as AgentInput);
+      // 404 before 400, so another organization's agent id answers as if it did not exist.
+      if (input.voice_settings && !store.agents.get(req.org.id, id)) throw notFound('agent');
+      await checkVoice(deps, req.log, input.voice_settings);
       const updated = store.tx(() => {
         const current = store.agents.get(req.org.id, id);
         if (!current) throw notFound('agent');

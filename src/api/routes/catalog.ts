@@ -1,4 +1,4 @@
-/** Read-only catalogs from configuration, and the caller's organization. */
+/** Read-only catalogs (models from configuration, voices from the voice catalog service), and the caller's organization. */
 import type { FastifyInstance } from 'fastify';
 import { Type } from '@sinclair/typebox';
 import type { ApiDeps } from '../context.ts';
@@ -19,14 +19,14 @@ const Voice = Type.Object(
 
 export async function catalogRoutes(app: FastifyInstance, deps: ApiDeps): Promise<void> {
   const llms = modelCatalog(deps.config);
-  const voices = deps.config.voices.catalog;
 
   app.get('/v1/llms', { schema: { tags: ['models'], response: { 200: Type.Object({ llms: Type.Array(Type.String()) }), ...errorResponses(401) } } }, async () => ({
     llms,
   }));
 
   app.get('/v1/voices', { schema: { tags: ['voices'], response: { 200: Type.Object({ voices: Type.Array(Voice) }), ...errorResponses(401) } } }, async () => ({
-    voices,
+    // Read from the catalog's cache; only a request during a vendor's first fetch may wait (bounded).
+    voices: await deps.voiceCatalog.list(),
   }));
 
   app.get(
