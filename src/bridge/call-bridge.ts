@@ -133,7 +133,8 @@ export class CallBridge {
    * Takes a carrier media stream the voice webhook routed and whose one-time token was checked
    * (src/telco/twilio-stream-socket.ts): bridged by the same core as a SIP call, through a
    * MediaStreamCallLeg, its media on this thread. Its record is source twilio with the carrier's
-   * CallSid. Recording and transfer are not offered on streams yet (docs/telco.md).
+   * CallSid; it is recorded like a SIP call (bridge.recording). Transfer is not offered on streams
+   * yet (docs/telco.md).
    */
   handleMediaStream(stream: StartedStream): StreamSink {
     const { grant, streamSid, transport } = stream;
@@ -148,24 +149,24 @@ export class CallBridge {
     }
     const base = this.#o.sessions;
     const sessions: SessionOpener = { recordsCalls: base.recordsCalls, open: (input) => base.open({ ...input, source: 'twilio', carrierCallId: grant.callSid }) };
-    void this.#core(leg, log, (url, recording, events) => openVoiceLink(undefined, url, recording, events), undefined, false).start(inboundSession(this.#o.store.agents, sessions, leg));
+    void this.#core(leg, log, (url, recording, events) => openVoiceLink(undefined, url, recording, events), undefined).start(inboundSession(this.#o.store.agents, sessions, leg));
     return leg;
   }
 
   /** A SIP call as a bridged call, counted until it finishes. */
   #track(call: SipCall): BridgeCore {
     const log = this.#o.logger.child({ component: 'bridge', callId: call.id });
-    return this.#core(new SipCallLeg(call, this.#ticker, log), log, (url, recording, events) => openVoiceLink(call.rtp, url, recording, events), sipTransferFallback(call, this.#dialTransfer), true);
+    return this.#core(new SipCallLeg(call, this.#ticker, log), log, (url, recording, events) => openVoiceLink(call.rtp, url, recording, events), sipTransferFallback(call, this.#dialTransfer));
   }
 
   /** Any leg as a bridged call, counted until it finishes. */
-  #core(leg: CallLeg, log: Logger, openLink: BridgeCoreOptions['openLink'], transferFallback: BridgeCoreOptions['transferFallback'], recordable: boolean): BridgeCore {
+  #core(leg: CallLeg, log: Logger, openLink: BridgeCoreOptions['openLink'], transferFallback: BridgeCoreOptions['transferFallback']): BridgeCore {
     const core = new BridgeCore({
       leg,
       log,
       openLink,
       records: this.#records,
-      recorder: recordable ? this.#o.recorder : undefined,
+      recorder: this.#o.recorder,
       metrics: this.#o.metrics,
       transferFallback,
       connectTimeoutMs: this.#o.connectTimeoutMs,

@@ -135,10 +135,10 @@ export class MediaStreamCallLeg implements CallLeg {
     return Promise.resolve();
   }
 
-  startMedia(_options: LegMediaOptions, callbacks: BridgeMediaCallbacks): BridgeMedia {
-    // sendSilence is a SIP concern (NAT bindings, carrier RTP timers); keepAgentFrames (recording)
-    // is not offered on streams yet.
-    this.#media ??= new MediaStreamMedia(this.#o.transport, callbacks, this.#o.ticker);
+  startMedia(options: LegMediaOptions, callbacks: BridgeMediaCallbacks): BridgeMedia {
+    // sendSilence is a SIP concern (NAT bindings, carrier RTP timers): a stream sends nothing while
+    // the agent is quiet. keepAgentFrames: the call is recorded.
+    this.#media ??= new MediaStreamMedia(this.#o.transport, callbacks, this.#o.ticker, { keepAgentFrames: options.keepAgentFrames });
     return this.#media;
   }
 

@@ -67,9 +67,14 @@ export class MediaStreamMedia implements BridgeMedia {
   #ticks = 0;
   #stopped: BridgeMediaStats | undefined;
   readonly #received = { packets: 0, lost: 0, lastChunk: -1 };
+  /** Recording: agent frames sent, waiting to be paired with a caller tick (at most 3), and free buffers. */
+  readonly #agentQueue: Int16Array[] = [];
+  readonly #agentFree: Int16Array[] = [];
 
-  constructor(transport: MediaStreamTransport, callbacks: BridgeMediaCallbacks, ticker: MediaTicker) {
+  constructor(transport: MediaStreamTransport, callbacks: BridgeMediaCallbacks, ticker: MediaTicker, options: { keepAgentFrames?: boolean } = {}) {
     this.#transport = transport;
+    const keep = options.keepAgentFrames === true;
+    if (keep) for (let i = 0; i < 3; i++) this.#agentFree.push(new Int16Array(480));
     this.#clock = ticker.clock;
     this.#codec = createCodec('PCMU');
     this.#inbound = new InboundPath({ codec: this.#codec });
@@ -78,6 +83,7 @@ export class MediaStreamMedia implements BridgeMedia {
       ticker,
       // The carrier needs no keep-alive media, and silence would make every segment endless.
       sendSilence: false,
+      ...(keep ? { onFrame: (frame: Int16Array) => this.#keepAgentFrame(frame) } : {}),
       send: (payload) => this.#sendFrame(payload),
       onError: (err) => callbacks.onError(err, 'outbound'),
     });
@@ -88,7 +94,10 @@ export class MediaStreamMedia implements BridgeMedia {
         const frame = this.#inbound.tick(tick.nowMs);
         this.#tickMsTotal += performance.now() - t0;
         this.#ticks++;
-        callbacks.onInputFrame(frame, null, tick.nowMs);
+        // The recording's second channel: one agent frame per caller tick, as LocalBridgeMedia does.
+        const agent = keep ? this.#agentQueue.shift() : undefined;
+        callbacks.onInputFrame(frame, agent ?? null, tick.nowMs);
+        if (agent) this.#agentFree.push(agent);
       },
       (err) => callbacks.onError(err, 'inbound'),
     );
@@ -164,6 +173,14 @@ export class MediaStreamMedia implements BridgeMedia {
       };
     }
     return Promise.resolve(this.#stopped);
+  }
+
+  /** A copy of an agent frame sent (the path hands out views), for the recording. */
+  #keepAgentFrame(frame: Int16Array): void {
+    const slot = this.#agentFree.pop() ?? this.#agentQueue.shift()!;
+    slot.fill(0);
+    slot.set(frame.subarray(0, slot.length));
+    this.#agentQueue.push(slot);
   }
 
   #sendFrame(payload: Uint8Array): void {

@@ -15,7 +15,8 @@ import { StreamTokens, type StreamGrant } from '../../src/telco/twilio-stream-to
 import { connectStreamTwiml, rejectTwiml } from '../../src/telco/twilio-twiml.ts';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.ts';
 import { startFakeCarrier, type FakeCarrier } from '../helpers/fake-carrier.ts';
-import { FakeStream, incomingCallParams, postVoiceWebhook, sid, twilioSign } from './fake-twilio.ts';
+import { parseWav } from '../bridge/wav.ts';
+import { FakeStream, incomingCallParams, levelDbfs, postVoiceWebhook, sid, twilioSign } from './fake-twilio.ts';
 
 describe('X-Twilio-Signature', () => {
   const url = 'https://calls.example.com/v1/telco/twilio/voice?x=1';
@@ -94,10 +95,10 @@ describe('the voice webhook signs over http.public_url', () => {
   beforeAll(async () => {
     carrier = await startFakeCarrier();
     carrier.addNumber(ACCOUNT, TOKEN, NUMBER);
-    d = await startTestDaemon({ telco: { api_base_url: carrier.url }, http: { host: '127.0.0.1', port: 0, public_url: 'https://calls.example.com/' }, rtp: { media_timeout_secs: 1 } });
+    d = await startTestDaemon({ telco: { api_base_url: carrier.url }, http: { host: '127.0.0.1', port: 0, public_url: 'https://calls.example.com/' }, rtp: { media_timeout_secs: 1 }, bridge: { recording: true, recording_sample_rate: 8000 } });
     const num = await d.api('POST', '/v1/telco/numbers', { phone_number: NUMBER, account_sid: ACCOUNT, auth_token: TOKEN });
     expect(num.status, num.text).toBe(201);
-    expect((await d.api('POST', '/v1/agents', { name: 'A', phone_number_id: num.body.id })).status).toBe(201);
+    expect((await d.api('POST', '/v1/agents', { name: 'A', first_message: 'Hello, you are being recorded.', phone_number_id: num.body.id })).status).toBe(201);
   });
   afterAll(async () => {
     await d?.close();
@@ -132,6 +133,37 @@ describe('the voice webhook signs over http.public_url', () => {
       rec = (await d.api('GET', '/v1/calls?source=twilio')).body.calls.find((c: any) => c.carrier_call_id === callSid);
     }
     expect(rec).toMatchObject({ status: 'ended', source: 'twilio' });
+  });
+
+  it('records a stream call like a SIP call (bridge.recording): the caller left, the agent right', async () => {
+    const callSid = sid('CA');
+    const params = incomingCallParams({ accountSid: ACCOUNT, callSid, from: '+15559990000', to: NUMBER });
+    const r = await postVoiceWebhook(`${d.url}/v1/telco/twilio/voice`, params, TOKEN, undefined, 'https://calls.example.com/v1/telco/twilio/voice');
+    const s = await FakeStream.open(`${d.url.replace(/^http/, 'ws')}/v1/telco/twilio/stream`);
+    try {
+      s.start({ accountSid: ACCOUNT, callSid, customParameters: r.stream!.parameters });
+      await s.waitFor(() => s.frames.some((f) => levelDbfs(f.pcm) > -45), 10_000, 'the first message');
+      // The caller: a 440 Hz tone for a second, after the agent has started.
+      const tone = new Int16Array(8000).map((_, i) => Math.round(8000 * Math.sin((2 * Math.PI * 440 * i) / 8000)));
+      s.say(tone);
+      await s.said();
+      await new Promise((res) => setTimeout(res, 300));
+      s.stop(ACCOUNT, callSid);
+      await s.closed;
+    } finally {
+      s.close();
+    }
+    let rec: any;
+    for (const end = Date.now() + 3000; Date.now() < end && !rec?.has_recording; await new Promise((res) => setTimeout(res, 50))) {
+      rec = (await d.api('GET', '/v1/calls?source=twilio')).body.calls.find((c: any) => c.carrier_call_id === callSid);
+    }
+    expect(rec?.has_recording).toBe(true);
+    const res = await fetch(`${d.url}/v1/calls/${rec.id}/recording`, { headers: { authorization: `Bearer ${d.key}` } });
+    expect(res.status).toBe(200);
+    const wav = parseWav(Buffer.from(await res.arrayBuffer()));
+    expect(wav).toMatchObject({ channels: 2, sampleRate: 8000, bitsPerSample: 16 });
+    expect(levelDbfs(wav.left), 'the caller (left)').toBeGreaterThan(-40);
+    expect(levelDbfs(wav.right), 'the agent (right)').toBeGreaterThan(-40);
   });
 
   it('answers a stream GET without the WebSocket handshake with 426', async () => {
