@@ -459,7 +459,7 @@ const schema = {
   },
   tts: {
     providers: {
-      doc: 'What serves each voice_settings.provider: a list of { voice_provider: provider_1..provider_6 (or the vendor name: elevenlabs, openai, cartesia, hume, minimax, fish), type: local | openai | stream | cartesia | fish | minimax | hume, base_url, api_key, model }. Voice providers not listed use the embedded local voice.',
+      doc: 'What serves each voice_settings.provider: a list of { voice_provider: provider_1..provider_6 (or the vendor name: elevenlabs, openai, cartesia, hume, minimax, fish), type: local | openai | stream | cartesia | fish | minimax | hume, base_url, api_key, model }. A voice provider not listed is not configured (agents cannot use it: 400), except agent_defaults.voice_provider, which then uses the embedded local voice.',
       format: 'tts-providers',
       default: [] as TtsSlotConfig[],
       env: 'CALLBRIDGE_TTS_PROVIDERS',
