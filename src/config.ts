@@ -846,6 +846,14 @@ function crossCheck(config: Config): void {
       throw new ConfigError(`invalid configuration: agent_defaults.${key} "${model}" is not in the model catalog (${[...catalog].join(', ')})`);
     }
   }
+  // A new agent gets agent_defaults' voice without a check; on the local voice it must be one of
+  // the local voices, or every agent created without voice_settings would name a voice nobody serves.
+  const defaultSlot = config.tts.providers.find((p) => p.voice_provider === config.agent_defaults.voice_provider);
+  if ((defaultSlot === undefined || defaultSlot.type === 'local') && !config.voices.catalog.some((v) => v.id === config.agent_defaults.voice_id)) {
+    throw new ConfigError(
+      `invalid configuration: agent_defaults.voice_id "${config.agent_defaults.voice_id}" is not a local voice (voices.catalog: ${config.voices.catalog.map((v) => v.id).join(', ')}), and the local voice serves agent_defaults.voice_provider ${config.agent_defaults.voice_provider}`,
+    );
+  }
   if (config.voices.refresh_secs < 1) throw new ConfigError('invalid configuration: voices.refresh_secs must be at least 1');
   if (config.voices.fetch_timeout_ms < 100) throw new ConfigError('invalid configuration: voices.fetch_timeout_ms must be at least 100');
   if (config.stt.provider !== 'local' && config.stt.base_url === '') throw new ConfigError(`invalid configuration: stt.base_url is required for stt.provider ${config.stt.provider}`);

@@ -5,7 +5,7 @@
  * check's rules, and the bounded wait for a first fetch.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { loadConfig, type TtsSlotConfig } from '../../../src/config.ts';
+import { ConfigError, loadConfig, type TtsSlotConfig } from '../../../src/config.ts';
 import { createLogger } from '../../../src/log.ts';
 import { VoiceCatalog } from '../../../src/agent/voice-catalog/catalog.ts';
 import { until } from '../../helpers/until.ts';
@@ -85,14 +85,25 @@ describe('voice catalog: each vendor list, fetched over its own API and mapped',
     expect(f.requests[0]!.headers['cartesia-version']).toBe('2025-04-16');
   });
 
-  it('Hume GET /v0/tts/voices?provider=HUME_AI with X-Hume-Api-Key, pages from 0; a voice is also known by its name', async () => {
+  it('Hume GET /v0/tts/voices?provider=HUME_AI then CUSTOM_VOICE with X-Hume-Api-Key, pages from 0; a library voice is also known by its name', async () => {
     const f = await fake('hume', VOICES, { maxPage: 2 });
+    f.customVoices = [{ id: '9e068547-5ba4-4c8e-8e03-69282a008f04', name: 'My clone' }];
     const { catalog } = catalogFor([{ fake: f }]);
     catalog.start();
     const hume = (await catalog.list()).filter((v) => v.provider === 'provider_4');
-    expect(hume).toEqual(VOICES.map((v) => ({ id: v.id, name: v.name, description: 'Hume Voice Library', provider: 'provider_4', languages: [] })));
-    expect(f.requests.map((r) => r.url)).toEqual(['/v0/tts/voices?provider=HUME_AI&page_number=0&page_size=100', '/v0/tts/voices?provider=HUME_AI&page_number=1&page_size=100']);
+    expect(hume).toEqual([
+      ...VOICES.map((v) => ({ id: v.id, name: v.name, description: 'Hume Voice Library', provider: 'provider_4', languages: [] })),
+      { id: '9e068547-5ba4-4c8e-8e03-69282a008f04', name: 'My clone', description: 'Hume custom voice', provider: 'provider_4', languages: [] },
+    ]);
+    expect(f.requests.map((r) => r.url)).toEqual([
+      '/v0/tts/voices?provider=HUME_AI&page_number=0&page_size=100',
+      '/v0/tts/voices?provider=HUME_AI&page_number=1&page_size=100',
+      '/v0/tts/voices?provider=CUSTOM_VOICE&page_number=0&page_size=100',
+    ]);
     expect(await catalog.check('provider_4', 'Ben')).toEqual({ ok: true });
+    expect(await catalog.check('provider_4', '9e068547-5ba4-4c8e-8e03-69282a008f04')).toEqual({ ok: true });
+    // The adapter sends a name as a Voice Library name, so a custom voice is taken by id only.
+    expect(await catalog.check('provider_4', 'My clone')).toMatchObject({ ok: false });
   });
 
   it('MiniMax POST /v1/get_voice {voice_type: all} with Bearer: system and cloned voices', async () => {
@@ -209,5 +220,13 @@ describe('voice catalog: the voice check', () => {
     expect(await catalog.check('provider_1', 'v-ana')).toEqual({ ok: false, error: expect.stringMatching(/"v-ana" is not a voice of provider_1 \(elevenlabs\), which the embedded local voice serves: one of local-en-1, local-multi-1/) });
     expect(await catalog.check('provider_3', 'v-ana')).toEqual({ ok: true });
     expect(await catalog.check('provider_3', 'v-nope')).toEqual({ ok: false, error: expect.stringContaining('"v-nope" is not in the voice catalog of provider_3 (cartesia)') });
+  });
+});
+
+describe('configuration', () => {
+  it('refuses a default voice the default provider does not have when the local voice serves it', () => {
+    expect(() => loadConfig({ agent_defaults: { voice_id: 'rachel' } }, {})).toThrow(/agent_defaults\.voice_id "rachel" is not a local voice \(voices\.catalog: local-en-1, local-multi-1\)/);
+    expect(() => loadConfig({ agent_defaults: { voice_id: 'rachel' }, tts: { providers: [{ voice_provider: 'provider_1', type: 'stream', base_url: 'wss://tts.example.com' }] } }, {})).not.toThrow();
+    expect(() => loadConfig({ voices: { refresh_secs: 0 } }, {})).toThrow(ConfigError);
   });
 });

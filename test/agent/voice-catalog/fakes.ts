@@ -8,7 +8,7 @@
  *   preview_url, labels, verified_languages: [{ language }] }] }`.
  * - Cartesia `GET /voices`, `X-API-Key` + `Cartesia-Version`: `{ data, has_more }`, `limit`
  *   and `starting_after`.
- * - Hume `GET /v0/tts/voices?provider=HUME_AI`, `X-Hume-Api-Key`: `{ page_number, page_size,
+ * - Hume `GET /v0/tts/voices?provider=HUME_AI|CUSTOM_VOICE`, `X-Hume-Api-Key`: `{ page_number, page_size,
  *   total_pages, voices_page: [{ id, name, provider }] }`, pages from 0.
  * - MiniMax `POST /v1/get_voice`, `Authorization: Bearer`, `{ voice_type }`: `{ system_voice,
  *   voice_cloning, voice_generation, base_resp: { status_code, status_msg } }`.
@@ -34,6 +34,8 @@ export interface VoiceVendorFake {
   url: string;
   key: string;
   voices: FakeVoice[];
+  /** Hume only: the account's saved voices (`provider=CUSTOM_VOICE`); `voices` is the Voice Library. */
+  customVoices: FakeVoice[];
   /** undefined: up; a number: every request answered with that HTTP status; 'close': sockets destroyed. */
   down: number | 'close' | undefined;
   /** Most voices per page the fake gives, whatever is asked (to exercise paging). */
@@ -105,12 +107,12 @@ function answer(f: VoiceVendorFake, req: IncomingMessage, res: ServerResponse, b
       if (q.get('provider') !== 'HUME_AI' && q.get('provider') !== 'CUSTOM_VOICE') return send(res, 400, { message: 'provider is required' });
       const size = Math.min(Number(q.get('page_size') ?? 10), f.maxPage, 100);
       const n = Number(q.get('page_number') ?? 0);
-      const list = q.get('provider') === 'HUME_AI' ? v : [];
+      const list = q.get('provider') === 'HUME_AI' ? v : f.customVoices;
       return send(res, 200, {
         page_number: n,
         page_size: size,
         total_pages: Math.ceil(list.length / size),
-        voices_page: list.slice(n * size, n * size + size).map((x) => ({ id: x.id, name: x.name, provider: 'HUME_AI', compatible_octave_models: ['1', '2'] })),
+        voices_page: list.slice(n * size, n * size + size).map((x) => ({ id: x.id, name: x.name, provider: q.get('provider'), compatible_octave_models: ['1', '2'] })),
       });
     }
     case 'minimax': {
@@ -164,6 +166,7 @@ export async function startVoiceVendorFake(vendor: Vendor, voices: FakeVoice[], 
     url: '',
     key: options.key ?? `key-${vendor}-0123456789`,
     voices,
+    customVoices: [],
     down: undefined,
     maxPage: options.maxPage ?? 100,
     delayMs: options.delayMs ?? 80,
