@@ -23,6 +23,8 @@ describe('voice catalog in the daemon, with Cartesia and MiniMax configured', ()
     minimax = await startVoiceVendorFake('minimax', [{ id: 'English_Trustworth_Man', name: 'Trustworthy Man', description: 'Deep' }]);
     d = await startTestDaemon({
       sip: { enabled: false },
+      // A recognizer is configured here (never reached: no session runs), so /readyz has nothing to confess.
+      stt: { provider: 'openai', base_url: 'http://127.0.0.1:9/v1' },
       tts: {
         providers: [
           { voice_provider: 'cartesia', type: 'cartesia', base_url: cartesia.url, api_key: cartesia.key },
@@ -49,6 +51,10 @@ describe('voice catalog in the daemon, with Cartesia and MiniMax configured', ()
     ]);
     expect(r.body.voices[2]).toEqual({ id: 'c-1', name: 'Katie', description: 'Friendly', provider: 'provider_3', languages: ['en'] });
     expect(r.text).not.toContain(cartesia.key);
+  });
+
+  it('/readyz carries no STT detail when a recognizer is configured', async () => {
+    expect((await d.api('GET', '/readyz', undefined, { key: null })).body).toEqual({ status: 'ready' });
   });
 
   it('an agent on a provider that is not configured is a 400 naming the provider and the setting, on create and on PATCH', async () => {

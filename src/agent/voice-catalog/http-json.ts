@@ -34,13 +34,16 @@ export async function requestJson(vendor: string, url: URL, init: { method?: 'GE
   }
 }
 
-/** The vendor's path under a configured base_url (ws(s) turned into http(s); query dropped). */
+/** The vendor's path under a configured base_url (ws(s) turned into http(s); query and userinfo dropped). */
 export function httpUrl(base: string, path: string): URL {
   const url = new URL(base);
   url.protocol = url.protocol === 'ws:' || url.protocol === 'http:' ? 'http:' : 'https:';
   url.pathname = `${url.pathname.replace(/\/+$/, '')}${path}`;
   url.search = '';
   url.hash = '';
+  // Credentials in a base_url's userinfo would end up in fetch's error messages (and so the log).
+  url.username = '';
+  url.password = '';
   return url;
 }
 

@@ -166,6 +166,14 @@ describe('voice catalog: failures and refresh', () => {
     expect(await catalog.check('provider_3', 'anything')).toMatchObject({ ok: true, unchecked: expect.stringContaining('not been fetched') });
   });
 
+  it('credentials in a base_url never reach the log', async () => {
+    const { catalog, lines, raw } = catalogFor([{ voice_provider: 'provider_1', type: 'stream', base_url: 'ws://user:s3cr3t-pass@127.0.0.1:9', api_key: 'k' }]);
+    catalog.start();
+    await catalog.list();
+    await until(() => lines.some((l) => l.level === 40), 'the warning');
+    expect(raw.join('\n')).not.toContain('s3cr3t-pass');
+  });
+
   it('a vendor going down keeps its last list with one warning per failure streak; the refresh picks up a change', async () => {
     const f = await fake('elevenlabs', VOICES, { delayMs: 60 });
     const { catalog, lines, raw } = catalogFor([{ fake: f }], { refresh_secs: 1 });
