@@ -558,7 +558,7 @@ const schema = {
     summarize_calls: { doc: 'Whether new agents summarize calls.', format: 'strict-boolean', default: false },
     enable_first_message_outbound: { doc: 'Whether new agents play the first message on outbound calls.', format: 'strict-boolean', default: true },
     keyterms: { doc: 'Keyterms of a new agent when none are sent.', format: Array, default: [] as string[] },
-    voice_id: { doc: 'Voice id of a new agent.', format: String, default: 'local-en-1' },
+    voice_id: { doc: 'Voice id of a new agent; while the local voice serves agent_defaults.voice_provider, one of voices.catalog (checked at start).', format: String, default: 'local-en-1' },
     voice_provider: { doc: 'Voice provider of a new agent: provider_1..provider_6, or the service\'s vendor name (elevenlabs, openai, cartesia, hume, minimax, fish).', format: [...VOICE_PROVIDER_NAMES], default: 'provider_1' },
     vad_start_secs: { doc: 'vad_settings.start_secs of a new agent.', format: Number, default: 0.2 },
     vad_stop_secs: { doc: 'vad_settings.stop_secs of a new agent.', format: Number, default: 0.8 },
