@@ -238,3 +238,27 @@ describe('configuration', () => {
     expect(() => loadConfig({ voices: { refresh_secs: 0 } }, {})).toThrow(ConfigError);
   });
 });
+
+describe('the session line', () => {
+  it('names STT, LLM and TTS by provider and type, never a key or URL, and flags a voice provider that is not configured', async () => {
+    const { describeSessionProviders } = await import('../../../src/agent/session-providers.ts');
+    const config = loadConfig(
+      {
+        stt: { provider: 'stream', base_url: 'wss://stt.example.com', api_key: 'stt-secret-key', model: 'nova-3' },
+        llm: { providers: [{ name: 'local', type: 'echo', models: ['echo'] }, { name: 'acme', type: 'anthropic', base_url: 'https://llm.example.com', api_key: 'llm-secret-key', models: ['m'] }] },
+        tts: { providers: [{ voice_provider: 'cartesia', type: 'cartesia', base_url: 'https://tts.example.com', api_key: 'tts-secret-key' }] },
+      },
+      {},
+    );
+    const describe = describeSessionProviders(config);
+    const agent = { llm: 'acme/m', fallback_llm: 'local/echo', voice_settings: { id: 'c-1', provider: 'provider_3' } } as never;
+    const line = describe(agent);
+    expect(line).toEqual({
+      stt: { provider: 'stream', type: 'stream', model: 'nova-3' },
+      llm: { model: 'acme/m', type: 'anthropic', fallback_model: 'local/echo', fallback_type: 'echo' },
+      tts: { provider: 'provider_3', type: 'cartesia', voice: 'c-1' },
+    });
+    expect(JSON.stringify(line)).not.toMatch(/secret|example\.com/);
+    expect(describe({ llm: 'local/echo', fallback_llm: 'local/echo', voice_settings: { id: 'v', provider: 'provider_4' } } as never)).toMatchObject({ tts: { provider: 'provider_4', type: 'local', configured: false } });
+  });
+});
