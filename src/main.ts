@@ -27,6 +27,7 @@ import { buildApp } from './api/app.ts';
 import { readinessDetail } from './api/routes/health.ts';
 import { createRegistry } from './api/metrics.ts';
 import { createCarrierClient } from './telco/carrier-client.ts';
+import { StreamTokens } from './telco/twilio-stream-tokens.ts';
 import { startSip, type SipService } from './sip-service.ts';
 import { loadTokenSecret, SessionTokens } from './session/tokens.ts';
 import type { SessionRuntimeFactory } from './session/runtime-contract.ts';
@@ -96,6 +97,9 @@ export async function startDaemon(
   const tokens = new SessionTokens(loadTokenSecret(config));
   // The bridge connects to our own /v1/connection, whose URL is known once HTTP listens.
   let url = '';
+  const carrier = createCarrierClient(config);
+  // The media streams' one-time tokens: issued by the voice webhook and by outbound carrier dials.
+  const streamTokens = new StreamTokens();
   const bridge = new CallBridge({
     store,
     logger,
@@ -106,6 +110,7 @@ export async function startDaemon(
     recorder: config.bridge.recording
       ? (id) => new CallRecorder({ dir: join(config.data_dir, 'recordings'), callId: id, sampleRate: config.bridge.recording_sample_rate, logger: logger.child({ component: 'recorder', sessionId: id }) })
       : undefined,
+    carrier: { client: carrier, tokens: streamTokens, publicUrl: config.http.public_url, ringTimeoutSecs: config.sip.ring_timeout_secs },
   });
   // Vendors' voice lists are fetched in the background from here on (GET /v1/voices reads the cache).
   const voiceCatalog = new VoiceCatalog({ config, logger });
@@ -115,11 +120,13 @@ export async function startDaemon(
     voiceCatalog,
     store,
     logger,
-    carrier: createCarrierClient(config),
+    carrier,
     tokens,
     runtimeFactory,
     dialer: config.sip.enabled ? (req) => bridge.dial(req) : undefined,
-    carrierStreams: { handle: (stream) => bridge.handleMediaStream(stream), hasRoom: () => bridge.hasRoom },
+    carrierStreams: { handle: (stream) => bridge.handleMediaStream(stream), hasRoom: () => bridge.hasRoom, callStatus: (update) => bridge.carrierStatus(update) },
+    streamTokens,
+    carrierDialer: (req) => bridge.dialCarrier(req),
     sessionServer: options.sessionServer,
     readiness: () => {
       const sipUp = sip === undefined ? !config.sip.enabled : sip.ua.listening;
@@ -159,6 +166,8 @@ export async function startDaemon(
     close() {
       closing ??= (async () => {
         draining = true;
+        // Dials still ringing at the carrier are cancelled there: nobody would take their streams.
+        bridge.closeCarrierDials();
         // New INVITEs and voice connections get 503; calls and voice sessions in progress get up
         // to drain.deadline_secs together; app.close() then ends the sessions left (1001).
         await Promise.all([sip?.drainAndClose(config.drain.deadline_secs * 1000), app.voiceSessions.drain(config.drain.deadline_secs * 1000)]);

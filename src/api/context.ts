@@ -9,6 +9,9 @@ import type { CarrierClient } from '../telco/carrier-client.ts';
 import type { SessionTokens } from '../session/tokens.ts';
 import type { SessionRuntimeFactory } from '../session/runtime-contract.ts';
 import type { StartedStream, StreamSink } from '../telco/twilio-stream-socket.ts';
+import type { StreamTokens } from '../telco/twilio-stream-tokens.ts';
+import type { CarrierCallStatus } from '../telco/twilio-call-status.ts';
+import type { CarrierDialRequest } from '../domain/dial.ts';
 
 export interface Readiness {
   ready: boolean;
@@ -35,7 +38,11 @@ export interface ApiDeps {
   /** Runs the conversation of each voice session; none: sessions close 1011 "no runtime configured". */
   runtimeFactory?: SessionRuntimeFactory;
   /** Bridges the carrier's media streams (routes/twilio.ts); undefined: streams are closed 1013. */
-  carrierStreams?: { handle(stream: StartedStream): StreamSink; hasRoom(): boolean } | undefined;
+  carrierStreams?: { handle(stream: StartedStream): StreamSink; hasRoom(): boolean; callStatus(update: CarrierCallStatus): void } | undefined;
+  /** The media streams' one-time tokens, shared by the voice webhook and outbound carrier dials. */
+  streamTokens?: StreamTokens | undefined;
+  /** Dials from an agent's carrier number through the carrier's call API; undefined: 503. */
+  carrierDialer?: ((req: CarrierDialRequest) => Promise<{ callId: string }>) | undefined;
   /** Tuning of the /v1/connection server (tests shorten the ping interval). */
   sessionServer?: { pingIntervalMs?: number; maxBufferedBytes?: number };
 }

@@ -33,6 +33,11 @@ import { openVoiceLink } from './voice-link.ts';
 import { MediaStreamCallLeg } from './media-stream-call-leg.ts';
 import type { CallLeg } from './call-leg.ts';
 import type { StartedStream, StreamSink } from '../telco/twilio-stream-socket.ts';
+import type { CarrierClient } from '../telco/carrier-client.ts';
+import type { CarrierCallStatus } from '../telco/twilio-call-status.ts';
+import type { StreamTokens } from '../telco/twilio-stream-tokens.ts';
+import { carrierCallControl } from './carrier-call-control.ts';
+import { CarrierDials, type CarrierDialRequest } from './carrier-dial.ts';
 
 export interface CallBridgeOptions {
   store: Store;
@@ -57,6 +62,11 @@ export interface CallBridgeOptions {
   recorder?: (callId: string) => CallRecorderSink | undefined;
   /** The 20 ms media clock every call's two directions run on (default: one for this bridge). */
   ticker?: MediaTicker;
+  /**
+   * The carrier's call API (docs/telco.md): outbound dials from carrier numbers, hang-up and
+   * transfer of stream calls. Undefined: streams are only closed, dials need a SIP trunk.
+   */
+  carrier?: { client: CarrierClient; tokens: StreamTokens; publicUrl: string; ringTimeoutSecs: number; watchdogSlackMs?: number } | undefined;
 }
 
 /** Retry-After of the 503 over bridge.max_calls: calls last minutes, but capacity frees up call by call. */
@@ -68,12 +78,20 @@ export class CallBridge {
   readonly #ticker: MediaTicker;
   readonly #dialTransfer: DialTransfer;
   readonly #records: CallRecordWriter;
+  readonly #carrierDials: CarrierDials | undefined;
+  /** Live carrier stream legs by CallSid, for the carrier's status callbacks. */
+  readonly #streamLegs = new Map<string, { accountSid: string; leg: MediaStreamCallLeg }>();
 
   constructor(options: CallBridgeOptions) {
     this.#o = options;
     this.#ticker = options.ticker ?? new MediaTicker();
     this.#dialTransfer = options.dialTransfer ?? trunkTransferDialer(() => options.ua(), options.store, options.logger);
     this.#records = new CallRecordWriter(options.store.calls, options.sessions.recordsCalls);
+    const c = options.carrier;
+    this.#carrierDials =
+      c === undefined
+        ? undefined
+        : new CarrierDials({ store: options.store, sessions: options.sessions, records: this.#records, client: c.client, tokens: c.tokens, publicUrl: c.publicUrl, ringTimeoutSecs: c.ringTimeoutSecs, log: options.logger, metrics: options.metrics, watchdogSlackMs: c.watchdogSlackMs });
   }
 
   /** Calls being bridged now. */
@@ -138,8 +156,33 @@ export class CallBridge {
    */
   handleMediaStream(stream: StartedStream): StreamSink {
     const { grant, streamSid, transport } = stream;
-    const log = this.#o.logger.child({ component: 'bridge', callId: streamSid });
-    const leg = new MediaStreamCallLeg({ id: streamSid, from: grant.from, to: grant.to, route: { orgId: grant.orgId, agentId: grant.agentId, trunkId: null }, transport, ticker: this.#ticker, log });
+    const outbound = grant.outbound !== undefined ? this.#carrierDials?.streamStarted(grant.outbound.callId, grant.callSid) : undefined;
+    const log = outbound?.log ?? this.#o.logger.child({ component: 'bridge', callId: streamSid });
+    const carrier = this.#o.carrier;
+    const control = carrier && carrierCallControl(carrier.client, this.#o.store.telcoNumbers, { orgId: grant.orgId, numberId: grant.numberId, callSid: grant.callSid }, log);
+    const leg = new MediaStreamCallLeg({
+      id: streamSid,
+      from: grant.from,
+      to: grant.to,
+      route: { orgId: grant.orgId, agentId: grant.agentId, trunkId: null },
+      transport,
+      ticker: this.#ticker,
+      log,
+      direction: grant.outbound !== undefined ? 'outbound' : 'inbound',
+      control,
+    });
+    this.#streamLegs.set(grant.callSid, { accountSid: grant.accountSid, leg });
+    leg.onHangup(() => this.#streamLegs.delete(grant.callSid));
+    if (grant.outbound !== undefined) {
+      // The dial counted against the limits while it rang; its pending entry is gone now.
+      if (outbound === undefined) {
+        log.warn({ callSid: grant.callSid }, 'media stream of an outbound call that is no longer pending: closed');
+        leg.refuse('agent_unavailable', 'call no longer pending');
+        return leg;
+      }
+      this.#core(leg, log, (url, recording, events) => openVoiceLink(undefined, url, recording, events), undefined).attach(outbound.callId, outbound.connectUrl);
+      return leg;
+    }
     const over = this.#overLimit(undefined);
     if (over !== undefined) {
       log.warn({ limit: over }, 'media stream refused: concurrent call limit reached');
@@ -149,8 +192,38 @@ export class CallBridge {
     }
     const base = this.#o.sessions;
     const sessions: SessionOpener = { recordsCalls: base.recordsCalls, open: (input) => base.open({ ...input, source: 'twilio', carrierCallId: grant.callSid }) };
-    void this.#core(leg, log, (url, recording, events) => openVoiceLink(undefined, url, recording, events), undefined).start(inboundSession(this.#o.store.agents, sessions, leg));
+    // caller_number and called_number, as for a SIP call (no trunk on this path).
+    const variables = callVariables({ callerNumber: grant.from, calledNumber: grant.to });
+    void this.#core(leg, log, (url, recording, events) => openVoiceLink(undefined, url, recording, events), undefined).start(inboundSession(this.#o.store.agents, sessions, leg, variables));
     return leg;
+  }
+
+  /**
+   * POST /v1/agents/{id}/dial from an agent's carrier number, through the carrier's call API
+   * (carrier-dial.ts). @throws DomainError (503 not configured, 429 over a limit, 404, 400, 502).
+   */
+  async dialCarrier(req: CarrierDialRequest): Promise<{ callId: string }> {
+    const dials = this.#carrierDials;
+    if (dials === undefined) throw unavailable('the carrier call API is not configured on this daemon');
+    const over = this.#overLimit(undefined);
+    if (over !== undefined) {
+      this.#o.metrics?.failure(`limit_${over}`);
+      throw tooMany('too many calls in progress: try again later');
+    }
+    return dials.dial(req);
+  }
+
+  /** A verified carrier status callback (src/telco/twilio-call-status.ts): a ringing dial's progress, or a stream call's end. */
+  carrierStatus(update: CarrierCallStatus): void {
+    if (this.#carrierDials?.status(update)) return;
+    const live = this.#streamLegs.get(update.callSid);
+    if (live === undefined || live.accountSid !== update.accountSid) return;
+    if (update.progress.kind === 'ended') live.leg.carrierEnded(update.progress.status);
+  }
+
+  /** Ends the carrier dials still ringing (the daemon stops). */
+  closeCarrierDials(): void {
+    this.#carrierDials?.close();
   }
 
   /** A SIP call as a bridged call, counted until it finishes. */
@@ -181,7 +254,8 @@ export class CallBridge {
   #overLimit(trunkId: string | undefined): 'global' | 'trunk' | undefined {
     const l = this.#o.limits;
     if (l === undefined) return undefined;
-    if (l.maxCalls > 0 && this.#calls.size >= l.maxCalls) return 'global';
+    // Carrier dials ringing are calls too: their streams will need the room.
+    if (l.maxCalls > 0 && this.#calls.size + (this.#carrierDials?.pending ?? 0) >= l.maxCalls) return 'global';
     if (l.maxCallsPerTrunk > 0 && trunkId !== undefined) {
       let n = 0;
       for (const c of this.#calls) if (c.trunkId === trunkId) n++;

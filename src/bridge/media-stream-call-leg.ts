@@ -6,17 +6,22 @@
  *
  *   answer        the carrier answered the call already (its webhook got <Connect><Stream>): the
  *                 leg only notes that the session is up
- *   refuse/hangup close the stream's socket; with nothing after <Connect> the carrier hangs up
+ *   refuse/hangup close the stream's socket; with nothing after <Connect> the carrier hangs up,
+ *                 and the call API is told so too (Status=completed): a carrier whose socket went
+ *                 quiet must not keep the phone call up. Not when the carrier ended the call itself
+ *                 (`stop`, its socket closed, a `completed` status callback)
  *   media         MediaStreamMedia (jitter buffer, 8k <-> 24k, 20 ms pacing, marks, clear)
  *   DTMF          caller keys arrive as `dtmf` messages; keys towards the caller are played
  *                 in-band as dual tones (a stream has no message to send them)
- *   transfer      not done on streams yet: the attempt fails and the call ends (docs/telco.md)
+ *   transfer      the live call is redirected through the call API to <Dial> of the number;
+ *                 the stream then ends (the carrier stops it), and so does this leg
  */
 import type { Logger } from '../log.ts';
 import type { BridgeMedia, BridgeMediaCallbacks } from '../media/bridge-media.ts';
 import type { MediaTicker } from '../media/media-ticker.ts';
 import type { CallLeg, LegEnd, LegMediaOptions, LegQuality, LegRoute, RefusalCause } from './call-leg.ts';
 import { MediaStreamMedia, type MarkFigures, type MediaStreamTransport } from './media-stream-media.ts';
+import type { CarrierCallControl } from './carrier-call-control.ts';
 
 /** Close codes of the stream's socket when the bridge refuses the call (RFC 6455 7.4). */
 const REFUSAL_CLOSE: Record<RefusalCause, number> = {
@@ -36,11 +41,18 @@ export interface MediaStreamLegOptions {
   transport: MediaStreamTransport;
   ticker: MediaTicker;
   log: Logger;
+  /** Default inbound; outbound: a call callbridge placed through the call API. */
+  direction?: 'inbound' | 'outbound';
+  /** Hang-up and redirect through the carrier's call API (undefined: only the socket). */
+  control?: CarrierCallControl | undefined;
 }
+
+/** How the carrier itself reports a call's end: the stream's `stop`, its socket closed, a status callback. */
+const CARRIER_ENDS = new Set(['stop', 'socket closed', 'carrier status']);
 
 export class MediaStreamCallLeg implements CallLeg {
   readonly id: string;
-  readonly direction = 'inbound' as const;
+  readonly direction: 'inbound' | 'outbound';
   readonly from: string;
   readonly to: string;
   readonly route: LegRoute;
@@ -52,12 +64,15 @@ export class MediaStreamCallLeg implements CallLeg {
   #end: LegEnd | undefined;
   readonly #hangupListeners: Array<(end: LegEnd) => void> = [];
   readonly #dtmfListeners: Array<(digit: string) => void> = [];
+  /** The call was redirected to a <Dial>: it must not be hung up at the carrier. */
+  #transferred = false;
   /** Caller messages before the media started (the session was not up yet): not bridged. */
   #audioBeforeMedia = 0;
 
   constructor(options: MediaStreamLegOptions) {
     this.#o = options;
     this.id = options.id;
+    this.direction = options.direction ?? 'inbound';
     this.from = options.from;
     this.to = options.to;
     this.route = options.route;
@@ -89,9 +104,16 @@ export class MediaStreamCallLeg implements CallLeg {
     this.#media?.markEchoed(name);
   }
 
-  /** The stream is over from the carrier's side (`stop`, or its socket closed). */
+  /** The stream is over (`stop`, its socket closed by either side). */
   streamEnded(reason: string): void {
     this.#ended({ reason });
+  }
+
+  /** The carrier reports the call over (a final status callback): its stream is closed too. */
+  carrierEnded(status: string): void {
+    if (this.#state === 'ended') return;
+    this.#ended({ reason: 'carrier status' }, status);
+    this.#o.transport.close(1000, `call ${status} at the carrier`);
   }
 
   /** What the caller heard of the agent, from the marks (undefined before media started). */
@@ -142,20 +164,36 @@ export class MediaStreamCallLeg implements CallLeg {
     return this.#media;
   }
 
+  /**
+   * Redirects the live call to <Dial> of `target` through the call API. Done: the stream is
+   * closed and the leg ended (the carrier runs the new TwiML, the caller hears the target ring).
+   * Refused or unreachable: the leg stays up and the caller of this method hangs it up.
+   */
   async transfer(target: string): Promise<void> {
-    this.#o.log.warn({ transferNumber: target }, 'transfer of a carrier media stream call is not supported yet: the call ends');
+    const control = this.#o.control;
+    if (control === undefined || this.#state !== 'answered') {
+      this.#o.log.warn({ transferNumber: target }, 'transfer of a carrier media stream call impossible: no call API for it');
+      return;
+    }
+    if (!(await control.redirectToDial(target))) return;
+    if (this.closed) return; // the carrier ended it meanwhile
+    this.#transferred = true;
+    this.#ended({ reason: 'transferred' });
+    this.#o.transport.close(1000, 'call transferred');
   }
 
   quality(): LegQuality {
     return { packetsReceived: 0, packetsLost: 0, jitterMs: 0 };
   }
 
-  #ended(end: LegEnd): void {
+  #ended(end: LegEnd, carrierStatus?: string): void {
     if (this.#state === 'ended') return;
     this.#state = 'ended';
     this.#end = end;
     const marks = this.#media?.marks;
-    this.#o.log.info({ streamSid: this.id, reason: end.reason, ...(marks ?? {}), audioBeforeMedia: this.#audioBeforeMedia }, 'media stream ended');
+    this.#o.log.info({ streamSid: this.id, reason: end.reason, carrierStatus, ...(marks ?? {}), audioBeforeMedia: this.#audioBeforeMedia }, 'media stream ended');
+    // Ended on our side (the agent hung up, a refusal, a media timeout): end the phone call too.
+    if (!CARRIER_ENDS.has(end.reason) && !this.#transferred) void this.#o.control?.hangUp();
     for (const l of this.#hangupListeners.splice(0)) l(end);
   }
 }

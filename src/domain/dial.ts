@@ -11,3 +11,15 @@ export interface OutboundDial {
   prompt?: string | undefined;
   variables: Array<{ key: string; value: string }>;
 }
+
+/** A dial from an agent's imported carrier number through the carrier's call API (no SIP trunk). */
+export interface CarrierDialRequest {
+  orgId: string;
+  agentId: string;
+  telcoNumberId: string;
+  /** The number to call. */
+  number: string;
+  firstMessage?: string | undefined;
+  prompt?: string | undefined;
+  variables: Array<{ key: string; value: string }>;
+}

@@ -199,6 +199,11 @@ export class CallRepo {
     );
   }
 
+  /** The carrier's id of a call callbridge placed through the carrier's call API (known after the record). */
+  setCarrierCallId(id: string, callSid: string): boolean {
+    return this.db.prepare('UPDATE calls SET carrier_call_id = ? WHERE id = ?').run(callSid, id).changes === 1;
+  }
+
   /** Where the call's recording (a WAV file) is; has_recording turns true. */
   setRecording(id: string, path: string): boolean {
     return this.db.prepare('UPDATE calls SET recording_path = ? WHERE id = ?').run(path, id).changes === 1;

@@ -29,7 +29,31 @@ export interface CarrierClient {
    * Points a number's voice webhook at `voiceUrl` (VoiceUrl, VoiceMethod POST); no other field of
    * the number is touched. @throws DomainError as lookupNumber does.
    */
-  setVoiceUrl(accountSid: string, authToken: string, phoneSid: string, voiceUrl: string): Promise<void>;
+  setVoiceUrl(accountSid: string, authToken: string, phoneSid: string, voiceUrl: string, statusCallbackUrl?: string): Promise<void>;
+  /**
+   * Places an outbound call (POST Calls.json). Resolves with the carrier's CallSid and status.
+   * @throws DomainError validation (the carrier refused the call's parameters: 400 with its
+   *   message and code), bad_gateway (credentials refused, carrier down, slow or answering
+   *   nonsense), unavailable (no carrier configured).
+   */
+  createCall(accountSid: string, authToken: string, call: NewCarrierCall): Promise<{ sid: string; status: string }>;
+  /**
+   * Updates a live call (POST Calls/{CallSid}.json): `Status=completed` hangs it up, `Twiml=...`
+   * replaces what it runs (a transfer's <Dial>). @throws DomainError bad_gateway / unavailable.
+   */
+  updateCall(accountSid: string, authToken: string, callSid: string, fields: { Status: 'completed' | 'canceled' } | { Twiml: string }): Promise<void>;
+}
+
+/** What callbridge asks of the carrier for an outbound call (the Calls resource's parameters). */
+export interface NewCarrierCall {
+  to: string;
+  from: string;
+  /** The call's instructions once answered (the connect-stream TwiML). */
+  twiml: string;
+  /** Where the carrier POSTs the call's progress (initiated, ringing, answered, completed). */
+  statusCallback: string;
+  /** Seconds the call may ring before the carrier gives up (no-answer). */
+  timeoutSecs: number;
 }
 
 /** Stable codes of carrier failures, for callers that branch on them rather than on text. */
@@ -38,6 +62,8 @@ export const CARRIER_ERROR = {
   notInAccount: 'TELCO_NUMBER_NOT_IN_ACCOUNT',
   failed: 'TELCO_CARRIER_FAILED',
   notConfigured: 'TELCO_NOT_CONFIGURED',
+  /** The carrier refused an outbound call's parameters (an invalid To, a From it does not own). */
+  callRefused: 'TELCO_CALL_REFUSED',
 } as const;
 
 const credentialsRejected = () => validation('carrier rejected account_sid/auth_token', CARRIER_ERROR.credentials);
@@ -92,7 +118,7 @@ export function createCarrierClient(config: Config): CarrierClient {
 
     //   POST {api_base_url}/2010-04-01/Accounts/{AccountSid}/IncomingPhoneNumbers/{PhoneSid}.json
     //   Content-Type: application/x-www-form-urlencoded     VoiceUrl=...&VoiceMethod=POST
-    async setVoiceUrl(accountSid, authToken, phoneSid, voiceUrl) {
+    async setVoiceUrl(accountSid, authToken, phoneSid, voiceUrl, statusCallbackUrl) {
       if (!base) throw unavailable('carrier API is not configured (telco.api_base_url)', CARRIER_ERROR.notConfigured);
       const url = new URL(`${base}/2010-04-01/Accounts/${encodeURIComponent(accountSid)}/IncomingPhoneNumbers/${encodeURIComponent(phoneSid)}.json`);
       let res: Response;
@@ -100,7 +126,7 @@ export function createCarrierClient(config: Config): CarrierClient {
         res = await fetch(url, {
           method: 'POST',
           headers: { authorization: basicAuth(accountSid, authToken), accept: 'application/json', 'content-type': 'application/x-www-form-urlencoded' },
-          body: new URLSearchParams({ VoiceUrl: voiceUrl, VoiceMethod: 'POST' }).toString(),
+          body: new URLSearchParams({ VoiceUrl: voiceUrl, VoiceMethod: 'POST', ...(statusCallbackUrl !== undefined ? { StatusCallback: statusCallbackUrl, StatusCallbackMethod: 'POST' } : {}) }).toString(),
           redirect: 'error',
           signal: AbortSignal.timeout(timeoutMs),
         });
@@ -113,7 +139,70 @@ export function createCarrierClient(config: Config): CarrierClient {
       if (res.status === 404) throw notInAccount();
       throw failed(`HTTP ${res.status} setting the number's VoiceUrl`);
     },
+
+    //   POST {api_base_url}/2010-04-01/Accounts/{AccountSid}/Calls.json
+    //   To, From, Twiml, StatusCallback, StatusCallbackMethod=POST, StatusCallbackEvent (x4), Timeout
+    //   201 { "sid": "CA...", "status": "queued", ... }
+    async createCall(accountSid, authToken, call) {
+      const form = new URLSearchParams({ To: call.to, From: call.from, Twiml: call.twiml, StatusCallback: call.statusCallback, StatusCallbackMethod: 'POST' });
+      // One parameter per event, as the carrier's helper libraries send a list.
+      for (const e of ['initiated', 'ringing', 'answered', 'completed']) form.append('StatusCallbackEvent', e);
+      form.set('Timeout', String(call.timeoutSecs));
+      const { status, body } = await postForm(callsUrl(accountSid), accountSid, authToken, form, 'placing the call');
+      if (status === 400) throw validation(`carrier refused the call: ${carrierMessage(body)}`, CARRIER_ERROR.callRefused);
+      if (status === 401 || status === 403) throw failed(`the carrier rejected the number's stored account_sid/auth_token (HTTP ${status}): import the number again with valid credentials`);
+      if (status < 200 || status > 299) throw failed(`HTTP ${status} placing the call${carrierDetail(body)}`);
+      if (!isRecord(body) || typeof body.sid !== 'string' || body.sid === '') throw failed('the call was accepted without a sid');
+      return { sid: body.sid, status: typeof body.status === 'string' ? body.status : 'queued' };
+    },
+
+    //   POST {api_base_url}/2010-04-01/Accounts/{AccountSid}/Calls/{CallSid}.json   Status=completed | Twiml=...
+    async updateCall(accountSid, authToken, callSid, fields) {
+      const url = `${callsUrl(accountSid).replace(/\.json$/, '')}/${encodeURIComponent(callSid)}.json`;
+      const { status, body } = await postForm(url, accountSid, authToken, new URLSearchParams(fields as Record<string, string>), 'updating the call');
+      if (status < 200 || status > 299) throw failed(`HTTP ${status} updating call ${callSid}${carrierDetail(body)}`);
+    },
   };
+
+  function callsUrl(accountSid: string): string {
+    if (!base) throw unavailable('carrier API is not configured (telco.api_base_url)', CARRIER_ERROR.notConfigured);
+    return `${base}/2010-04-01/Accounts/${encodeURIComponent(accountSid)}/Calls.json`;
+  }
+
+  /** One form POST within telco.timeout_ms, body included; the status and the JSON body (undefined if none). */
+  async function postForm(url: string, accountSid: string, authToken: string, form: URLSearchParams, what: string): Promise<{ status: number; body: unknown }> {
+    const signal = AbortSignal.timeout(timeoutMs);
+    try {
+      const res = await fetch(url, {
+        method: 'POST',
+        headers: { authorization: basicAuth(accountSid, authToken), accept: 'application/json', 'content-type': 'application/x-www-form-urlencoded' },
+        body: form.toString(),
+        redirect: 'error',
+        signal,
+      });
+      const text = await res.text();
+      let body: unknown;
+      try {
+        body = text === '' ? undefined : JSON.parse(text);
+      } catch {
+        body = undefined;
+      }
+      return { status: res.status, body };
+    } catch (err) {
+      throw failed(`${describeFetchError(err, timeoutMs)} (${what})`, err);
+    }
+  }
+}
+
+/** The carrier's error body ({ code, message, more_info, status }) as one line. */
+function carrierMessage(body: unknown): string {
+  if (!isRecord(body)) return 'no reason given';
+  const msg = typeof body.message === 'string' ? body.message.slice(0, 300) : 'no reason given';
+  return typeof body.code === 'number' || typeof body.code === 'string' ? `${msg} (carrier error ${String(body.code)})` : msg;
+}
+
+function carrierDetail(body: unknown): string {
+  return isRecord(body) && typeof body.message === 'string' ? `: ${carrierMessage(body)}` : '';
 }
 
 function basicAuth(user: string, password: string): string {

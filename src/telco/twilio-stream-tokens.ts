@@ -17,6 +17,8 @@ export interface StreamGrant {
   accountSid: string;
   from: string;
   to: string;
+  /** An outbound call callbridge placed: its call record (the session) is `callId`. */
+  outbound?: { callId: string };
 }
 
 export const DEFAULT_STREAM_TOKEN_TTL_MS = 30_000;
@@ -32,11 +34,25 @@ export class StreamTokens {
   }
 
   /** A new token for the grant (base64url, 43 characters). */
-  issue(grant: StreamGrant): string {
+  issue(grant: StreamGrant, ttlMs = this.#ttlMs): string {
     this.#sweep();
     const token = randomBytes(32).toString('base64url');
-    this.#grants.set(token, { grant, expiresAt: this.#now() + this.#ttlMs });
+    this.#grants.set(token, { grant: { ...grant }, expiresAt: this.#now() + ttlMs });
     return token;
+  }
+
+  /**
+   * Binds an outbound call's token to the CallSid the carrier gave it: the token goes into the
+   * call's TwiML before the carrier has named the call.
+   */
+  bindCall(token: string, callSid: string): void {
+    const entry = this.#grants.get(token);
+    if (entry !== undefined) entry.grant.callSid = callSid;
+  }
+
+  /** Spends a token that will not be used (the call was never answered). */
+  revoke(token: string): void {
+    this.#grants.delete(token);
   }
 
   /** The grant of a token, once: the token is spent whether or not it was still valid. */

@@ -25,3 +25,12 @@ export function connectStreamTwiml(streamUrl: string, parameters: Record<string,
 export function rejectTwiml(reason: 'rejected' | 'busy'): string {
   return `${XML_HEAD}<Response><Reject reason="${reason}"/></Response>`;
 }
+
+/**
+ * `<Response><Dial>number</Dial></Response>`: a live call redirected to another number (the
+ * agent's transfer). No callerId: the carrier then shows the call's own caller (inbound: the
+ * caller; outbound: our number), which it accepts without further verification.
+ */
+export function dialTwiml(number: string): string {
+  return `${XML_HEAD}<Response><Dial>${escapeXml(number)}</Dial></Response>`;
+}

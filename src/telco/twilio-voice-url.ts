@@ -1,7 +1,9 @@
 /**
  * Where an imported number's calls go: this daemon's voice webhook. Import points new numbers
  * there (src/api/routes/telco.ts); `callbridge telco set-voice-urls` points those imported
- * earlier, or again after http.public_url changed. Only VoiceUrl and VoiceMethod are written.
+ * earlier, or again after http.public_url changed. Only VoiceUrl, VoiceMethod, StatusCallback and
+ * StatusCallbackMethod are written: the status callback tells us when a caller hangs up even if
+ * the media stream's socket does not say so.
  */
 import type { Config } from '../config.ts';
 import type { Store } from '../store/index.ts';
@@ -9,6 +11,16 @@ import type { CarrierClient } from './carrier-client.ts';
 
 /** The path of the voice webhook (src/api/routes/twilio.ts serves it). */
 export const TWILIO_VOICE_PATH = '/v1/telco/twilio/voice';
+
+/** The media stream WebSocket (src/api/routes/twilio.ts). */
+export const TWILIO_STREAM_PATH = '/v1/telco/twilio/stream';
+/** The call status callback (src/api/routes/twilio.ts): numbers' and outbound calls' progress. */
+export const TWILIO_STATUS_PATH = '/v1/telco/twilio/status';
+
+/** The status callback URL beside a voice webhook URL. */
+export function statusCallbackOf(voiceUrl: string): string {
+  return voiceUrl.slice(0, voiceUrl.length - TWILIO_VOICE_PATH.length) + TWILIO_STATUS_PATH;
+}
 
 /** The webhook URL for a public base URL. */
 export function voiceUrlOf(publicUrl: string): string {
@@ -33,7 +45,7 @@ export async function setVoiceUrls(store: Store, carrier: CarrierClient, voiceUr
     try {
       const creds = store.telcoNumbers.credentials(n.org_id, n.id);
       if (creds === undefined) throw new Error('number gone');
-      await carrier.setVoiceUrl(creds.account_sid, creds.auth_token, n.phone_sid, voiceUrl);
+      await carrier.setVoiceUrl(creds.account_sid, creds.auth_token, n.phone_sid, voiceUrl, statusCallbackOf(voiceUrl));
     } catch (err) {
       o.error = err instanceof Error ? err.message : String(err);
     }

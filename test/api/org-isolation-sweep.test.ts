@@ -168,6 +168,7 @@ const HIDDEN_ROUTES: Record<string, string> = {
   'GET /v1/connection': 'the voice WebSocket, authenticated by a session token: swept in its own test',
   'POST /v1/telco/twilio/voice': "the carrier's voice webhook, authenticated by X-Twilio-Signature with the number's own import's token: isolation in test/telco/twilio-inbound.test.ts",
   'GET /v1/telco/twilio/stream': "the carrier's media stream, authenticated by the webhook's one-time token: isolation in test/telco/twilio-inbound.test.ts",
+  'POST /v1/telco/twilio/status': "the carrier's call status callbacks, authenticated by X-Twilio-Signature and applied only to calls of the signing account: test/telco/twilio-outbound.test.ts",
 };
 
 // Carrier accounts of the fake carrier: A's and B's are different accounts.

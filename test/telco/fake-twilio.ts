@@ -72,6 +72,21 @@ export function incomingCallParams(o: { accountSid: string; callSid: string; fro
   };
 }
 
+/** The <Connect><Stream url> of a TwiML document and its <Parameter>s, or undefined. */
+export function parseConnectStream(text: string): { url: string; parameters: Record<string, string> } | undefined {
+  const stream = /<Connect>\s*<Stream\b([^>]*)>([\s\S]*?)<\/Stream>\s*<\/Connect>/.exec(text);
+  if (!stream) return undefined;
+  const parameters: Record<string, string> = {};
+  for (const p of stream[2]!.matchAll(/<Parameter\b([^>]*)\/>/g)) parameters[attr(p[1]!, 'name')!] = attr(p[1]!, 'value')!;
+  return { url: attr(stream[1]!, 'url')!, parameters };
+}
+
+/** The number of a TwiML `<Dial>number</Dial>`, or undefined. */
+export function parseDial(text: string): string | undefined {
+  const m = /<Dial\b[^>]*>\s*([^<]+?)\s*<\/Dial>/.exec(text);
+  return m ? unescapeXml(m[1]!) : undefined;
+}
+
 /** POSTs the voice webhook as Twilio does; `signature` overrides the computed one (null: none). */
 export async function postVoiceWebhook(url: string, params: Record<string, string>, authToken: string, signature?: string | null, signedUrl = url): Promise<WebhookResult> {
   const headers: Record<string, string> = { 'content-type': 'application/x-www-form-urlencoded', 'user-agent': 'TwilioProxy/1.1', 'i-twilio-idempotency-token': randomBytes(8).toString('hex') };

@@ -1,7 +1,8 @@
 /**
  * Import points the number's voice webhook at this daemon through the carrier's REST API (POST
- * IncomingPhoneNumbers/{sid}.json, VoiceUrl + VoiceMethod, Basic auth) when http.public_url is
- * set and telco.set_voice_url is on; nothing else of the number is sent. A carrier that refuses
+ * IncomingPhoneNumbers/{sid}.json, VoiceUrl + VoiceMethod and StatusCallback + StatusCallbackMethod,
+ * Basic auth) when http.public_url is set and telco.set_voice_url is on; nothing else of the number
+ * is sent. A carrier that refuses
  * the update fails the import (502) and nothing is stored. The fake carrier speaks the carrier's
  * documented REST formats on loopback (test/helpers/fake-carrier.ts).
  */
@@ -28,7 +29,7 @@ describe.each([true, false])('telco.set_voice_url %s, http.public_url set', (set
     await carrier?.close();
   });
 
-  it(setVoiceUrl ? "sets the number's VoiceUrl and VoiceMethod at import, and nothing else" : 'leaves the number at the carrier alone', async () => {
+  it(setVoiceUrl ? "sets the number's VoiceUrl, StatusCallback and their methods at import, and nothing else" : 'leaves the number at the carrier alone', async () => {
     const phoneSid = carrier.addNumber(ACCOUNT, TOKEN, '+15550103001');
     const r = await d.api('POST', '/v1/telco/numbers', { phone_number: '+15550103001', account_sid: ACCOUNT, auth_token: TOKEN });
     expect(r.status, r.text).toBe(201);
@@ -42,10 +43,10 @@ describe.each([true, false])('telco.set_voice_url %s, http.public_url set', (set
     expect(posts[0]).toMatchObject({
       path: `/2010-04-01/Accounts/${ACCOUNT}/IncomingPhoneNumbers/${phoneSid}.json`,
       authorization: 'Basic ' + Buffer.from(`${ACCOUNT}:${TOKEN}`).toString('base64'),
-      form: { VoiceUrl: 'https://calls.example.com/v1/telco/twilio/voice', VoiceMethod: 'POST' },
+      form: { VoiceUrl: 'https://calls.example.com/v1/telco/twilio/voice', VoiceMethod: 'POST', StatusCallback: 'https://calls.example.com/v1/telco/twilio/status', StatusCallbackMethod: 'POST' },
     });
-    expect(Object.keys(posts[0]!.form!).sort()).toEqual(['VoiceMethod', 'VoiceUrl']);
-    expect(carrier.numberFields(phoneSid)).toEqual({ VoiceUrl: 'https://calls.example.com/v1/telco/twilio/voice', VoiceMethod: 'POST' });
+    expect(Object.keys(posts[0]!.form!).sort()).toEqual(['StatusCallback', 'StatusCallbackMethod', 'VoiceMethod', 'VoiceUrl']);
+    expect(carrier.numberFields(phoneSid)).toEqual({ VoiceUrl: 'https://calls.example.com/v1/telco/twilio/voice', VoiceMethod: 'POST', StatusCallback: 'https://calls.example.com/v1/telco/twilio/status', StatusCallbackMethod: 'POST' });
   });
 
   it.runIf(setVoiceUrl)('fails the import with 502 when the carrier refuses the update, storing nothing', async () => {
@@ -98,7 +99,7 @@ describe('callbridge telco set-voice-urls (numbers imported earlier)', () => {
     const r = await run(['telco', 'set-voice-urls'], { CALLBRIDGE_PUBLIC_URL: 'https://calls.example.com' });
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout.trim().split('\n')).toEqual([`+15550104001 ${sids[0]} ok`, `+15550104002 ${sids[1]} ok`]);
-    for (const s of sids) expect(carrier.numberFields(s)).toEqual({ VoiceUrl: 'https://calls.example.com/v1/telco/twilio/voice', VoiceMethod: 'POST' });
+    for (const s of sids) expect(carrier.numberFields(s)).toEqual({ VoiceUrl: 'https://calls.example.com/v1/telco/twilio/voice', VoiceMethod: 'POST', StatusCallback: 'https://calls.example.com/v1/telco/twilio/status', StatusCallbackMethod: 'POST' });
     expect(r.stdout + r.stderr).not.toContain(TOKEN);
   });
 

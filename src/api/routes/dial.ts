@@ -1,9 +1,11 @@
 /**
  * POST /v1/agents/{id}/dial: validated fully (every documented error), then placed by the call
- * bridge through the SIP trunk (`sip_trunk_id`). `{ success: true }` means the call record exists
- * and the INVITE is on its way; progress (answered, busy, no_answer, failed) is in
- * GET /v1/calls/{id}. The carrier-number route (no trunk) needs a trunk configured for the
- * carrier account, which this build does not have: it answers 503 saying so, never a fake success.
+ * bridge. With `sipTrunkId`: through that SIP trunk. Without: from the agent's imported carrier
+ * number, through the SIP trunk `telco.outbound_trunks` maps its carrier account to when there is
+ * one (an operator's explicit choice for that account wins), else through the carrier's own call
+ * API (docs/telco.md; needs http.public_url). `{ success: true }` means the call record exists and
+ * the call is on its way (the INVITE sent, or the carrier accepted the Calls.json request);
+ * progress (answered, busy, no_answer, failed) is in GET /v1/calls/{id}.
  */
 import type { FastifyInstance } from 'fastify';
 import { Type } from '@sinclair/typebox';
@@ -125,7 +127,7 @@ export async function dialRoutes(app: FastifyInstance, deps: ApiDeps): Promise<v
         params: IdParams,
         querystring: Query,
         body: Body,
-        response: { 200: Type.Object({ success: Type.Boolean() }), ...errorResponses(400, 401, 403, 404, 429, 500, 503) },
+        response: { 200: Type.Object({ success: Type.Boolean() }), ...errorResponses(400, 401, 403, 404, 429, 500, 502, 503) },
       },
     },
     async (req) => {
@@ -136,9 +138,20 @@ export async function dialRoutes(app: FastifyInstance, deps: ApiDeps): Promise<v
         // The carrier-number route: through the trunk configured for the number's carrier
         // account, presenting that number as the caller ID unless one was given.
         const number = deps.store.telcoNumbers.get(dial.orgId, dial.telcoNumberId ?? '');
-        const route = number && deps.config.telco.outbound_trunks.find((t) => t.account_sid === number.account_sid);
-        if (!number || !route) {
-          throw unavailable(`outbound calls from carrier number ${number?.phone_number ?? '(unknown)'} need a SIP trunk for its carrier account ${number?.account_sid ?? ''}: add it to telco.outbound_trunks, or pass sipTrunkId`);
+        if (!number) throw notFound('phone number');
+        const route = deps.config.telco.outbound_trunks.find((t) => t.account_sid === number.account_sid);
+        if (!route) {
+          // The carrier's own call API: the call is from the agent's number, the only caller ID
+          // the carrier accepts without verification, so callerId (a SIP From user) is not used.
+          if (deps.carrierDialer === undefined || deps.config.http.public_url === '') {
+            throw unavailable(`outbound calls from carrier number ${number.phone_number} need a SIP trunk for its carrier account ${number.account_sid}: add it to telco.outbound_trunks, or pass sipTrunkId, or set http.public_url (CALLBRIDGE_PUBLIC_URL) to call through the carrier's call API`);
+          }
+          if (dial.callerId !== undefined && dial.callerId !== number.phone_number) {
+            throw validation(`callerId applies to SIP trunk dials: a call through the carrier's call API is from the agent's number ${number.phone_number}`);
+          }
+          const { callId } = await deps.carrierDialer({ orgId: dial.orgId, agentId: dial.agentId, telcoNumberId: number.id, number: dial.number, firstMessage: dial.firstMessage, prompt: dial.prompt, variables: dial.variables });
+          req.log.info({ agentId: id, callId, telcoNumberId: number.id }, 'outbound call placed through the carrier call API');
+          return { success: true };
         }
         if (!deps.store.sipTrunks.get(dial.orgId, route.sip_trunk_id)) throw unavailable(`telco.outbound_trunks names SIP trunk ${route.sip_trunk_id} for account ${number.account_sid}, which this organization does not have`);
         dial.sipTrunkId = route.sip_trunk_id;

@@ -15,7 +15,7 @@ import { E164_PATTERN } from '../../domain/phone.ts';
 import { isUniqueViolation } from '../../store/db.ts';
 import type { TelcoNumber } from '../../store/telco-numbers.ts';
 import type { Config } from '../../config.ts';
-import { importVoiceUrl } from '../../telco/twilio-voice-url.ts';
+import { importVoiceUrl, statusCallbackOf } from '../../telco/twilio-voice-url.ts';
 
 /** The schemas depend on config (label length), so they are built per app. */
 function telcoSchemas(config: Config) {
@@ -86,7 +86,7 @@ function registerTelcoRoutes(app: FastifyInstance, deps: ApiDeps, schemas: Retur
       // record is written, so a carrier that refuses leaves nothing half imported to retry over.
       const voiceUrl = importVoiceUrl(deps.config);
       if (voiceUrl !== undefined) {
-        await carrier.setVoiceUrl(input.account_sid, input.auth_token, found.phone_sid, voiceUrl);
+        await carrier.setVoiceUrl(input.account_sid, input.auth_token, found.phone_sid, voiceUrl, statusCallbackOf(voiceUrl));
         req.log.info({ phoneSid: found.phone_sid, voiceUrl }, "the number's voice webhook now points at this daemon");
       }
 

@@ -4,6 +4,8 @@
  *   POST /v1/telco/twilio/voice   the number's voice webhook: form-encoded, X-Twilio-Signature
  *                                 checked first (403 otherwise), answered with TwiML
  *   GET  /v1/telco/twilio/stream  the media stream WebSocket the TwiML connects the call to
+ *   POST /v1/telco/twilio/status  call status callbacks (outbound dials' progress, the end of
+ *                                 calls on imported numbers): signature checked like the webhook
  *
  * Both are public routes (no API key: the carrier has none of ours). The webhook is
  * authenticated by the carrier's signature with the number's auth token, the stream by the
@@ -15,11 +17,10 @@ import type { ApiDeps } from '../context.ts';
 import { answerVoiceWebhook } from '../../telco/twilio-voice-webhook.ts';
 import { serveTwilioStream } from '../../telco/twilio-stream-socket.ts';
 import { StreamTokens } from '../../telco/twilio-stream-tokens.ts';
+import { readStatusCallback } from '../../telco/twilio-call-status.ts';
+import { TWILIO_STATUS_PATH, TWILIO_STREAM_PATH, TWILIO_VOICE_PATH } from '../../telco/twilio-voice-url.ts';
 
-import { TWILIO_VOICE_PATH } from '../../telco/twilio-voice-url.ts';
-
-export { TWILIO_VOICE_PATH };
-export const TWILIO_STREAM_PATH = '/v1/telco/twilio/stream';
+export { TWILIO_STATUS_PATH, TWILIO_STREAM_PATH, TWILIO_VOICE_PATH };
 
 /** The base URL the carrier was given for this daemon, no trailing slash. */
 function publicBase(publicUrl: string, req: FastifyRequest): string {
@@ -29,7 +30,8 @@ function publicBase(publicUrl: string, req: FastifyRequest): string {
 
 export async function twilioRoutes(app: FastifyInstance, deps: ApiDeps): Promise<void> {
   const log = deps.logger.child({ component: 'telco' });
-  const tokens = new StreamTokens();
+  // Shared with the bridge's outbound dials, which issue tokens too.
+  const tokens = deps.streamTokens ?? new StreamTokens();
 
   // The carrier posts its webhooks form-encoded. Kept as ordered pairs: the signature covers
   // every parameter as sent. Registered in this plugin only: the rest of the API speaks JSON.
@@ -62,6 +64,19 @@ export async function twilioRoutes(app: FastifyInstance, deps: ApiDeps): Promise
     );
     if (answer.status === 403) return reply.code(403).send({ error: answer.error });
     return reply.type('text/xml; charset=utf-8').send(answer.twiml);
+  });
+
+  app.post(TWILIO_STATUS_PATH, { config: { public: true }, schema: { hide: true } }, async (req, reply) => {
+    const params = Array.isArray(req.body) ? (req.body as Array<[string, string]>) : [];
+    const signature = req.headers['x-twilio-signature'];
+    const answer = readStatusCallback(
+      (accountSid) => deps.store.telcoNumbers.importsOfAccount(accountSid).map((n) => n.auth_token),
+      { url: publicBase(deps.config.http.public_url, req) + req.url, params, signature: typeof signature === 'string' ? signature : undefined },
+      log,
+    );
+    if (answer.status !== 204) return reply.code(answer.status).send({ error: answer.error });
+    deps.carrierStreams?.callStatus(answer.update);
+    return reply.code(204).send();
   });
 
   app.route({
