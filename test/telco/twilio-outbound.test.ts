@@ -14,6 +14,9 @@
  *   - a timeout action with a transfer number: POST Calls/{sid}.json Twiml=<Dial>number</Dial>
  *   - a forged status callback: 403; the carrier refusing or failing the call: 400 / 502 and a failed record
  *   - another organization can neither dial the agent nor assign the number
+ *   - inbound stream calls: a signed `completed` status callback ends the session (no hang-up
+ *     request); the agent ending the call POSTs Status=completed for the inbound CallSid
+ *   - the carrier unreachable: the client's error is a 502 naming ECONNREFUSED
  */
 import { createServer } from 'node:net';
 import { performance } from 'node:perf_hooks';
@@ -22,7 +25,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LocalEspeakProvider } from '../../src/agent/providers/tts/local-espeak.ts';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.ts';
 import { startFakeCarrier, type FakeCall, type FakeCarrier } from '../helpers/fake-carrier.ts';
-import { levelDbfs, sid, twilioSign } from './fake-twilio.ts';
+import { FakeStream, incomingCallParams, levelDbfs, postVoiceWebhook, sid, twilioSign } from './fake-twilio.ts';
+import { createCarrierClient } from '../../src/telco/carrier-client.ts';
+import { loadConfig } from '../../src/config.ts';
 
 const ACCOUNT = sid('AC');
 const AUTH_TOKEN = 'twilio-auth-token-' + sid('');
@@ -99,9 +104,9 @@ describe('outbound carrier calls (Twilio call API + status callbacks + media str
     return until('the Calls.json request', () => carrier.calls.length > before && carrier.calls[before]);
   }
 
-  async function record(callSid: string): Promise<any> {
+  async function record(callSid: string, outbound = true): Promise<any> {
     return until(`the ended record of ${callSid}`, async () => {
-      const list = await d.api('GET', '/v1/calls?source=twilio&outbound=true&page_size=100');
+      const list = await d.api('GET', `/v1/calls?source=twilio&outbound=${outbound}&page_size=100`);
       const rec = (list.body.calls as any[]).find((c) => c.carrier_call_id === callSid);
       return rec?.ended_at ? rec : undefined;
     });
@@ -250,5 +255,49 @@ describe('outbound carrier calls (Twilio call API + status callbacks + media str
     const theirs = await d.api('POST', '/v1/agents', { name: 'Thief', phone_number_id: numberIds[NUMBER] }, { key: otherKey });
     expect(theirs.status).not.toBe(201);
     expect(carrier.calls.length).toBe(before);
+  });
+
+  it('inbound stream calls: a completed status callback ends the session; the agent ending one hangs it up through the API', async () => {
+    const inbound = async (to: string) => {
+      const callSid = sid('CA');
+      const hook = await postVoiceWebhook(`${publicUrl}/v1/telco/twilio/voice`, incomingCallParams({ accountSid: ACCOUNT, callSid, from: '+15559990202', to }), AUTH_TOKEN);
+      expect(hook.stream, hook.text).toBeDefined();
+      const stream = await FakeStream.open(hook.stream!.url);
+      stream.start({ accountSid: ACCOUNT, callSid, customParameters: hook.stream!.parameters });
+      return { callSid, stream };
+    };
+    const calls = (callSid: string) => carrier.requests.filter((r) => r.path === `/2010-04-01/Accounts/${ACCOUNT}/Calls/${callSid}.json`);
+
+    // The caller hangs up and only the status callback says so: the stream is closed, the record ends.
+    const a = await inbound(NUMBER);
+    await a.stream.waitFor(() => a.stream.frames.some((f) => levelDbfs(f.pcm) > LOUD_DBFS), 15_000, "the agent's first message");
+    const url = `${publicUrl}/v1/telco/twilio/status`;
+    const params = { AccountSid: ACCOUNT, CallSid: a.callSid, CallStatus: 'completed', CallDuration: '3', CallbackSource: 'call-progress-events', Direction: 'inbound', From: '+15559990202', To: NUMBER };
+    const r = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', 'x-twilio-signature': twilioSign(AUTH_TOKEN, url, params) }, body: new URLSearchParams(params).toString() });
+    expect(r.status).toBe(204);
+    await until('the stream closed by callbridge', () => a.stream.closeCode !== undefined);
+    expect(a.stream.closeCode).toBe(1000);
+    const recA = await record(a.callSid, false);
+    expect(recA).toMatchObject({ direction: 'inbound', termination_reason: 'client_closed', carrier_call_id: a.callSid });
+    expect(calls(a.callSid)).toEqual([]);
+
+    // The agent ends an inbound call (its default_timeout): Status=completed for that CallSid.
+    expect((await d.api('PATCH', `/v1/agents/${agents.caller}`, { timeout_settings: { default_timeout: 2 } })).status).toBe(200);
+    try {
+      const b = await inbound(NUMBER);
+      await until('Status=completed for the inbound call', () => calls(b.callSid).length > 0);
+      expect(calls(b.callSid).map((q) => q.form)).toEqual([{ Status: 'completed' }]);
+      expect(calls(b.callSid)[0]!.authorization).toBe('Basic ' + Buffer.from(`${ACCOUNT}:${AUTH_TOKEN}`).toString('base64'));
+    } finally {
+      await d.api('PATCH', `/v1/agents/${agents.caller}`, { timeout_settings: { default_timeout: 1800 } });
+    }
+  });
+
+  it('the carrier unreachable: the call API client fails with a 502 naming the socket error', async () => {
+    const closed = await freePort();
+    const client = createCarrierClient(loadConfig({ data_dir: d.dataDir, telco: { api_base_url: `http://127.0.0.1:${closed}`, timeout_ms: 2000 } }, {}));
+    const err = await client.createCall(ACCOUNT, AUTH_TOKEN, { to: CALLEE, from: NUMBER, twiml: '<Response/>', statusCallback: `${publicUrl}/v1/telco/twilio/status`, timeoutSecs: 5 }).catch((e: unknown) => e);
+    expect(err).toMatchObject({ kind: 'bad_gateway', message: expect.stringMatching(/^carrier API failed: ECONNREFUSED \(placing the call\)$/) });
+    expect(String((err as Error).message)).not.toContain(AUTH_TOKEN);
   });
 });
