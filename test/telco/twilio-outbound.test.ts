@@ -14,6 +14,7 @@
  *   - a timeout action with a transfer number: POST Calls/{sid}.json Twiml=<Dial>number</Dial>
  *   - a forged status callback: 403; the carrier refusing or failing the call: 400 / 502 and a failed record
  *   - another organization can neither dial the agent nor assign the number
+ *   - both directions: the session has caller_number and called_number (the first message says them)
  *   - inbound stream calls: a signed `completed` status callback ends the session (no hang-up
  *     request); the agent ending the call POSTs Status=completed for the inbound CallSid
  *   - the carrier unreachable: the client's error is a 502 naming ECONNREFUSED
@@ -37,7 +38,8 @@ const CALLEE = '+15557770001';
 const BUSY_CALLEE = '+15557770002';
 const NO_ANSWER_CALLEE = '+15557770003';
 const TRANSFER_TO = '+15557779999';
-const FIRST_MESSAGE = 'Hello, this is the carrier line calling.';
+// The session variables of a stream call are in it: caller_number and called_number.
+const FIRST_MESSAGE = 'Hello from {{caller_number}} to {{called_number}}.';
 const LOUD_DBFS = -45;
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -141,7 +143,8 @@ describe('outbound carrier calls (Twilio call API + status callbacks + media str
     expect(rec).toMatchObject({ source: 'twilio', direction: 'outbound', outbound: true, from: NUMBER, to: CALLEE, party_number: CALLEE, status: 'ended', end_status: 'completed', carrier_call_id: call.sid });
     expect(rec.started_at).toBeDefined();
     expect(rec.sip_trunk_id).toBeUndefined();
-    expect(rec.transcript.entries.some((e: any) => e.role === 'assistant' && e.message.includes('carrier line'))).toBe(true);
+    // caller_number is our number, called_number the callee's.
+    expect(rec.transcript.entries.find((e: any) => e.role === 'assistant')?.message).toBe(`Hello from ${NUMBER} to ${CALLEE}.`);
     await call.done;
     // The callee hung up: nothing to hang up through the call API.
     expect(call.updates).toEqual([]);
@@ -271,6 +274,7 @@ describe('outbound carrier calls (Twilio call API + status callbacks + media str
     // The caller hangs up and only the status callback says so: the stream is closed, the record ends.
     const a = await inbound(NUMBER);
     await a.stream.waitFor(() => a.stream.frames.some((f) => levelDbfs(f.pcm) > LOUD_DBFS), 15_000, "the agent's first message");
+    await a.stream.waitFor(() => performance.now() - a.stream.frames.at(-1)!.at > 700, 15_000, 'the first message to finish');
     const url = `${publicUrl}/v1/telco/twilio/status`;
     const params = { AccountSid: ACCOUNT, CallSid: a.callSid, CallStatus: 'completed', CallDuration: '3', CallbackSource: 'call-progress-events', Direction: 'inbound', From: '+15559990202', To: NUMBER };
     const r = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', 'x-twilio-signature': twilioSign(AUTH_TOKEN, url, params) }, body: new URLSearchParams(params).toString() });
@@ -279,6 +283,8 @@ describe('outbound carrier calls (Twilio call API + status callbacks + media str
     expect(a.stream.closeCode).toBe(1000);
     const recA = await record(a.callSid, false);
     expect(recA).toMatchObject({ direction: 'inbound', termination_reason: 'client_closed', carrier_call_id: a.callSid });
+    // Inbound, caller_number is the caller and called_number the imported number.
+    expect(recA.transcript.entries.find((e: any) => e.role === 'assistant')?.message).toBe(`Hello from +15559990202 to ${NUMBER}.`);
     expect(calls(a.callSid)).toEqual([]);
 
     // The agent ends an inbound call (its default_timeout): Status=completed for that CallSid.
