@@ -5,6 +5,10 @@
  *   admit(route)        a routed INVITE over a limit is refused before it rings
  *   handleInbound(call) a routed inbound call: rings until its voice session has started
  *   dial(request)       POST /v1/agents/{id}/dial: the session first, then the call through a trunk
+ *   handleMediaStream   a carrier media stream (an inbound call on an imported number, or the
+ *                       answered stream of an outbound carrier dial)
+ *   dialCarrier(req)    POST /v1/agents/{id}/dial through the carrier's call API (carrier-dial.ts)
+ *   carrierStatus(u)    the carrier's status callbacks: dial progress, the end of stream calls
  *
  * Each call is a BridgeCore (bridge-core.ts) over a SipCallLeg (sip-call-leg.ts), a voice link
  * beside the call's media (voice-link.ts) and the SIP transfer fallback (sip-transfer-fallback.ts).
@@ -148,11 +152,12 @@ export class CallBridge {
   }
 
   /**
-   * Takes a carrier media stream the voice webhook routed and whose one-time token was checked
-   * (src/telco/twilio-stream-socket.ts): bridged by the same core as a SIP call, through a
-   * MediaStreamCallLeg, its media on this thread. Its record is source twilio with the carrier's
-   * CallSid; it is recorded like a SIP call (bridge.recording). Transfer is not offered on streams
-   * yet (docs/telco.md).
+   * Takes a carrier media stream whose one-time token was checked (src/telco/twilio-stream-socket.ts):
+   * an inbound call the voice webhook routed, or the answered call of an outbound carrier dial
+   * (its session exists: attached, not opened). Bridged by the same core as a SIP call, through a
+   * MediaStreamCallLeg, its media on this thread, hung up and transferred through the carrier's
+   * call API (carrier-call-control.ts). Its record is source twilio with the carrier's CallSid; it
+   * is recorded like a SIP call (bridge.recording).
    */
   handleMediaStream(stream: StartedStream): StreamSink {
     const { grant, streamSid, transport } = stream;
