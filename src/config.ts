@@ -297,7 +297,7 @@ const schema = {
     codecs: { doc: 'Codecs accepted and offered, in preference order (PCMU, PCMA, opus).', format: String, default: 'PCMU,PCMA,opus', env: 'CALLBRIDGE_SIP_CODECS' },
     session_expires_secs: { doc: 'RFC 4028 session interval we ask for and grant.', format: 'nat', default: 1800, env: 'CALLBRIDGE_SIP_SESSION_EXPIRES_SECS' },
     min_se_secs: { doc: 'RFC 4028 Min-SE: shorter session intervals are refused with 422.', format: 'nat', default: 90, env: 'CALLBRIDGE_SIP_MIN_SE_SECS' },
-    ring_timeout_secs: { doc: 'Outbound calls not answered within this are cancelled (no answer).', format: 'nat', default: 60, env: 'CALLBRIDGE_SIP_RING_TIMEOUT_SECS' },
+    ring_timeout_secs: { doc: 'Outbound calls not answered within this are cancelled (no answer): SIP dials, and the Timeout of dials through the carrier\'s call API.', format: 'nat', default: 60, env: 'CALLBRIDGE_SIP_RING_TIMEOUT_SECS' },
     t1_ms: {
       doc: 'RFC 3261 T1 (round-trip estimate) in ms: retransmissions start at T1 and transactions time out at 64*T1. Raise on long-haul links; the RFC default is 500.',
       format: 'nat',
@@ -596,14 +596,14 @@ const schema = {
   },
   telco: {
     api_base_url: {
-      doc: 'Base URL of the carrier REST API used to validate imported numbers (Accounts/{sid}/IncomingPhoneNumbers.json).',
+      doc: 'Base URL of the carrier REST API: number import (Accounts/{sid}/IncomingPhoneNumbers.json) and calls without SIP (Accounts/{sid}/Calls.json: outbound dials, hang-up, transfer).',
       format: 'url-or-empty',
       default: 'https://api.twilio.com',
       env: 'CALLBRIDGE_TELCO_API_BASE_URL',
     },
     timeout_ms: { doc: 'Time limit of one carrier API request.', format: 'nat', default: 10000, env: 'CALLBRIDGE_TELCO_TIMEOUT_MS' },
     outbound_trunks: {
-      doc: 'Outbound calls placed from an imported carrier number (dial without sipTrunkId) go through a SIP trunk of the carrier: a list of { account_sid, sip_trunk_id }. Accounts not listed: such dials answer 503.',
+      doc: 'Outbound calls placed from an imported carrier number (dial without sipTrunkId) whose account is listed here go through that SIP trunk of the carrier: a list of { account_sid, sip_trunk_id }. Accounts not listed: through the carrier\'s own call API (Calls.json, needs http.public_url; else such dials answer 503).',
       format: 'telco-outbound-trunks',
       default: [] as Array<{ account_sid: string; sip_trunk_id: string }>,
       env: 'CALLBRIDGE_TELCO_OUTBOUND_TRUNKS',
