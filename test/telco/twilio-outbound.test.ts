@@ -11,7 +11,8 @@
  *   - enable_first_message_outbound false: nothing is said before the callee speaks
  *   - busy and no-answer end the record as such; nothing streams
  *   - the agent ends the call (its timeout): POST Calls/{sid}.json Status=completed
- *   - a timeout action with a transfer number: POST Calls/{sid}.json Twiml=<Dial>number</Dial>
+ *   - a timeout action with a transfer number: POST Calls/{sid}.json Twiml=<Dial>number</Dial>;
+ *     a redirect the carrier refuses: the call is hung up instead
  *   - a forged status callback: 403; the carrier refusing or failing the call: 400 / 502 and a failed record
  *   - another organization can neither dial the agent nor assign the number
  *   - both directions: the session has caller_number and called_number (the first message says them)
@@ -208,6 +209,25 @@ describe('outbound carrier calls (Twilio call API + status callbacks + media str
       await call.done;
       // Transferred: never hung up through the API afterwards.
       expect(call.updates.some((u) => u.Status !== undefined)).toBe(false);
+    } finally {
+      await d.api('PATCH', `/v1/agents/${agents.transfers}`, { phone_number_id: null });
+      await d.api('PATCH', `/v1/agents/${agents.caller}`, { phone_number_id: numberIds[NUMBER] });
+    }
+  });
+
+  it('a transfer the carrier refuses hangs the call up (Status=completed) instead', async () => {
+    expect((await d.api('PATCH', `/v1/agents/${agents.caller}`, { phone_number_id: null })).status).toBe(200);
+    expect((await d.api('PATCH', `/v1/agents/${agents.transfers}`, { phone_number_id: numberIds[NUMBER] })).status).toBe(200);
+    try {
+      const call = await placed(agents.transfers, CALLEE);
+      await until('the media stream', () => call.stream);
+      // The next request to the carrier is the redirect: it fails.
+      carrier.failNext(500, undefined, 'POST');
+      const path = `/2010-04-01/Accounts/${ACCOUNT}/Calls/${call.sid}.json`;
+      await until('the hang-up after the refused redirect', () => carrier.requests.filter((q) => q.path === path).length >= 2, 15_000);
+      expect(carrier.requests.filter((q) => q.path === path).map((q) => Object.keys(q.form ?? {}))).toEqual([['Twiml'], ['Status']]);
+      expect(call.updates).toEqual([{ Status: 'completed' }]);
+      expect(call.dialled).toBeUndefined();
     } finally {
       await d.api('PATCH', `/v1/agents/${agents.transfers}`, { phone_number_id: null });
       await d.api('PATCH', `/v1/agents/${agents.caller}`, { phone_number_id: numberIds[NUMBER] });
