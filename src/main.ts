@@ -19,6 +19,7 @@ import { createBridgeMetrics } from './bridge/bridge-metrics.ts';
 import { CallRecorder } from './bridge/call-recorder.ts';
 import { initResamplers } from './media/resampler.ts';
 import { scheduleProcessThreads } from './media/thread-scheduling.ts';
+import { warnOnDefaultMallocArenas } from './media/malloc-arenas.ts';
 import { createAgentRuntimeFactory, prepareAgentRuntime, runtimeDepsFromConfig } from './agent/runtime-factory.ts';
 import { createAgentMetrics } from './agent/agent-metrics.ts';
 import { VoiceCatalog } from './agent/voice-catalog/catalog.ts';
@@ -81,6 +82,7 @@ export async function startDaemon(
   options: DaemonOptions = {},
 ): Promise<Daemon> {
   scheduleProcessThreads({ main: config.rtp.main_thread_realtime, media: config.rtp.media_thread_realtime, mediaThreads: config.rtp.media_threads }, logger);
+  warnOnDefaultMallocArenas(config.rtp.media_threads, logger);
   const registry = createRegistry();
   const agentMetrics = createAgentMetrics(registry);
   // Providers are built (and misconfigured vendors refused) before anything listens.
@@ -148,7 +150,7 @@ export async function startDaemon(
   const port = typeof addr === 'object' && addr ? addr.port : config.http.port;
   const host = config.http.host.includes(':') ? `[${config.http.host}]` : config.http.host;
   url = `http://${host === '0.0.0.0' ? '127.0.0.1' : host}:${port}`;
-  logger.info({ url, dataDir: config.data_dir, region: config.region.self, node: process.versions.node, sqliteDriver: SQLITE_DRIVER_PACKAGE }, 'callbridge listening');
+  logger.info({ url, dataDir: config.data_dir, region: config.region.self, node: process.versions.node, sqliteDriver: SQLITE_DRIVER_PACKAGE, mallocArenaMax: process.env.MALLOC_ARENA_MAX || 'glibc default' }, 'callbridge listening');
   const sttDetail = readinessDetail(config);
   if (sttDetail !== undefined) logger.warn(sttDetail);
   // Every routed inbound call becomes a voice session of its agent, through our own

@@ -79,18 +79,21 @@ describe('callbridge CLI', () => {
   // --single-threaded-gc: the media threads collect their own garbage (docs/media-workers.md).
   it.runIf(process.platform === 'linux')('npm start and the bin run directly start node with --single-threaded-gc, and then do not warn', async () => {
     const pkg = JSON.parse(readFileSync(join(import.meta.dirname, '..', 'package.json'), 'utf8')) as { scripts: { start: string } };
-    const [node, ...npmStart] = pkg.scripts.start.split(' ');
+    // npm start also sets glibc's MALLOC_ARENA_MAX (2 unless the environment says otherwise).
+    const [arenas, node, ...npmStart] = pkg.scripts.start.split(' ');
+    expect(arenas).toBe('MALLOC_ARENA_MAX=${MALLOC_ARENA_MAX:-2}');
     expect(node).toBe('node');
     const dockerfile = readFileSync(join(import.meta.dirname, '..', 'Dockerfile'), 'utf8');
     expect(dockerfile).toMatch(/^CMD \["node", "--single-threaded-gc", "bin\/callbridge.js", "start"\]$/m);
-    const ways: Array<[string, string[]]> = [
-      [process.execPath, npmStart.map((a) => (a === 'bin/callbridge.js' ? BIN : a))],
-      [BIN, ['start']],
+    expect(dockerfile).toMatch(/^\s+MALLOC_ARENA_MAX=2 \\$/m);
+    const ways: Array<[string, string[], Record<string, string>]> = [
+      [process.execPath, npmStart.map((a) => (a === 'bin/callbridge.js' ? BIN : a)), { MALLOC_ARENA_MAX: '2' }],
+      [BIN, ['start'], {}],
     ];
-    for (const [command, args] of ways) {
+    for (const [command, args, extraEnv] of ways) {
       const dataDir = tempDir();
       const port = await freePort();
-      const { child, output, exited } = spawnDaemon(args, envFor(dataDir, { CALLBRIDGE_HTTP_PORT: String(port) }), command);
+      const { child, output, exited } = spawnDaemon(args, envFor(dataDir, { CALLBRIDGE_HTTP_PORT: String(port), ...extraEnv }), command);
       try {
         await waitReady(`http://127.0.0.1:${port}`);
         expect(readFileSync(`/proc/${child.pid}/cmdline`, 'utf8').split('\0'), command).toContain('--single-threaded-gc');
@@ -99,6 +102,13 @@ describe('callbridge CLI', () => {
         child.kill('SIGTERM');
       }
       expect(await exited).toBe(0);
+      // The startup line names the arena setting; without it the daemon warns (src/media/malloc-arenas.ts).
+      if (extraEnv.MALLOC_ARENA_MAX) {
+        expect(output()).toContain('"mallocArenaMax":"2"');
+        expect(output()).not.toContain('MALLOC_ARENA_MAX is not set');
+      } else if (!process.env.MALLOC_ARENA_MAX) {
+        expect(output()).toContain('MALLOC_ARENA_MAX is not set');
+      }
     }
   });
 

@@ -29,6 +29,8 @@ export interface ThreadMemory {
   heapTotal: number;
   /** Of heapTotal, V8's young generation (new_space, committed): it grows under allocation pressure and stays. */
   newSpace: number;
+  /** Of heapUsed, compiled code (code_space + code_large_object_space): grows as V8 optimizes more functions. */
+  codeUsed: number;
   external: number;
   arrayBuffers: number;
   /** The speex resampler's WASM heap in this thread (0 when not loaded here). */
@@ -43,6 +45,7 @@ export function threadMemory(name: string, gc = false): ThreadMemory {
   if (gc && g) g();
   const m = process.memoryUsage();
   const young = getHeapSpaceStatistics().filter((x) => x.space_name === 'new_space' || x.space_name === 'new_large_object_space').reduce((a, x) => a + x.space_size, 0);
+  const code = getHeapSpaceStatistics().filter((x) => x.space_name.startsWith('code_')).reduce((a, x) => a + x.space_used_size, 0);
   const speex = speexModule('simd');
   const rn = isMainThread ? rnnoiseHeapBytes() : 0;
   return {
@@ -50,6 +53,7 @@ export function threadMemory(name: string, gc = false): ThreadMemory {
     heapUsed: mb(m.heapUsed),
     heapTotal: mb(m.heapTotal),
     newSpace: mb(young),
+    codeUsed: mb(code),
     external: mb(m.external),
     arrayBuffers: mb(m.arrayBuffers),
     speexHeap: speex ? mb(speex.HEAP16.buffer.byteLength) : 0,
