@@ -30,8 +30,8 @@ export function headerVariableName(header: string): string {
   return `sip_${header.toLowerCase().replace(/[^a-z0-9]/g, '_')}`;
 }
 
-// C0 controls (CR, LF, TAB included), DEL and C1 controls.
-const CONTROL = /[\u0000-\u001f\u007f-\u009f]/g;
+// C0 controls (CR, LF, TAB included), DEL and C1 controls: what Unicode calls Cc.
+const CONTROL = /\p{Cc}/gu;
 
 /** A caller-supplied value made safe to put into a prompt: no control characters, bounded length. */
 export function cleanValue(value: string): string {

@@ -6,7 +6,6 @@
  * builds them, with short intervals), against a bare TCP registrar written here that frames
  * with SipStreamFramer, answers REGISTER 200 and, while `pong` is on, each ping with a pong.
  */
-import { once } from 'node:events';
 import { createServer, type Server, type Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createResponse, parseMessage, SipRequest, SipStreamFramer } from '../../src/sip/message/index.ts';
