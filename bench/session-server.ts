@@ -10,6 +10,9 @@
  * Run as its own process: `node --import tsx bench/session-server.ts`.
  *   BENCH_SESSION_DATA_DIR  data directory (required; the initial API key is written there)
  *   BENCH_SESSION_TTS_URL   base URL of the fake speech server, e.g. http://127.0.0.1:1234/v1
+ *   BENCH_SESSION_VENDOR_TTS  optional: `tts.providers` entries (JSON) of vendor adapter types
+ *     (cartesia, hume, minimax, fish) pointed at the bench's fake vendors; those voice providers
+ *     use them, built by createTtsProviders as the daemon builds them, the others the fake above
  *   BENCH_SESSION_MAIN_REALTIME, BENCH_SESSION_LEAD_MS, BENCH_SESSION_CHUNK_MS  optional: the main
  *     thread's SCHED_RR priority, the runtime's pacing lead and chunk (diagnostics)
  * HTTP on 127.0.0.1 with an OS-chosen port, SIP off, log level warn. Prints `LISTENING <url>`
@@ -23,6 +26,7 @@ import { loadConfig } from '../src/config.ts';
 import { createLogger } from '../src/log.ts';
 import { startDaemon } from '../src/main.ts';
 import { createAgentRuntimeFactory, runtimeDepsFromConfig } from '../src/agent/runtime-factory.ts';
+import { createTtsProviders, type TtsProviderConfig } from '../src/agent/providers/tts/index.ts';
 import { OpenAiSpeechProvider } from '../src/agent/providers/tts/openai.ts';
 import type { TtsProvider } from '../src/agent/providers/types.ts';
 
@@ -30,6 +34,12 @@ const dataDir = process.env.BENCH_SESSION_DATA_DIR;
 const ttsUrl = process.env.BENCH_SESSION_TTS_URL;
 if (!dataDir || !ttsUrl) throw new Error('BENCH_SESSION_DATA_DIR and BENCH_SESSION_TTS_URL are required');
 
+const vendorEntries = JSON.parse(process.env.BENCH_SESSION_VENDOR_TTS ?? '[]') as Array<TtsProviderConfig & { voice_provider: string }>;
+// The agents' voices must pass the voice catalog: the fake speech server's tone voices are listed
+// as local voices (provider_1 is not in tts.providers, so the catalog takes it for the local
+// voice), and the vendor slots are configured so the catalog serves them (their voice lists are
+// not fetchable from the fakes, so their voice ids go unchecked).
+const toneVoice = (id: string) => ({ id, name: id, languages: ['en'] });
 const config = loadConfig(
   {
     data_dir: dataDir,
@@ -39,6 +49,9 @@ const config = loadConfig(
     ...(process.env.BENCH_SESSION_MAIN_REALTIME ? { rtp: { main_thread_realtime: Number(process.env.BENCH_SESSION_MAIN_REALTIME) } } : {}),
     log_level: 'warn',
     drain: { deadline_secs: 1 },
+    voices: { catalog: ['tone-100', 'tone-500', 'tone-200-wait-300'].map(toneVoice), first_fetch_wait_ms: 1000 },
+    agent_defaults: { voice_id: 'tone-100' },
+    ...(vendorEntries.length > 0 ? { tts: { providers: vendorEntries } } : {}),
   },
   {},
 );
@@ -62,10 +75,12 @@ const tts: TtsProvider = {
     }
   },
 };
+const vendors = createTtsProviders(Object.fromEntries(vendorEntries.map(({ voice_provider, ...entry }) => [voice_provider, entry])));
+const vendorSlots = new Set(vendorEntries.map((e) => e.voice_provider));
 const leadMs = process.env.BENCH_SESSION_LEAD_MS ? Number(process.env.BENCH_SESSION_LEAD_MS) : undefined;
 const chunkMs = process.env.BENCH_SESSION_CHUNK_MS ? Number(process.env.BENCH_SESSION_CHUNK_MS) : undefined;
 const runtimeFactory = createAgentRuntimeFactory(
-  runtimeDepsFromConfig(config, logger, { tts: () => tts, ...(leadMs !== undefined ? { leadMs } : {}), ...(chunkMs !== undefined ? { chunkMs } : {}) }),
+  runtimeDepsFromConfig(config, logger, { tts: (provider) => (vendorSlots.has(provider) ? vendors.get(provider) : tts), ...(leadMs !== undefined ? { leadMs } : {}), ...(chunkMs !== undefined ? { chunkMs } : {}) }),
 );
 const daemon = await startDaemon(config, logger, () => {}, { runtimeFactory });
 process.stdout.write(`LISTENING ${daemon.url}\n`);

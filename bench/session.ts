@@ -17,6 +17,15 @@
  *      and p99. Baseline: the silence between the two sentences if the second one's TTS request
  *      waited for the first one's synthesis (a runtime without look-ahead): the TTS's time to first
  *      audio at the daemon (p50, this run) minus the first sentence's audio.
+ *   1c. Vendor TTS adapters. For each vendor adapter type (cartesia, hume, minimax, fish: the
+ *      real adapters, configured through tts.providers), BENCH_SESSION_VENDOR_TURNS (20) turns of
+ *      an agent speaking through it to a fake of that vendor (test/agent/tts/fakes/, run by
+ *      bench/session-vendors.ts) that speaks the vendor's protocol and waits
+ *      VENDOR_FIRST_CHUNK_MS (200) before its first chunk: t0 -> first response_audio, split at
+ *      the sentence's arrival at the fake. The runtime's first sentence comes from local/echo
+ *      within a few ms of t0, so this is the time from the first sentence to the first audio at
+ *      the client. Baseline: the fake's own delay. Each reply is a new agent turn, so the
+ *      WebSocket vendors open their socket (and context/task) in it; that is in the figure.
  *   2. Concurrent sessions. BENCH_SESSION_STEPS (50,100,150,200,250,300) sessions at once, each
  *      streaming audio in real time and speaking every 3 s so that replies stream too. Per step,
  *      over BENCH_SESSION_STEP_SECS (9) after a settle time: the daemon's CPU (whole process and
@@ -63,6 +72,7 @@
  *
  * Figures: session_reply_latency_p50/p99 (baseline: socket RTT p50/p99), session_added_latency_p99
  * (reply p99 - RTT p99; baseline: the target, 30 ms), session_sentence_gap_p50/p99 (1b),
+ * session_vendor_first_audio_<type>_p50 (1c; baseline: the fake vendor's delay),
  * session_cpu_per_session (ms of daemon CPU per second of session; baseline: bare server),
  * sessions_per_core (1000 / that; baseline: bare server), sessions_held (highest held step;
  * baseline: the target, 200),
@@ -80,6 +90,7 @@ import { speechLike } from '../test/agent/e2e/voice-client.ts';
 import { cpuSeconds, daemonLoopDelay, mainThreadCpuSeconds, ROOT, running, startChild, stopChild, waitForLine, type Child, type LoopDelay } from './lib/child.ts';
 import { printFigures, table, type Figure } from './lib/result.ts';
 import { envIntegerList, envNumber } from './lib/env.ts';
+import { startVendorFakes, VENDOR_FIRST_CHUNK_MS, type VendorFakes } from './session-vendors.ts';
 
 const HOST = '127.0.0.1';
 const FRAME_MS = 20;
@@ -512,6 +523,12 @@ class Api {
     return a.id as string;
   }
 
+  /** An agent speaking through a vendor adapter's voice provider (1c). */
+  async vendorAgent(provider: string, voiceId: string): Promise<string> {
+    const a = await this.post('/v1/agents', { name: `bench session ${provider}`, vad_settings: VAD, first_message: 'Hi.', voice_settings: { id: voiceId, provider } });
+    return a.id as string;
+  }
+
   async sessionUrl(agentId: string): Promise<string> {
     const { token } = (await this.post('/v1/session-token', { agent_id: agentId })) as { token: string };
     return `${this.base.replace(/^http/, 'ws')}/v1/connection?token=${encodeURIComponent(token)}`;
@@ -532,7 +549,22 @@ interface LatencyResult {
   silences: number[];
 }
 
-async function measureLatency(api: Api, agentId: string, turns: number, frames: Frames, ttsUrl: string, progress: (s: string) => void): Promise<LatencyResult> {
+/** When each TTS request (sentence) reached the fake TTS, on the bench's clock. */
+interface TtsLog {
+  /** Forgets the requests so far (the warm-up's). */
+  reset(): Promise<void>;
+  read(): Promise<{ at: number; input: string }[]>;
+}
+
+/** The fake speech server's request log (GET /stats returns it and starts over). */
+function speechServerLog(ttsUrl: string): TtsLog {
+  return {
+    reset: () => fetch(`${ttsUrl}/stats`).then((r) => void r.text()),
+    read: async () => (await (await fetch(`${ttsUrl}/stats`)).json()) as { at: number; input: string }[],
+  };
+}
+
+async function measureLatency(api: Api, agentId: string, turns: number, frames: Frames, ttsLog: TtsLog, progress: (s: string) => void): Promise<LatencyResult> {
   const rec = new Recorder();
   const mic = new Mic();
   const s = new BenchSession(await api.sessionUrl(agentId), frames, rec);
@@ -543,13 +575,13 @@ async function measureLatency(api: Api, agentId: string, turns: number, frames: 
     await firstDone;
     const replies: Reply[] = [];
     for (let i = 0; i < WARMUP_TURNS + turns; i++) {
-      if (i === WARMUP_TURNS) await fetch(`${ttsUrl}/stats`).then((r) => r.text());
+      if (i === WARMUP_TURNS) await ttsLog.reset();
       await sleep(50 + Math.random() * 200);
       const r = await s.utter(5000);
       if (i >= WARMUP_TURNS) replies.push(r);
       if ((i + 1) % 25 === 0) progress(`${i + 1}/${WARMUP_TURNS + turns} turns`);
     }
-    const tts = (await (await fetch(`${ttsUrl}/stats`)).json()) as { at: number; input: string }[];
+    const tts = await ttsLog.read();
     const result: LatencyResult = { samples: [], stoppedLags: [], beforeTts: [], afterTts: [], silences: [] };
     const early: string[] = [];
     for (const r of replies) {
@@ -753,6 +785,7 @@ const STEP_HEADER = ['target', 'sessions', 'cpu %', 'main %', 'loop p99/max', 'm
 export async function run(): Promise<void> {
   const turns = Math.round(envNumber('BENCH_SESSION_TURNS', 100));
   const gapTurns = Math.round(envNumber('BENCH_SESSION_GAP_TURNS', 30));
+  const vendorTurns = Math.round(envNumber('BENCH_SESSION_VENDOR_TURNS', 20));
   const steps = envIntegerList('BENCH_SESSION_STEPS', '50,100,150,200,250,300');
   const stepSecs = envNumber('BENCH_SESSION_STEP_SECS', 9);
   const settleSecs = envNumber('BENCH_SESSION_SETTLE_SECS', 3);
@@ -766,7 +799,9 @@ export async function run(): Promise<void> {
   };
   process.once('exit', killAll);
   const runs: LoadRun[] = [];
+  let fakeVendors: VendorFakes | undefined;
   try {
+    if (vendorTurns > 0) fakeVendors = await startVendorFakes(nowMs);
     const tts = startChild('fake TTS', ['--import', 'tsx', join(ROOT, 'bench', 'session-tts-server.ts')], {});
     children.push(tts);
     const ttsUrl = `http://${HOST}:${await waitForLine(tts, /LISTENING (\d+)/, 30_000)}`;
@@ -775,6 +810,7 @@ export async function run(): Promise<void> {
     const daemon = startChild('daemon', [...nodeArgs, '--import', 'tsx', join(ROOT, 'bench', 'session-server.ts')], {
       BENCH_SESSION_DATA_DIR: dataDir,
       BENCH_SESSION_TTS_URL: `${ttsUrl}/v1`,
+      ...(fakeVendors ? { BENCH_SESSION_VENDOR_TTS: JSON.stringify(fakeVendors.providers) } : {}),
     });
     children.push(daemon);
     const baseline = startChild('baseline', ['--import', 'tsx', join(ROOT, 'bench', 'session-baseline-server.ts')], {});
@@ -793,17 +829,28 @@ export async function run(): Promise<void> {
 
     // 1. Latency, then its baseline.
     progress(`reply latency: ${turns} turns (+${WARMUP_TURNS} warm-up), one session, caller says 0.3 s, stop_secs ${STOP_SECS}`);
-    const lat = await measureLatency(api, latencyAgent, turns, makeFrames(0.3), ttsUrl, progress);
+    const lat = await measureLatency(api, latencyAgent, turns, makeFrames(0.3), speechServerLog(ttsUrl), progress);
     progress(`socket round trip without runtime: ${turns} samples`);
     const rtt = await measureRtt(baselineUrl, turns, makeFrames(0.3));
 
     // 1b. Sentence gaps behind a slow TTS; the daemon's TTS first-audio figures cover just them.
     progress(`sentence gaps: ${gapTurns} turns, each TTS piece ${GAP_TONE_MS} ms of audio answered after ${GAP_TTS_WAIT_MS} ms`);
     await daemonLoopDelay(daemon);
-    const gaps = await measureLatency(api, gapAgent, gapTurns, makeFrames(0.3), ttsUrl, progress);
+    const gaps = await measureLatency(api, gapAgent, gapTurns, makeFrames(0.3), speechServerLog(ttsUrl), progress);
     const gapTtsFirst = (await daemonLoopDelay(daemon)).ttsFirst;
     if (gapTtsFirst === undefined || gapTtsFirst.n === 0) throw new Error("sentence gaps: the daemon reported no TTS request's first audio");
     const gapBaseline = Math.max(0, gapTtsFirst.p50 - GAP_TONE_MS);
+
+    // 1c. Vendor TTS adapters against their fakes.
+    const vendorRuns: { type: string; lat: LatencyResult }[] = [];
+    if (fakeVendors) {
+      const fakes = fakeVendors;
+      const log: TtsLog = { reset: async () => fakes.reset(), read: async () => fakes.log() };
+      for (const v of fakes.vendors) {
+        progress(`vendor ${v.type} (${v.slot}): ${vendorTurns} turns, the fake answering after ${VENDOR_FIRST_CHUNK_MS} ms`);
+        vendorRuns.push({ type: v.type, lat: await measureLatency(api, await api.vendorAgent(v.slot, v.voiceId), vendorTurns, makeFrames(0.3), log, progress) });
+      }
+    }
 
     // 2. Concurrency.
     const loadFrames = makeFrames(0.5);
@@ -867,6 +914,20 @@ export async function run(): Promise<void> {
         ]) +
         '\n',
     );
+    if (vendorRuns.length > 0) {
+      process.stdout.write(
+        `\nvendor TTS adapters (${vendorTurns} turns each, the fake vendor's first chunk after ${VENDOR_FIRST_CHUNK_MS} ms, then 40 ms chunks 30 ms apart), ms:\n` +
+          table([
+            ['', 'p50', 'p90', 'p99', 'max'],
+            ...vendorRuns.flatMap(({ type, lat: l }) => [
+              [`${type}: t0 -> first response_audio`, ...quantiles(l.samples)],
+              [`  t0 -> sentence at the fake`, ...quantiles(l.beforeTts)],
+              [`  sentence at the fake -> first audio at client`, ...quantiles(l.afterTts)],
+            ]),
+          ]) +
+          '\n',
+      );
+    }
     process.stdout.write(`\nconcurrent sessions (each: real-time audio, 0.5 s utterance every 3 s, 1 s reply):\n${table([STEP_HEADER, ...results.map(stepRow), ...(base ? [stepRow(base)] : [])])}\n`);
     process.stdout.write(
       'cpu %: server process (all threads) / main %: its main thread, share of one core; loop: event-loop delay of the daemon, ms; ms/sess-s: server CPU ms per second of one session;\n' +
@@ -878,6 +939,9 @@ export async function run(): Promise<void> {
     if (lat.samples.length < turns) throw new Error(`only ${lat.samples.length} of ${turns} replies measured`);
     if (gaps.silences.length < gapTurns || gaps.silences.some((x) => Number.isNaN(x))) throw new Error(`sentence gaps: ${gaps.silences.filter((x) => !Number.isNaN(x)).length} of ${gapTurns} replies measured to their end`);
     if (results.length === 0 || !top) throw new Error('no valid concurrency step: the client could not drive even the first step, or sessions failed');
+    for (const { type, lat: l } of vendorRuns) {
+      if (l.samples.length < vendorTurns || l.afterTts.length < vendorTurns) throw new Error(`vendor ${type}: ${l.afterTts.length} of ${vendorTurns} replies measured at the fake`);
+    }
     if (failedSessions.length > 0) throw new Error(`${failedSessions.length} session(s) failed during the load: ${failedSessions.slice(0, 3).join('; ')}`);
     if (!base) throw new Error('baseline concurrency step missing');
     const held = results.filter((r) => r.held && r.clientOk).at(-1);
@@ -887,6 +951,13 @@ export async function run(): Promise<void> {
       { name: 'session_added_latency_p99', value: latP99 - rttP99, unit: 'ms', baseline: TARGET_ADDED_MS, note: `reply p99 - RTT p99; baseline: the target (< ${TARGET_ADDED_MS} ms)` },
       { name: 'session_sentence_gap_p50', value: percentile(gaps.silences, 0.5), unit: 'ms', baseline: gapBaseline, note: `silence inside a reply of two ${GAP_TONE_MS} ms sentences, TTS answering after ${GAP_TTS_WAIT_MS} ms; baseline: TTS first audio p50 - first sentence (no look-ahead)` },
       { name: 'session_sentence_gap_p99', value: percentile(gaps.silences, 0.99), unit: 'ms', baseline: gapBaseline, note: 'the same, p99' },
+      ...vendorRuns.map(({ type, lat: l }) => ({
+        name: `session_vendor_first_audio_${type}_p50`,
+        value: percentile(l.samples, 0.5),
+        unit: 'ms',
+        baseline: VENDOR_FIRST_CHUNK_MS,
+        note: `${type} adapter: end of speech -> first response_audio (the first sentence is ready within ms), p99 ${f1(percentile(l.samples, 0.99))}; baseline: the fake vendor's own delay`,
+      })),
       { name: 'session_cpu_per_session', value: top.cpuMsPerSessionSec, unit: 'ms/s', baseline: base.cpuMsPerSessionSec, note: `server CPU ms per session-second at ${top.sessions} sessions; baseline: bare ws server, same load` },
       { name: 'sessions_per_core', value: 1000 / top.cpuMsPerSessionSec, unit: 'sessions', baseline: 1000 / base.cpuMsPerSessionSec, note: '1000 / cpu_per_session; baseline: bare ws server' },
       { name: 'sessions_held', value: held?.sessions ?? 0, unit: 'sessions', baseline: TARGET_SESSIONS, note: `highest step held (main thread < 100 %, on-time >= 99 %, all replied); baseline: the target (${TARGET_SESSIONS}); steps ${steps.join(',')}` },
@@ -901,6 +972,7 @@ export async function run(): Promise<void> {
   } finally {
     for (const r of runs) r.close();
     for (const c of children.reverse()) await stopChild(c);
+    await fakeVendors?.close();
     process.off('exit', killAll);
     rmSync(dataDir, { recursive: true, force: true });
   }

@@ -40,6 +40,8 @@ export interface FakeCartesia {
   /** The next generation's audio ends on half a sample (one stray byte). */
   halfSample: boolean;
   connections: CartesiaConnection[];
+  /** Called as each sentence's text arrives (bench/session times the vendor from there). */
+  onText?: (text: string) => void;
   close(): Promise<void>;
 }
 
@@ -120,6 +122,7 @@ export async function startFakeCartesia(key: string): Promise<FakeCartesia> {
       }
       const c = ctx;
       c.text += msg.transcript as string;
+      if ((msg.transcript as string).trim() !== '') fake.onText?.(msg.transcript as string);
       const rate = (msg.output_format as { sample_rate: number }).sample_rate;
       const flush = msg.flush === true;
       const last = msg.continue !== true;

@@ -36,6 +36,8 @@ export interface FakeFish {
   pacing: Pacing;
   fault: { afterChunks: number; kind: 'error' | 'drop' } | undefined;
   connections: FishConnection[];
+  /** Called as each sentence's text arrives (bench/session times the vendor from there). */
+  onText?: (text: string) => void;
   close(): Promise<void>;
 }
 
@@ -104,7 +106,10 @@ export async function startFakeFish(key: string): Promise<FakeFish> {
         ws.close(1003, 'start event expected first');
         return;
       }
-      if (ev.event === 'text' && typeof ev.text === 'string') buffer += ev.text;
+      if (ev.event === 'text' && typeof ev.text === 'string') {
+        buffer += ev.text;
+        fake.onText?.(ev.text);
+      }
       if (ev.event === 'flush' || ev.event === 'stop') {
         const text = buffer;
         buffer = '';

@@ -38,6 +38,8 @@ export interface FakeHume {
   pacing: Pacing;
   fault: { afterChunks: number; kind: 'error' | 'drop' } | undefined;
   requests: HumeRequest[];
+  /** Called as each sentence's text arrives (bench/session times the vendor from there). */
+  onText?: (text: string) => void;
   close(): Promise<void>;
 }
 
@@ -79,6 +81,7 @@ export async function startFakeHume(key: string): Promise<FakeHume> {
       if (body.instant_mode === true && utterances[0]!.voice === undefined) return json(res, 400, { message: 'instant_mode requires a voice' });
       const record: HumeRequest = { headers: req.headers, body, clientPort: req.socket.remotePort ?? 0, aborted: false, generationId: randomUUID() };
       fake.requests.push(record);
+      fake.onText?.(utterances[0]!.text as string);
       void stream(res, record, utterances[0]!.text as string);
     });
   });

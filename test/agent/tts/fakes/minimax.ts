@@ -36,6 +36,8 @@ export interface FakeMinimax {
   pacing: Pacing;
   fault: { afterChunks: number; kind: 'error' | 'drop' } | undefined;
   connections: MinimaxConnection[];
+  /** Called as each sentence's text arrives (bench/session times the vendor from there). */
+  onText?: (text: string) => void;
   close(): Promise<void>;
 }
 
@@ -117,6 +119,7 @@ export async function startFakeMinimax(key: string): Promise<FakeMinimax> {
           if (speaking > 0) conn.overlapped = true;
           speaking++;
           const text = String(msg.text ?? '');
+          fake.onText?.(text);
           chain = chain.then(async () => {
             await speak(text);
             speaking--;
