@@ -90,10 +90,11 @@ describe.skipIf(!available.ok)(`RFC 3263 resolution order against dnsmasq${avail
   it('a TLS trunk: only SIPS (the NAPTR SIP+D2U record is skipped; without NAPTR only _sips._tcp is asked)', async () => {
     const r = new SipDnsResolver({ servers: [dns.server] });
     const viaNaptr = await r.resolve(base(`naptrtls.${D}`, { transport: 'tls' }));
-    expect(viaNaptr.map((t) => [t.via, t.destination])).toEqual([['naptr', { protocol: 'tls', address: '127.0.1.3', port: 5071 }]]);
+    // RFC 5922 7.2: the certificate must name the domain looked up, not the NAPTR/SRV target.
+    expect(viaNaptr.map((t) => [t.via, t.destination])).toEqual([['naptr', { protocol: 'tls', address: '127.0.1.3', port: 5071, tlsName: `naptrtls.${D}` }]]);
     const from = dns.log().length;
     const viaSrv = await r.resolve(base(`secure.${D}`, { transport: 'tls' }));
-    expect(viaSrv.map((t) => t.destination)).toEqual([{ protocol: 'tls', address: '127.0.1.1', port: 5061 }]);
+    expect(viaSrv.map((t) => t.destination)).toEqual([{ protocol: 'tls', address: '127.0.1.1', port: 5061, tlsName: `secure.${D}` }]);
     expect(queries(from).filter((q) => q.startsWith('SRV'))).toEqual([`SRV _sips._tcp.secure.${D}`]);
   });
 

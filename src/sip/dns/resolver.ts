@@ -165,6 +165,10 @@ export class SipDnsResolver {
         if (out.length === 0) out = await this.#addresses(bare, req.transport, defaultPort(req.transport), 'a');
       }
       if (out.length === 0 && this.#systemFallback) out = await this.#hostsFile(bare, req.transport, req.port ?? defaultPort(req.transport));
+      // RFC 5922 7.2: a TLS target found through NAPTR/SRV of `bare` must present a certificate
+      // for `bare` (the SIP domain), not for the SRV target's name; one found by A/AAAA of
+      // `bare` likewise. The transport checks it against destination.tlsName.
+      for (const t of out) if (t.destination.protocol === 'tls') t.destination.tlsName = bare;
       const kept = out.filter((t) => usable(t.destination));
       if (kept.length === 0) throw fail(out.length === 0 ? 'no NAPTR/SRV target and no A/AAAA record' : `no address we can send to (${out.map((t) => t.destination.address).join(', ')})`);
       return kept;

@@ -10,7 +10,8 @@
  *   layer --send--> ConnectionPool.get / find / connectStream() --> StreamConnection.write
  */
 import { connect as netConnect, createServer as createNetServer, type Server, type Socket } from 'node:net';
-import { connect as tlsConnect, createServer as createTlsServer, type ConnectionOptions, type TLSSocket } from 'node:tls';
+import { connect as tlsConnect, createServer as createTlsServer, type ConnectionOptions, type PeerCertificate, type TLSSocket } from 'node:tls';
+import { checkSipServerIdentity } from './tls-identity.ts';
 import { SipTransportError, type SipParseError } from '../message/index.ts';
 import { SipStreamFramer } from '../message/index.ts';
 import { defaultInterfaceAddress, formatEndpoint, ipFamily, isUnspecified, unmapIPv4, type IpFamily } from './address.ts';
@@ -479,7 +480,15 @@ export function connectStream(o: ConnectOptions): Promise<Socket | TLSSocket> {
     let socket: Socket | TLSSocket;
     const ready = o.protocol === 'tls' ? 'secureConnect' : 'connect';
     if (o.protocol === 'tls') {
-      socket = tlsConnect({ ...o.tls, host: o.address, port: o.port, ...(o.servername !== undefined && ipFamily(o.servername) === 0 ? { servername: o.servername } : {}) });
+      // A name: SNI, and the certificate checked against it by RFC 5922 (the SIP domain, not the
+      // address we connect to). An IP literal only: node's check against the IP SANs.
+      const name = o.servername !== undefined && ipFamily(o.servername) === 0 ? o.servername : undefined;
+      socket = tlsConnect({
+        ...o.tls,
+        host: o.address,
+        port: o.port,
+        ...(name !== undefined ? { servername: name, checkServerIdentity: (_host: string, cert: PeerCertificate) => checkSipServerIdentity(name, cert) } : {}),
+      });
     } else {
       socket = netConnect({ host: o.address, port: o.port });
     }

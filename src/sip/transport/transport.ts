@@ -563,7 +563,7 @@ export class SipTransportLayer extends EventEmitter<SipTransportEvents> implemen
       await this.#sendUdp(listener, serializeForUdp(req), address, dest.port);
       return;
     }
-    const conn = await this.#connectionFor(dest.protocol, dest.address, dest.port, connectionId, options.servername);
+    const conn = await this.#connectionFor(dest.protocol, dest.address, dest.port, connectionId, options.servername ?? dest.tlsName);
     this.#fillVia(req, this.#streamLocal(conn));
     await this.#sendStream(conn, req.toBuffer());
   }

@@ -12,6 +12,11 @@ export interface Endpoint {
   protocol: TransportProtocol;
   address: string;
   port: number;
+  /**
+   * TLS to an address the caller resolved itself: the SIP domain the certificate must name (RFC
+   * 5922 7.2: the domain looked up, not the SRV target) and the SNI sent. Ignored otherwise.
+   */
+  tlsName?: string;
 }
 
 /** A message received, with its source and the local listener it arrived on. */

@@ -499,7 +499,7 @@ class OutboundInvite {
         const error = tx.error;
         if (error !== undefined) {
           // After our ring timeout the CANCEL's own timeout (local 487) is the caller's choice, not a dead target.
-          if (!this.#ringTimedOut && this.#failOver(final.status === 408 ? 'no final response (Timer B)' : `unreachable: ${error.message}`)) {
+          if (!this.#ringTimedOut && this.#failOver(final.status === 408 ? 'no final response (Timer B)' : `unreachable: ${withCause(error)}`)) {
             credentials = this.#nextAttempt();
             continue;
           }
@@ -774,4 +774,12 @@ class OutboundInvite {
     if (response !== undefined && status !== 503) this.#tellTarget(this.#destination, 'answered');
     return { ok: false, reason, status, reasonPhrase, detail, response, callId: this.#callId, attempts: this.#attempts, request: this.#request, destination: this.#destination, targetsTried: this.#target + 1 };
   }
+}
+
+/**
+ * An error's message with its cause's (the transport's "cannot connect TLS ...: certificate does
+ * not identify SIP domain ..." under the transaction's "could not send"), for failover log lines.
+ */
+function withCause(err: Error): string {
+  return err.cause instanceof Error ? `${err.message}: ${err.cause.message}` : err.message;
 }
