@@ -3,7 +3,11 @@
  * (VmRSS) are the bridge's alone: `startDaemon` as main.ts composes it, SIP on 127.0.0.1, RTP on
  * 127.0.0.1 ports BENCH_BRIDGE_RTP_MIN..+3999, log level warn, no call limit, and
  * bridge.upstream_url = BENCH_BRIDGE_UPSTREAM (the voice server, another process: see bench/bridge.ts
- * for why) with key BENCH_BRIDGE_UPSTREAM_KEY.
+ * for why) with key BENCH_BRIDGE_UPSTREAM_KEY. HTTP on a free loopback port chosen before the
+ * start, http.public_url = that address (the carrier media-stream phase signs and connects to it),
+ * telco.api_base_url a closed loopback port (no carrier API request leaves the machine). The
+ * media-stream calls are not in the probe's figures below (they send no RTP): bench/bridge times
+ * them at the load generator.
  *
  * Instrumentation (bench/lib/bridge-probe.ts, installed on the main thread and, with media threads,
  * on each of them; src/ is unchanged; the main thread merges the windows). The bridge's per-frame processing is
@@ -68,6 +72,7 @@
  * exit.
  */
 import { writeFileSync } from 'node:fs';
+import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import pino from 'pino';
 import { BroadcastChannel } from 'node:worker_threads';
@@ -112,10 +117,25 @@ channel.onmessage = (event) => {
 // The workers load their probe as they start (DaemonOptions.mediaWorkerPreload below).
 const probeModule = new URL('./lib/bridge-probe-worker.ts', import.meta.url);
 
+// The media-stream phase (bench/lib/media-stream-callers.ts) needs http.public_url: the carrier
+// signs the webhook URL it was given, and the TwiML's stream URL is built from it. So the HTTP
+// port is chosen here (a free loopback port) and public_url is that address. The carrier REST API
+// (telco.api_base_url: hang-up and transfer of stream calls ended on our side) points at a closed
+// loopback port: nothing of the bench leaves the machine (the load generator ends its calls with
+// `stop`, which needs no API request).
+const httpPort = await new Promise<number>((resolve, reject) => {
+  const srv = createServer();
+  srv.once('error', reject);
+  srv.listen(0, '127.0.0.1', () => {
+    const port = (srv.address() as AddressInfo).port;
+    srv.close(() => resolve(port));
+  });
+});
 const config = loadConfig(
   {
     data_dir: dataDir,
-    http: { host: '127.0.0.1', port: 0 },
+    http: { host: '127.0.0.1', port: httpPort, public_url: `http://127.0.0.1:${httpPort}` },
+    telco: { api_base_url: 'http://127.0.0.1:9' },
     sip: { host: '127.0.0.1', port: 0, transports: 'udp' },
     rtp: { address: '127.0.0.1', port_min: rtpMin, port_max: rtpMin + 3999, ...mediaEnv },
     log_level: process.env.BENCH_BRIDGE_LOG ? 'info' : 'warn',

@@ -135,6 +135,29 @@
  * (A's scheduling priority, e.g. -10 as root; default unchanged), BENCH_BRIDGE_LOG=<file> (A's
  * log at info level: why calls ended).
  *
+ * The media-stream phase (the carrier's programmable-voice path, docs/telco.md), after the SIP
+ * steps and against the same A and B: BENCH_BRIDGE_STREAMS (100; 0 skips the phase) carrier
+ * stream calls to an imported number (written into A's store before it starts: account, auth
+ * token, assigned to the same agent; A's http.public_url is its own loopback address, see
+ * bench/bridge-server.ts). bench/lib/media-stream-callers.ts is the carrier: per call a voice
+ * webhook POST signed as Twilio signs it (X-Twilio-Signature, HMAC-SHA1 of the URL and the sorted
+ * parameters with the auth token), the TwiML's <Connect><Stream>, then that WebSocket with
+ * connected, start (the one-time token from the TwiML's parameters), media of 160 mu-law bytes
+ * base64 every 20 ms of real time (the same 3 s caller cycle as the SIP callers, each stream at
+ * its own phase) and, after the window, stop; it plays what it receives at 20 ms per frame and
+ * echoes marks, as the carrier does. Calls are placed at BENCH_BRIDGE_RATE, then the same settle
+ * time and BENCH_BRIDGE_SECS window as a SIP step. Measured over the window: A's CPU per call
+ * (ms of CPU per second of call; stream media runs on A's main thread, so `event loop` is
+ * printed beside it), B's, this process's and the machine's; and, at this process's arrival
+ * times, the agent's `media` messages: talk spurts split where arrivals pause > 100 ms; within a
+ * spurt message k is due at ref + 20 ms * k (ref: the spurt's earliest arrival - 20 ms * k); off
+ * slot = more than 5 ms after its slot (over 20 ms: a pause, counted, and the schedule re-anchors).
+ * A stream is held when its socket stayed open until this side's stop, it received the agent's
+ * audio in the window (replies to the caller's audio: the first message is over before it) and
+ * >= 99 % of those messages were on their slot. The bridge's own probe (bench/bridge-server.ts)
+ * times RTP only, so none of the SIP figures above covers streams. The phase throws when a
+ * webhook does not answer <Connect><Stream> or a stream is not open after the settle time.
+ *
  * Figures (RESULT lines): bridge_calls_held (the highest step held; baseline: the target 200);
  * at the reported step, the highest step run (every figure below but the heard one is measured
  * inside A, which the load generator's pacing does not distort, so no step is disqualified; the
@@ -144,10 +167,17 @@
  * bridge_out_latency_p50/p99 (baseline: the floor's media_latency_p50/p99), bridge_on_time_share
  * (A's sent-on-time share) and bridge_heard_on_time_share (the callers' heard-on-time share),
  * both with baseline: the share of this process's own sends on time within 5 ms (the load
- * generator's pacing).
+ * generator's pacing). With the media-stream phase also: bridge_streams_held (streams held as
+ * above; baseline: streams placed), bridge_stream_cpu_per_call (A's CPU ms per second of stream
+ * call; baseline: this run's bridge_cpu_per_call, the SIP path at the reported step: the two are
+ * at different call counts unless BENCH_BRIDGE_STREAMS equals that step, and A's fixed costs
+ * (idle media threads) weigh more per call at few calls) and bridge_stream_off_slot_share (the
+ * agent's media messages more than 5 ms off their slot at this process, a figure, not a target;
+ * baseline: the share of this process's own media sends more than 5 ms late).
  */
 import dgram from 'node:dgram';
 import { spawn } from 'node:child_process';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, setPriority, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -163,11 +193,14 @@ import { printFigures, table, type Figure } from './lib/result.ts';
 import { exitMeaning, freeMediaPort, freeSipPort, freeUdpPort, sippAvailable } from '../test/interop/sipp.ts';
 import { envIntegerList, envNumber } from './lib/env.ts';
 import { uacScenario } from './lib/sipp-uac-scenario.ts';
+import { MediaStreamCallers, PACED_SHARE, type StreamFigures } from './lib/media-stream-callers.ts';
 
 const HOST = '127.0.0.1';
 const FRAME_MS = 20;
 const ON_TIME_MS = 5;
 const NUMBER = '+15550003000';
+/** The imported carrier number of the media-stream phase, assigned to the same agent. */
+const STREAM_NUMBER = '+15550003001';
 const SETTLE_MS = 3000;
 const CYCLE_FRAMES = 150;
 const SPEECH_FRAMES = 25;
@@ -800,6 +833,83 @@ async function runStep(n: number, ctx: { a: Child; b: Child; sippBin: string; si
 }
 
 // ---------------------------------------------------------------------------------------------
+// The media-stream phase: N carrier stream calls (bench/lib/media-stream-callers.ts) against the
+// same bridge daemon, after the SIP steps
+
+interface StreamPhase {
+  n: number;
+  figures: StreamFigures;
+  /** A's CPU per call-second over the window, ms. */
+  aCpuMsPerCallSec: number;
+  aCpuPct: number;
+  aMainPct: number;
+  bCpuPct: number;
+  clientCpuPct: number;
+  machineBusyPct: number;
+  clientLoopP99: number;
+  /** Calls A was bridging at the window's end. */
+  activeAtEnd: number;
+  placeMs: number;
+}
+
+async function runStreamPhase(n: number, ctx: { a: Child; b: Child; aUrl: string; accountSid: string; authToken: string; payloads: Buffer[]; windowSecs: number; rate: number }, log: (s: string) => void): Promise<StreamPhase> {
+  const { a, b } = ctx;
+  const callers = new MediaStreamCallers({ webhookUrl: `${ctx.aUrl}/v1/telco/twilio/voice`, accountSid: ctx.accountSid, authToken: ctx.authToken, to: STREAM_NUMBER, payloads: ctx.payloads });
+  try {
+    const rampMs = Math.ceil((n / ctx.rate) * 1000);
+    const p0 = performance.now();
+    await callers.place(n, rampMs);
+    const placeMs = performance.now() - p0;
+    log(`  ${n} streams started in ${(placeMs / 1000).toFixed(1)} s (${callers.open} open); settling ${SETTLE_MS} ms`);
+    await sleep(SETTLE_MS);
+    if (callers.open < n) throw new Error(`stream phase: only ${callers.open} of ${n} streams open after the settle time:\n${a.output().slice(-3000)}`);
+    await bridgeStats(a); // resets A's histograms (not used: streams send no RTP)
+    const loop = monitorEventLoopDelay({ resolution: 5 });
+    loop.enable();
+    const cpuA0 = cpuSeconds(a.proc.pid);
+    const mainA0 = mainThreadCpuSeconds(a.proc.pid);
+    const cpuB0 = cpuSeconds(b.proc.pid);
+    const cpuSelf0 = process.cpuUsage();
+    const m0 = machineJiffies();
+    const t0 = performance.now();
+    callers.window = { from: t0, to: t0 + ctx.windowSecs * 1000 };
+    await sleep(ctx.windowSecs * 1000);
+    const t1 = performance.now();
+    const secs = (t1 - t0) / 1000;
+    const cpuA = cpuSeconds(a.proc.pid) - cpuA0;
+    const mainA = mainThreadCpuSeconds(a.proc.pid) - mainA0;
+    const cpuB = cpuSeconds(b.proc.pid) - cpuB0;
+    const self = process.cpuUsage(cpuSelf0);
+    const m1 = machineJiffies();
+    loop.disable();
+    const stats = await bridgeStats(a);
+    await callers.stopAll();
+    const figures = callers.analyse(n);
+    return {
+      n,
+      figures,
+      aCpuMsPerCallSec: (cpuA * 1000) / secs / n,
+      aCpuPct: (100 * cpuA) / secs,
+      aMainPct: (100 * mainA) / secs,
+      bCpuPct: (100 * cpuB) / secs,
+      clientCpuPct: (100 * (self.user + self.system)) / 1e6 / secs,
+      machineBusyPct: (100 * (m1.busy - m0.busy)) / Math.max(1, m1.total - m0.total),
+      clientLoopP99: Math.max(0, loop.percentile(99) / 1e6 - LOOP_RESOLUTION_MS),
+      activeAtEnd: stats.active,
+      placeMs,
+    };
+  } finally {
+    callers.close();
+    const end = Date.now() + 10_000;
+    while (Date.now() < end) {
+      const s = await bridgeStats(a).catch(() => undefined);
+      if (s === undefined || s.active === 0) break;
+      await sleep(250);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
 
 export async function run(): Promise<void> {
   const sipp = sippAvailable();
@@ -808,9 +918,14 @@ export async function run(): Promise<void> {
   const windowSecs = envNumber('BENCH_BRIDGE_SECS', 20);
   const rate = envNumber('BENCH_BRIDGE_RATE', 25);
   const nodeCallers = envNumber('BENCH_BRIDGE_NODE_CALLERS', 20);
+  // BENCH_BRIDGE_STREAMS: carrier media-stream calls of the phase after the SIP steps (0 skips it).
+  const streamsRaw = process.env.BENCH_BRIDGE_STREAMS ?? '';
+  const streams = streamsRaw === '' ? 100 : Number(streamsRaw);
+  if (!Number.isInteger(streams) || streams < 0) throw new RangeError(`BENCH_BRIDGE_STREAMS must be a whole number (0 skips the media-stream phase), got "${streamsRaw}"`);
   const log = (s: string) => process.stdout.write(s + '\n');
   log(`machine: ${cpus().length} x ${cpus()[0]?.model ?? '?'}, node ${process.version}, load average ${loadavg().map((x) => x.toFixed(2)).join(' ')}`);
   log(`steps ${steps.join(', ')} calls; window ${windowSecs} s after ${SETTLE_MS} ms settle; calls placed at ${rate}/s; ${sipp.version}`);
+  log(`media streams: ${streams > 0 ? `${streams} carrier stream calls after the SIP steps, the same window` : 'phase skipped'} (BENCH_BRIDGE_STREAMS)`);
   log(`callers: ${nodeCallers} calls per step are this process's phones (the heard figures), SIPp plays the RTP of the rest (rtp_stream) (BENCH_BRIDGE_NODE_CALLERS)`);
   const threads = process.env.BENCH_BRIDGE_MEDIA_THREADS;
   const nice = process.env.BENCH_BRIDGE_MEDIA_NICE;
@@ -861,6 +976,7 @@ export async function run(): Promise<void> {
   const dirB = mkdtempSync(join(tmpdir(), 'callbridge-bench-bridge-b-'));
   const children: Child[] = [];
   const results: Step[] = [];
+  let streamPhase: StreamPhase | undefined;
   try {
     const tts = startChild('fake TTS', ['--import', 'tsx', join(ROOT, 'bench', 'session-tts-server.ts')], {});
     children.push(tts);
@@ -877,18 +993,34 @@ export async function run(): Promise<void> {
     children.push(b);
     const bUrl = await waitForLine(b, /LISTENING (\S+)/, 60_000);
     const bKey = readFileSync(join(dirB, 'initial-api-key'), 'utf8').trim();
-    const agent = await api(bUrl, bKey, 'POST', '/v1/agents', {
+    const created = await api(bUrl, bKey, 'POST', '/v1/agents', {
       name: 'bench bridge echo',
       first_message: 'Hi.',
       vad_settings: { start_secs: 0.1, stop_secs: 0.3, silence_timeout_secs: 0 },
-      voice_settings: { id: 'tone-800', provider: 'provider_1' },
+      voice_settings: { id: 'tone-500', provider: 'provider_1' },
     });
+    // The agent speaks tone-800 (1.6 s of audio per 3 s cycle, as in every earlier run of this
+    // bench), but the voice catalog of bench/session-server.ts (voices.catalog: tone-100, tone-500,
+    // tone-200-wait-300) refuses it through the API. So it is created with a listed voice and
+    // its voice set in B's store (SQLite WAL, as the CLI writes beside a running daemon) before
+    // any session reads it: B's agent cache is filled by reads outside transactions, and nothing
+    // has read this agent yet. Read back through B's API below.
+    const storeB = openStore(dirB, '');
+    storeB.db.prepare("UPDATE agents SET settings = json_set(settings, '$.voice_settings.id', 'tone-800') WHERE id = ?").run(created.id);
+    storeB.close();
+    const agent = await api(bUrl, bKey, 'GET', `/v1/agents/${created.id}`);
+    if (agent?.voice_settings?.id !== 'tone-800') throw new Error(`the bench agent's voice is ${JSON.stringify(agent?.voice_settings)}, not tone-800`);
     // The bridge daemon's store before it starts: its organization and key, and the agent with
     // the upstream's id (deployments keep agents in sync by id: docs/bridge.md).
+    // For the media-stream phase: a carrier number imported under an account (its auth token
+    // signs the voice webhook) and assigned to the agent, written as the import route writes it
+    // (no carrier lookup: the carrier is the load generator here).
     const storeA = openStore(dirA, '');
     const { org, key: aKey } = storeA.organizations.createKey('bench');
     const { id, name, status, phone_number_id: _p, created_at, updated_at: _u, ...settings } = agent as Record<string, any>;
-    storeA.agents.insert({ id, org_id: org.id, name, status, phone_number_id: null, settings: settings as any, created_at });
+    const carrier = { accountSid: 'AC' + randomBytes(16).toString('hex'), authToken: randomBytes(16).toString('hex'), numberId: randomUUID() };
+    storeA.telcoNumbers.insert({ id: carrier.numberId, org_id: org.id, phone_number: STREAM_NUMBER, phone_sid: 'PN' + randomBytes(16).toString('hex'), label: 'bench bridge streams', account_sid: carrier.accountSid, auth_token: carrier.authToken, created_at });
+    storeA.agents.insert({ id, org_id: org.id, name, status, phone_number_id: carrier.numberId, settings: settings as any, created_at });
     storeA.close();
     writeFileSync(join(dirA, 'initial-api-key'), aKey + '\n', { mode: 0o600 });
     const rtpMin = 30000 + 2 * Math.floor(Math.random() * 5000);
@@ -942,6 +1074,17 @@ export async function run(): Promise<void> {
           `\n  ${s.held ? 'HELD' : 'not held'}${s.cpuStalls.count > 0 ? `; a CPU stalled (no real-time thread could run: see the header) ${s.cpuStalls.count} times in the window, longest ${s.cpuStalls.maxMs.toFixed(1)} ms; ${s.lateInStalls.frames} of A's ${s.stats.send.frames - s.stats.send.onTime} late frames and ${s.lateInStalls.skipped} of its ${s.skipped} skipped were during one${s.held ? '' : s.heldOutsideStalls ? ' (held outside them)' : ' (not held outside them either)'}` : ''}`,
       );
     }
+    if (streams > 0) {
+      log(`media-stream phase: ${streams} carrier stream calls (signed voice webhook, then the stream WebSocket) ...`);
+      for (const c of children) if (!running(c)) throw new Error(`${c.name} exited:\n${c.output()}`);
+      const p = await runStreamPhase(streams, { a, b, aUrl: aUrl!, accountSid: carrier.accountSid, authToken: carrier.authToken, payloads, windowSecs, rate }, log);
+      streamPhase = p;
+      const f = p.figures;
+      log(
+        `  A ${p.aCpuPct.toFixed(1)} % CPU (event loop ${p.aMainPct.toFixed(1)} %), ${p.aCpuMsPerCallSec.toFixed(3)} ms/s per call; B ${p.bCpuPct.toFixed(1)} %; load generator ${p.clientCpuPct.toFixed(1)} %, loop p99 ${p.clientLoopP99.toFixed(2)} ms, its media sends p99 ${f.sendLateP99.toFixed(2)} ms late (${(100 * f.sendOnTime).toFixed(2)} % within 5 ms); machine ${p.machineBusyPct.toFixed(0)} % busy; A bridging ${p.activeAtEnd} at the window's end` +
+          `\n  held ${f.held} of ${f.placed} (closed early ${f.closedEarly}, no agent audio in the window ${f.silent}); agent media in the window ${f.frames} messages in ${f.spurts} spurts, ${f.offSlot} (${f.frames ? ((100 * f.offSlot) / f.frames).toFixed(2) : '-'} %) > 5 ms off their slot, late p99 ${f.lateP99.toFixed(2)} ms, pauses ${f.pauses}; marks echoed ${f.marksEchoed}, clears ${f.clears}`,
+      );
+    }
   } finally {
     await probe.stop();
     for (const c of children.reverse()) await stopChild(c);
@@ -988,7 +1131,16 @@ export async function run(): Promise<void> {
     { name: 'bridge_on_time_share', value: top.sentOnTimeShare, unit: 'share', baseline: top.clientSendOnTime, note: `frames A sent within 5 ms of due at ${top.n}; baseline: the load generator's own sends` },
     { name: 'bridge_heard_on_time_share', value: top.heardOnTimeShare, unit: 'share', baseline: top.clientSendOnTime, note: `frames the callers heard within 5 ms of due at ${top.n}${top.clientLimited ? ' (client-limited)' : ''}; baseline: the load generator's own sends` },
   ];
-  printFigures(`bench/bridge (PCMU, SIPp + RTP through the bridge to local/echo on an upstream voice server)`, figures);
+  if (streamPhase !== undefined) {
+    const p = streamPhase;
+    const f = p.figures;
+    figures.push(
+      { name: 'bridge_streams_held', value: f.held, unit: 'streams', baseline: f.placed, note: `carrier media streams up through the window with the agent's audio back, >= ${100 * PACED_SHARE} % of it on its 20 ms slot at the load generator; baseline: streams placed` },
+      { name: 'bridge_stream_cpu_per_call', value: p.aCpuMsPerCallSec, unit: 'ms/s', baseline: top.aCpuMsPerCallSec, note: `CPU of the bridge daemon per second of stream call at ${p.n}; baseline: bridge_cpu_per_call (SIP, ${top.n} calls) of this run` },
+      { name: 'bridge_stream_off_slot_share', value: f.frames > 0 ? f.offSlot / f.frames : Number.NaN, unit: 'share', baseline: 1 - f.sendOnTime, note: `agent media messages received > 5 ms off their 20 ms slot at ${p.n} streams (a figure, not a target); baseline: the load generator's own media sends > 5 ms late` },
+    );
+  }
+  printFigures(`bench/bridge (PCMU, SIPp + RTP through the bridge to local/echo on an upstream voice server${streamPhase ? '; then carrier media streams to the same bridge' : ''})`, figures);
   const met = held >= TARGET_CALLS && results.every((s) => s.n > TARGET_CALLS || (s.inP99 < 5 && s.outP99 < 5));
   log(`targets: ${TARGET_CALLS} calls held: ${held >= TARGET_CALLS ? 'met' : 'NOT MET'} (${held}); added latency p99 < 5 ms per direction up to ${TARGET_CALLS}: ${met || results.every((s) => s.inP99 < 5 && s.outP99 < 5) ? 'met' : 'NOT MET'}`);
   if (results.some((s) => s.cpuStalls.count > 0)) log(`note: CPU stalls: in the steps marked so, a CPU ran no real-time thread for > ${STALL_MS} ms (no thread of the bridge can make a SCHED_RR 99 sleeper that late: the vCPU not running, kernel work that this kernel does not preempt, or RT throttling while it is on); a miss there is not evidence against the bridge's code, but the verdict still counts it`);
