@@ -49,7 +49,7 @@ const config = loadConfig(
     ...(process.env.BENCH_SESSION_MAIN_REALTIME ? { rtp: { main_thread_realtime: Number(process.env.BENCH_SESSION_MAIN_REALTIME) } } : {}),
     log_level: 'warn',
     drain: { deadline_secs: 1 },
-    voices: { catalog: ['tone-100', 'tone-500', 'tone-200-wait-300'].map(toneVoice), first_fetch_wait_ms: 1000 },
+    voices: { catalog: ['tone-100', 'tone-500', 'tone-800', 'tone-200-wait-300'].map(toneVoice), first_fetch_wait_ms: 1000 },
     agent_defaults: { voice_id: 'tone-100' },
     ...(vendorEntries.length > 0 ? { tts: { providers: vendorEntries } } : {}),
   },
