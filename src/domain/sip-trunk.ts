@@ -294,18 +294,24 @@ export interface OutboundTarget {
   /** Absent: resolve by DNS (RFC 3263) or use the transport's default port. */
   port?: number;
   transport: SipTransport;
+  /**
+   * Written `sips:host...`: SIPS (RFC 3261 26.2), TLS on every hop, so TLS only (no other
+   * transport is ever tried) and sips: in our Request-URI and Contact.
+   */
+  secure?: boolean;
 }
 
 const OUTBOUND_RE = /^(\[[^\]]*\]|[^:;[\]]+)(?::([0-9]{1,5}))?(?:;transport=([A-Za-z]+))?$/;
 
 /**
- * Parses `host[:port][;transport=udp|tcp|tls]`. The transport parameter is case-insensitive like
+ * Parses `[sips:]host[:port][;transport=udp|tcp|tls]` (sips: forces TLS). The transport parameter is case-insensitive like
  * every SIP URI parameter (RFC 3261 section 19.1.4).
  * @throws DomainError (validation) naming `field` when the text is not of that form.
  */
 export function parseOutboundHost(s: string, field = 'outbound_host', defaultTransport: SipTransport = 'udp'): OutboundTarget {
-  const m = OUTBOUND_RE.exec(s);
-  const bad = () => validation(`${field} must be host[:port][;transport=udp|tcp|tls]`);
+  const sips = /^sips:/i.exec(s) !== null;
+  const m = OUTBOUND_RE.exec(sips ? s.slice(5) : s);
+  const bad = () => validation(`${field} must be [sips:]host[:port][;transport=udp|tcp|tls]`);
   if (!m) throw bad();
   const [, host = '', portText, transportText] = m;
   if (!isHost(host)) throw bad();
@@ -319,6 +325,13 @@ export function parseOutboundHost(s: string, field = 'outbound_host', defaultTra
     const t = transportText.toLowerCase();
     if (!(SIP_TRANSPORTS as readonly string[]).includes(t)) throw validation(`${field} transport must be one of udp, tcp, tls`);
     target.transport = t as SipTransport;
+  }
+  if (sips) {
+    // RFC 3261 26.2 / RFC 5630: SIPS is TLS hop by hop; ;transport=tcp (TLS over TCP) and tls
+    // say the same; UDP cannot carry it.
+    if (target.transport === 'udp' && transportText !== undefined) throw validation(`${field}: a sips: host is reached over TLS only (RFC 3261 26.2); ;transport=udp cannot be used with it`);
+    target.transport = 'tls';
+    target.secure = true;
   }
   return target;
 }

@@ -130,7 +130,7 @@ describe('SIP trunks API', () => {
       ['bad CIDR', aclTrunk({ inbound_acl: ['203.0.113.0/33'] }), /body\.inbound_acl\.0 prefix must be between 0 and 32/],
       ['not a CIDR', aclTrunk({ inbound_acl: ['10.0.0.0/8', 'pbx.example.com'] }), /body\.inbound_acl\.1 must be a CIDR/],
       ['bad IPv6 prefix', aclTrunk({ inbound_acl: ['2001:db8::/200'] }), /body\.inbound_acl\.0 prefix must be between 0 and 128/],
-      ['outbound_host with scheme', { pbx: 'generic', inbound_auth_type: 'none', outbound_host: 'sip:pbx.example.com' }, /body\.outbound_host must be host\[:port\]/],
+      ['outbound_host with scheme', { pbx: 'generic', inbound_auth_type: 'none', outbound_host: 'sip:pbx.example.com' }, /body\.outbound_host must be \[sips:\]host\[:port\]/],
       ['outbound_host bad port', { pbx: 'generic', inbound_auth_type: 'none', outbound_host: 'pbx.example.com:0' }, /body\.outbound_host port/],
       ['outbound_host bad transport', { pbx: 'generic', inbound_auth_type: 'none', outbound_host: 'pbx.example.com;transport=ws' }, /body\.outbound_host transport/],
       ['inbound_host with port', aclTrunk({ inbound_acl: [], inbound_host: 'pbx.example.com:5060' }), /body\.inbound_host must be a host name/],

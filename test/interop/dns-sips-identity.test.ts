@@ -8,8 +8,13 @@
  *     target counts as failed, the next SRV target (good cert) answers; a log line names the
  *     domain and what the certificate presented
  *   explicit host (A record, port given), cert for that host               -> answered
+ *   outbound_host sips:carrier.test                                        -> _sips._tcp, sips:
+ *     Request-URI and Contact
+ *   sips: host whose only SRV is _sip._udp                                 -> no INVITE over UDP,
+ *     the dial fails; sips:...;transport=udp is refused by the API
  */
 import { execFileSync } from 'node:child_process';
+import { createSocket } from 'node:dgram';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -106,6 +111,8 @@ describe.skipIf(!available.ok || !hasOpenssl)(`RFC 5922 certificate names on out
   let good2: Peer;
   let uriSan: Peer;
   let explicit: Peer;
+  const udp = createSocket('udp4');
+  let udpDatagrams = 0;
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'callbridge-sips-'));
@@ -119,8 +126,10 @@ describe.skipIf(!available.ok || !hasOpenssl)(`RFC 5922 certificate names on out
     uriSan = await startTlsPeer(pki.leaf('uri', 'x', 'URI:sip:carrier3.test'));
     explicit = await startTlsPeer(pki.leaf('explicit', 'sbc.direct.test', 'DNS:sbc.direct.test'));
     peers.push(good, hostOnly, wildcard, good2, uriSan, explicit);
+    udp.on('message', () => udpDatagrams++);
+    await new Promise<void>((r) => udp.bind(0, '127.0.0.1', () => r()));
     dns = await startDnsmasq({
-      local: ['carrier.test', 'carrier2.test', 'carrier3.test', 'direct.test'],
+      local: ['carrier.test', 'carrier2.test', 'carrier3.test', 'direct.test', 'udponly.test'],
       hosts: [
         ['sbc1.carrier.test', '127.0.0.1'],
         ['sbc1.carrier2.test', '127.0.0.1'],
@@ -128,6 +137,7 @@ describe.skipIf(!available.ok || !hasOpenssl)(`RFC 5922 certificate names on out
         ['sbc1.carrier3.test', '127.0.0.1'],
         ['sbc2.carrier3.test', '127.0.0.1'],
         ['sbc.direct.test', '127.0.0.1'],
+        ['sbc.udponly.test', '127.0.0.1'],
       ],
       srv: [
         { name: '_sips._tcp.carrier.test', target: 'sbc1.carrier.test', port: good.port, priority: 10, weight: 10 },
@@ -135,6 +145,7 @@ describe.skipIf(!available.ok || !hasOpenssl)(`RFC 5922 certificate names on out
         { name: '_sips._tcp.carrier2.test', target: 'sbc2.carrier2.test', port: good2.port, priority: 20, weight: 10 },
         { name: '_sips._tcp.carrier3.test', target: 'sbc1.carrier3.test', port: wildcard.port, priority: 10, weight: 10 },
         { name: '_sips._tcp.carrier3.test', target: 'sbc2.carrier3.test', port: uriSan.port, priority: 20, weight: 10 },
+        { name: '_sip._udp.udponly.test', target: 'sbc.udponly.test', port: udp.address().port, priority: 10, weight: 10 },
       ],
     });
     d = await startTestDaemon(
@@ -149,6 +160,7 @@ describe.skipIf(!available.ok || !hasOpenssl)(`RFC 5922 certificate names on out
     await d?.close();
     await dns?.stop();
     for (const p of peers) await p.close();
+    await new Promise<void>((r) => udp.close(() => r()));
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
@@ -187,5 +199,28 @@ describe.skipIf(!available.ok || !hasOpenssl)(`RFC 5922 certificate names on out
     expect(result.ok, JSON.stringify(result)).toBe(true);
     expect(explicit.invites).toHaveLength(1);
     (result as { ok: true; call: SipCall }).call.hangup();
+  }, 30_000);
+
+  it('outbound_host sips:carrier.test -> _sips._tcp, TLS; the INVITE has a sips: Request-URI (no transport=tls) and a sips: Contact', async () => {
+    const trunk = await trunkFor(d, 'sips:carrier.test');
+    const before = good.invites.length;
+    const result = await d.daemon.sip!.ua.dial({ trunk, to: '+15550005555', callerId: '+15559990000' });
+    expect(result.ok, JSON.stringify(result)).toBe(true);
+    expect(good.invites).toHaveLength(before + 1);
+    const inv = good.invites[before]!;
+    expect(inv.uri.toString()).toBe('sips:+15550005555@carrier.test');
+    expect(inv.get('Contact')).toMatch(/^<sips:callbridge@/);
+    (result as { ok: true; call: SipCall }).call.hangup();
+  }, 30_000);
+
+  it('a sips: host whose only SRV is _sip._udp -> nothing goes over UDP and the dial fails; sips: with ;transport=udp is refused', async () => {
+    const trunk = await trunkFor(d, 'sips:udponly.test');
+    const result = await d.daemon.sip!.ua.dial({ trunk, to: '+15550006666', callerId: '+15559990000' });
+    expect(result.ok, JSON.stringify(result)).toBe(false);
+    expect((result as { detail: string }).detail).toMatch(/udponly\.test: no NAPTR\/SRV target for TLS/);
+    expect(udpDatagrams).toBe(0);
+    const r = await d.api('POST', '/v1/sip-trunks', { pbx: 'generic', name: 'x', inbound_auth_type: 'none', outbound_host: 'sips:carrier.test;transport=udp' });
+    expect(r.status).toBe(400);
+    expect(r.text).toMatch(/TLS only/);
   }, 30_000);
 });

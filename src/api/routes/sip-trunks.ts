@@ -69,7 +69,7 @@ function trunkSchemas(maxNameLength: number, acl: AclWidthLimit) {
     ),
     inbound_sip_username: Type.Optional(NullableString({ maxLength: 128, description: 'digest username; unique across all trunks; null = none' })),
     inbound_sip_password: Password('digest password the PBX authenticates with'),
-    outbound_host: Type.Optional(NullableString({ maxLength: 300, description: 'host[:port][;transport=udp|tcp|tls]; null = none' })),
+    outbound_host: Type.Optional(NullableString({ maxLength: 300, description: '[sips:]host[:port][;transport=udp|tcp|tls] (sips: = TLS only, sips: URIs); null = none' })),
     outbound_sip_username: Type.Optional(NullableString({ maxLength: 128, description: 'null = none' })),
     outbound_sip_password: Password('password callbridge authenticates with toward outbound_host'),
     register: Type.Optional(Nullable(Type.Boolean({ description: 'REGISTER with outbound_host and keep it refreshed; null = the PBX preset' }))),

@@ -170,7 +170,7 @@ export class SipDnsResolver {
       // `bare` likewise. The transport checks it against destination.tlsName.
       for (const t of out) if (t.destination.protocol === 'tls') t.destination.tlsName = bare;
       const kept = out.filter((t) => usable(t.destination));
-      if (kept.length === 0) throw fail(out.length === 0 ? 'no NAPTR/SRV target and no A/AAAA record' : `no address we can send to (${out.map((t) => t.destination.address).join(', ')})`);
+      if (kept.length === 0) throw fail(out.length === 0 ? `no NAPTR/SRV target${req.transport === 'tls' ? ' for TLS (SIPS+D2T, _sips._tcp; other transports are not used for a TLS trunk)' : ''} and no A/AAAA record` : `no address we can send to (${out.map((t) => t.destination.address).join(', ')})`);
       return kept;
     } catch (err) {
       if (err instanceof SipTransportError) throw err;

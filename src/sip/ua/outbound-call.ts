@@ -109,6 +109,8 @@ interface CallRoute {
   requestUri: string;
   /** host[:port] of the To header. */
   toHost: string;
+  /** A sips: trunk: sips: Request-URI and Contact, TLS only. */
+  secure?: boolean;
 }
 
 async function routeOf(ctx: OutboundContext, trunk: OutboundTrunk, to: string): Promise<CallRoute | Extract<DialResult, { ok: false }>> {
@@ -136,10 +138,11 @@ async function routeOf(ctx: OutboundContext, trunk: OutboundTrunk, to: string): 
   const [first, ...rest] = targets.map((t) => t.destination);
   if (targets.length > 1) ctx.logger.debug({ ...log, targets: targets.map((t) => `${t.via} ${t.name} ${t.destination.protocol}:${t.destination.address}:${t.destination.port}`) }, 'outbound call: targets (RFC 3263)');
   const destination = first!;
-  const transportParam = target.transport === 'udp' ? '' : `;transport=${target.transport}`;
+  // sips: trunk: a sips: Request-URI without ;transport=tls (RFC 5630 deprecates transport=tls).
+  const transportParam = target.secure === true || target.transport === 'udp' ? '' : `;transport=${target.transport}`;
   const toHost = hostPort(target.host, target.port);
   // Through parseUri and back, so the text is exactly what the serializer writes on the wire.
-  return { destination, more: rest, requestUri: parseUri(`sip:${to}@${toHost}${transportParam}`).toString(), toHost };
+  return { destination, more: rest, requestUri: parseUri(`${target.secure === true ? 'sips' : 'sip'}:${to}@${toHost}${transportParam}`).toString(), toHost, secure: target.secure === true };
 }
 
 export async function placeCall(ctx: OutboundContext, opts: DialOptions): Promise<DialResult> {
@@ -179,7 +182,9 @@ export async function placeCall(ctx: OutboundContext, opts: DialOptions): Promis
     return { ok: false, reason: 'unreachable', status: 503, detail: `no ${destination.protocol.toUpperCase()} listener to send from` };
   }
   const localHost = hostPort(local.address, local.port);
-  const contactFor = (l: { address: string; port: number; protocol: string }): string => `<sip:callbridge@${hostPort(l.address, l.port)}${l.protocol === 'udp' ? '' : `;transport=${l.protocol}`}>`;
+  // A sips: trunk gets a sips: Contact (RFC 3261 8.1.1.8: a SIPS Request-URI needs one).
+  const contactFor = (l: { address: string; port: number; protocol: string }): string =>
+    route.secure === true ? `<sips:callbridge@${hostPort(l.address, l.port)}>` : `<sip:callbridge@${hostPort(l.address, l.port)}${l.protocol === 'udp' ? '' : `;transport=${l.protocol}`}>`;
   // Each failover target gets the Contact of the listener it is sent from (its transport may differ).
   const more: InviteTarget[] = [];
   for (const e of route.more) {

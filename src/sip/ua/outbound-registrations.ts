@@ -178,6 +178,8 @@ export class OutboundRegistrations {
     // Our Contact for a target: the listener of its protocol and family (its transport may differ per target).
     const contactFor = (e: Endpoint): string => {
       const l = this.#o.transport.localEndpoint(e.protocol, e.address.includes(':') ? 6 : 4);
+      // A sips: registrar: a sips: Contact (the carrier must reach us over TLS too).
+      if (target.secure === true) return parseUri(`sips:${t.contactUser}@${hostPort(l.address, l.port)}`).toString();
       return parseUri(`sip:${t.contactUser}@${hostPort(l.address, l.port)}${l.protocol === 'udp' ? '' : `;transport=${l.protocol}`}`).toString();
     };
     const resolveTargets = async (): Promise<RegistrationTarget[]> => {
@@ -202,13 +204,14 @@ export class OutboundRegistrations {
     if (this.#closed || this.#running.get(t.id) !== running) return;
     if (first.length === 0) return fail('outbound_host resolved to no target');
     const { destination, contact } = first[0]!;
-    const transportParam = target.transport === 'udp' ? '' : `;transport=${target.transport}`;
+    const scheme = target.secure === true ? 'sips' : 'sip';
+    const transportParam = target.secure === true || target.transport === 'udp' ? '' : `;transport=${target.transport}`;
     const registrarHost = hostPort(target.host, target.port);
     let aor: string;
     let requestUri: string;
     try {
-      aor = parseUri(`sip:${encodeURIComponent(t.username)}@${registrarHost}`).toString();
-      requestUri = parseUri(`sip:${registrarHost}${transportParam}`).toString();
+      aor = parseUri(`${scheme}:${encodeURIComponent(t.username)}@${registrarHost}`).toString();
+      requestUri = parseUri(`${scheme}:${registrarHost}${transportParam}`).toString();
     } catch (err) {
       return fail(`cannot build the REGISTER: ${err instanceof Error ? err.message : String(err)}`);
     }

@@ -6,6 +6,7 @@
  */
 import { outboundTarget, type OutboundTarget, type Pbx } from '../../domain/sip-trunk.ts';
 import { SipDnsResolver, TargetStatus, type ResolvedTarget } from '../dns/index.ts';
+import { SipTransportError } from '../message/index.ts';
 import type { Endpoint, SipTransportLayer, TransportProtocol } from '../transport/index.ts';
 
 export interface TrunkTargetsOptions {
@@ -61,14 +62,23 @@ export class TrunkTargets {
       target = undefined;
     }
     if (target === undefined) return undefined;
+    // A sips: trunk is TLS only (RFC 3261 26.2): without a TLS listener there is nothing to
+    // send from, and no other transport may stand in.
+    if (target.secure === true && !this.supported().includes('tls')) {
+      throw new SipTransportError('SIP_TRANSPORT_RESOLVE', `${trunk.outbound_host} is a sips: host, reached over TLS only, and callbridge has no TLS listener (set sip.tls_port, sip.tls_cert, sip.tls_key)`, { endpoint: { protocol: 'tls', address: target.host, port: target.port ?? 5061 } });
+    }
     const targets = await this.dns.resolve({
       host: target.host,
       ...(target.port !== undefined ? { port: target.port } : {}),
       transport: target.transport,
-      transportExplicit: /;transport=/i.test(trunk.outbound_host),
+      transportExplicit: /;transport=/i.test(trunk.outbound_host) && target.secure !== true,
       supported: this.supported(),
       usable: (e) => this.usable(e),
     });
-    return { target, targets: this.status.order(targets) };
+    // Belt and braces for sips: (the resolver asks only SIPS+D2T / _sips._tcp for a TLS trunk):
+    // a non-TLS target is never used.
+    const kept = target.secure === true ? targets.filter((t) => t.destination.protocol === 'tls') : targets;
+    if (kept.length === 0) throw new SipTransportError('SIP_TRANSPORT_RESOLVE', `${trunk.outbound_host} is a sips: host and DNS gave no TLS target`, { endpoint: { protocol: 'tls', address: target.host, port: target.port ?? 5061 } });
+    return { target, targets: this.status.order(kept) };
   }
 }
