@@ -223,4 +223,33 @@ describe.skipIf(!available.ok || !hasOpenssl)(`RFC 5922 certificate names on out
     expect(r.status).toBe(400);
     expect(r.text).toMatch(/TLS only/);
   }, 30_000);
+
+  it('inbound: an INVITE with a sips: Request-URI over UDP -> 480 with Warning 381 "SIPS Required", no call', async () => {
+    const port = d.daemon.sip!.ua.endpoints.find((e) => e.protocol === 'udp')!.port;
+    const sock = createSocket('udp4');
+    await new Promise<void>((r) => sock.bind(0, '127.0.0.1', () => r()));
+    const local = sock.address().port;
+    const got = new Promise<string>((resolve) => sock.on('message', (m) => {
+      const text = m.toString('utf8');
+      if (!text.startsWith('SIP/2.0 1')) resolve(text);
+    }));
+    const msg = [
+      `INVITE sips:+15550007777@127.0.0.1:${port} SIP/2.0`,
+      `Via: SIP/2.0/UDP 127.0.0.1:${local};branch=z9hG4bKsipsudp1;rport`,
+      'Max-Forwards: 70',
+      `From: <sip:caller@127.0.0.1:${local}>;tag=a1`,
+      'To: <sips:+15550007777@127.0.0.1>',
+      'Call-ID: sips-over-udp-1',
+      'CSeq: 1 INVITE',
+      `Contact: <sip:caller@127.0.0.1:${local}>`,
+      'Content-Length: 0',
+      '',
+      '',
+    ].join('\r\n');
+    sock.send(msg, port, '127.0.0.1');
+    const res = await got;
+    sock.close();
+    expect(res).toMatch(/^SIP\/2\.0 480 /);
+    expect(res).toMatch(/\r\nWarning: 381 callbridge "SIPS Required/);
+  }, 30_000);
 });

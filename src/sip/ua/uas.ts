@@ -260,6 +260,15 @@ async function handleInvite(ctx: UasContext, tx: ServerTransaction, inbound: Inb
     respond(tx, req, 416);
     return;
   }
+  if (req.uri.kind === 'sip' && req.uri.scheme === 'sips' && inbound.source.protocol !== 'tls') {
+    // SIPS means TLS on every hop (RFC 3261 26.2); a sips: request that reached us in the clear
+    // broke that promise. Refused with 480 and Warning 381 "SIPS Required" (the Warning code
+    // RFC 5630 defines), as pjsip answers it (pjproject#1735); never taken as a plain call.
+    ctx.logger.info({ ...base, status: 480 }, 'INVITE refused: sips: Request-URI over a non-TLS transport');
+    ctx.count('bad_request');
+    respond(tx, req, 480, 'Temporarily Unavailable', [['Warning', `381 callbridge "SIPS Required: a sips: Request-URI must arrive over TLS, not ${inbound.source.protocol.toUpperCase()}"`]]);
+    return;
+  }
   // Before authentication: nothing of an over-long identity is routed, stored or logged whole.
   // Within the source's challenge rate, since it is as cheap to send as an INVITE to be challenged.
   const tooLong = identityTooLong(req, user, from);
