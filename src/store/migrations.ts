@@ -387,4 +387,15 @@ export const MIGRATIONS: Migration[] = [
       ALTER TABLE calls ADD COLUMN carrier_call_id TEXT;
     `,
   },
+  {
+    version: 8,
+    name: 'telco numbers: the voice webhook they had before import',
+    // docs/telco.md "Pointing the number at callbridge on import": JSON of the number's voice_url,
+    // voice_method, status_callback, status_callback_method as the carrier had them before
+    // callbridge pointed the number at itself; null when callbridge did not set the webhook (then
+    // deleting the import writes nothing to the carrier).
+    sql: `
+      ALTER TABLE telco_numbers ADD COLUMN previous_webhook TEXT;
+    `,
+  },
 ];

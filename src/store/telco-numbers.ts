@@ -29,6 +29,16 @@ export interface NewTelcoNumber {
   /** Plain text; sealed before it reaches the database. */
   auth_token: string;
   created_at: string;
+  /** The number's webhook before callbridge set it; absent when callbridge did not set it. */
+  previous_webhook?: NumberWebhook | undefined;
+}
+
+/** The voice webhook fields of a carrier number, in the IncomingPhoneNumber resource's JSON names. */
+export interface NumberWebhook {
+  voice_url: string;
+  voice_method: string;
+  status_callback: string;
+  status_callback_method: string;
 }
 
 /** What a REST call to the carrier on behalf of this number needs. */
@@ -50,6 +60,10 @@ export class TelcoNumberRepo {
   readonly #digestRoutable;
   readonly #accountsOf;
   readonly #all;
+  readonly #previous;
+  readonly #previousOfSid;
+  readonly #setPrevious;
+  readonly #delete;
 
   constructor(db: Db, box: SecretBox) {
     this.#box = box;
@@ -57,8 +71,8 @@ export class TelcoNumberRepo {
     this.#byPhoneNumber = db.prepare(`SELECT ${COLUMNS} FROM telco_numbers WHERE org_id = ? AND phone_number = ?`);
     this.#list = db.prepare(`SELECT ${COLUMNS} FROM telco_numbers WHERE org_id = ? ORDER BY created_at, id`);
     this.#insert = db.prepare(
-      `INSERT INTO telco_numbers (id, org_id, phone_number, phone_sid, label, account_sid, auth_token_enc, created_at, updated_at)
-       VALUES (@id, @org_id, @phone_number, @phone_sid, @label, @account_sid, @auth_token_enc, @created_at, @created_at)`,
+      `INSERT INTO telco_numbers (id, org_id, phone_number, phone_sid, label, account_sid, auth_token_enc, created_at, updated_at, previous_webhook)
+       VALUES (@id, @org_id, @phone_number, @phone_sid, @label, @account_sid, @auth_token_enc, @created_at, @created_at, @previous_webhook)`,
     );
     this.#relabel = db.prepare('UPDATE telco_numbers SET label = ?, updated_at = ? WHERE id = ? AND org_id = ?');
     // A number an agent holds in an organization that has a digest trunk: SIP challenges an ACL
@@ -68,6 +82,10 @@ export class TelcoNumberRepo {
     );
     this.#secret = db.prepare('SELECT account_sid, auth_token_enc FROM telco_numbers WHERE id = ? AND org_id = ?');
     this.#all = db.prepare(`SELECT org_id, ${COLUMNS} FROM telco_numbers ORDER BY created_at, id`);
+    this.#previous = db.prepare('SELECT previous_webhook FROM telco_numbers WHERE id = ? AND org_id = ?');
+    this.#previousOfSid = db.prepare('SELECT previous_webhook FROM telco_numbers WHERE phone_sid = ? AND id <> ? AND previous_webhook IS NOT NULL ORDER BY created_at, id LIMIT 1');
+    this.#setPrevious = db.prepare('UPDATE telco_numbers SET previous_webhook = ? WHERE id = ? AND org_id = ?');
+    this.#delete = db.prepare('DELETE FROM telco_numbers WHERE id = ? AND org_id = ?');
     this.#accountsOf = db.prepare('SELECT id, org_id, phone_number, auth_token_enc FROM telco_numbers WHERE account_sid = ? ORDER BY created_at, id');
   }
 
@@ -114,8 +132,33 @@ export class TelcoNumberRepo {
 
   /** @throws SQLite's UNIQUE constraint error when the org already imported the number. */
   insert(n: NewTelcoNumber): void {
-    const { auth_token, ...rest } = n;
-    this.#insert.run({ ...rest, auth_token_enc: this.#box.seal(auth_token) });
+    const { auth_token, previous_webhook, ...rest } = n;
+    this.#insert.run({ ...rest, auth_token_enc: this.#box.seal(auth_token), previous_webhook: previous_webhook ? JSON.stringify(previous_webhook) : null });
+  }
+
+  /** The number's webhook before callbridge set it, or undefined when callbridge did not set it. */
+  previousWebhook(orgId: string, id: string): NumberWebhook | undefined {
+    const row = this.#previous.get(id, orgId) as { previous_webhook: string | null } | undefined;
+    return parseWebhook(row?.previous_webhook);
+  }
+
+  /**
+   * The previous webhook another import of the same carrier number (phone_sid) stored, if any
+   * (an import that finds the webhook already pointing at this daemon takes it over).
+   */
+  previousWebhookOfSid(phoneSid: string, otherThan: string): NumberWebhook | undefined {
+    const row = this.#previousOfSid.get(phoneSid, otherThan) as { previous_webhook: string | null } | undefined;
+    return parseWebhook(row?.previous_webhook);
+  }
+
+  /** Records that callbridge set the number's webhook, and what was there before. */
+  setPreviousWebhook(orgId: string, id: string, webhook: NumberWebhook): void {
+    this.#setPrevious.run(JSON.stringify(webhook), id, orgId);
+  }
+
+  /** @returns false when the org has no such number. Agents holding it lose it (ON DELETE SET NULL). */
+  delete(orgId: string, id: string): boolean {
+    return this.#delete.run(id, orgId).changes > 0;
   }
 
   /** @returns false when the org has no such number. */
@@ -141,4 +184,11 @@ export class TelcoNumberRepo {
       );
     }
   }
+}
+
+function parseWebhook(text: string | null | undefined): NumberWebhook | undefined {
+  if (text === null || text === undefined) return undefined;
+  const v = JSON.parse(text) as Partial<NumberWebhook>;
+  const str = (x: unknown) => (typeof x === 'string' ? x : '');
+  return { voice_url: str(v.voice_url), voice_method: str(v.voice_method), status_callback: str(v.status_callback), status_callback_method: str(v.status_callback_method) };
 }

@@ -12,6 +12,7 @@
  */
 import type { Config } from '../config.ts';
 import { badGateway, unavailable, validation } from '../domain/errors.ts';
+import type { NumberWebhook } from '../store/telco-numbers.ts';
 
 export interface CarrierNumber {
   phone_sid: string;
@@ -42,7 +43,20 @@ export interface CarrierClient {
    * replaces what it runs (a transfer's <Dial>). @throws DomainError bad_gateway / unavailable.
    */
   updateCall(accountSid: string, authToken: string, callSid: string, fields: { Status: 'completed' | 'canceled' } | { Twiml: string }): Promise<void>;
+  /**
+   * The number's voice webhook fields as the carrier has them now (GET IncomingPhoneNumbers/{sid}.json;
+   * a field the carrier leaves out or nulls is ''). @throws DomainError as lookupNumber does.
+   */
+  getNumberWebhook(accountSid: string, authToken: string, phoneSid: string): Promise<NumberWebhook>;
+  /**
+   * Writes the four webhook fields exactly as given ('' clears a field at the carrier): how delete
+   * gives a number back the webhook it had before import. @throws DomainError as setVoiceUrl does.
+   */
+  writeNumberWebhook(accountSid: string, authToken: string, phoneSid: string, webhook: NumberWebhook): Promise<void>;
 }
+
+/** The voice webhook fields of an IncomingPhoneNumber (defined by the store, which keeps them). */
+export type { NumberWebhook } from '../store/telco-numbers.ts';
 
 /** What callbridge asks of the carrier for an outbound call (the Calls resource's parameters). */
 export interface NewCarrierCall {
@@ -138,6 +152,46 @@ export function createCarrierClient(config: Config): CarrierClient {
       if (res.status === 401 || res.status === 403) throw credentialsRejected();
       if (res.status === 404) throw notInAccount();
       throw failed(`HTTP ${res.status} setting the number's VoiceUrl`);
+    },
+
+    //   GET {api_base_url}/2010-04-01/Accounts/{AccountSid}/IncomingPhoneNumbers/{PhoneSid}.json
+    //   200 { "sid": "PN...", "voice_url": "...", "voice_method": "POST", "status_callback": "...", ... }
+    async getNumberWebhook(accountSid, authToken, phoneSid) {
+      if (!base) throw unavailable('carrier API is not configured (telco.api_base_url)', CARRIER_ERROR.notConfigured);
+      const url = new URL(`${base}/2010-04-01/Accounts/${encodeURIComponent(accountSid)}/IncomingPhoneNumbers/${encodeURIComponent(phoneSid)}.json`);
+      const signal = AbortSignal.timeout(timeoutMs);
+      let res: Response;
+      try {
+        res = await fetch(url, { headers: { authorization: basicAuth(accountSid, authToken), accept: 'application/json' }, redirect: 'error', signal });
+      } catch (err) {
+        throw failed(describeFetchError(err, timeoutMs), err);
+      }
+      if (!res.ok) {
+        await res.body?.cancel().catch(() => {});
+        if (res.status === 401 || res.status === 403) throw credentialsRejected();
+        if (res.status === 404) throw notInAccount();
+        throw failed(`HTTP ${res.status} reading the number`);
+      }
+      let body: unknown;
+      try {
+        body = await res.json();
+      } catch (err) {
+        throw failed(signal.aborted ? `no answer within ${timeoutMs} ms` : 'response is not JSON', err);
+      }
+      if (!isRecord(body) || body.sid !== phoneSid) throw failed('the number resource is not the number asked for');
+      const str = (v: unknown) => (typeof v === 'string' ? v : '');
+      return { voice_url: str(body.voice_url), voice_method: str(body.voice_method), status_callback: str(body.status_callback), status_callback_method: str(body.status_callback_method) };
+    },
+
+    //   POST .../IncomingPhoneNumbers/{PhoneSid}.json   VoiceUrl, VoiceMethod, StatusCallback, StatusCallbackMethod ('' clears)
+    async writeNumberWebhook(accountSid, authToken, phoneSid, w) {
+      if (!base) throw unavailable('carrier API is not configured (telco.api_base_url)', CARRIER_ERROR.notConfigured);
+      const url = `${base}/2010-04-01/Accounts/${encodeURIComponent(accountSid)}/IncomingPhoneNumbers/${encodeURIComponent(phoneSid)}.json`;
+      const form = new URLSearchParams({ VoiceUrl: w.voice_url, VoiceMethod: w.voice_method, StatusCallback: w.status_callback, StatusCallbackMethod: w.status_callback_method });
+      const { status, body } = await postForm(url, accountSid, authToken, form, "restoring the number's webhook");
+      if (status === 401 || status === 403) throw credentialsRejected();
+      if (status === 404) throw notInAccount();
+      if (status < 200 || status > 299) throw failed(`HTTP ${status} restoring the number's VoiceUrl${carrierDetail(body)}`);
     },
 
     //   POST {api_base_url}/2010-04-01/Accounts/{AccountSid}/Calls.json

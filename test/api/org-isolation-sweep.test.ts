@@ -124,9 +124,12 @@ const OPS: Record<string, Case> = {
   'POST /v1/telco/numbers': { variants: [{ body: () => importBody(0) }], control: 201 },
   'GET /v1/telco/numbers': { control: 200 },
   'PATCH /v1/telco/numbers/{id}': { variants: [{ body: () => ({ label: 'relabelled by Bravo' }) }], control: 200 },
+  'DELETE /v1/telco/numbers/{id}': { control: 200 },
   'POST /v1/twilio/numbers': { variants: [{ body: () => importBody(1) }], control: 201 },
   'GET /v1/twilio/numbers': { control: 200 },
   'PATCH /v1/twilio/numbers/{id}': { variants: [{ body: () => ({ label: 'relabelled by Bravo (alias)' }) }], control: 200 },
+  // The canonical route's control deletes B's first number; the alias's deletes another one of B's.
+  'DELETE /v1/twilio/numbers/{id}': { control: 200, controlIds: (b) => ({ telcoNumber: b.spareNumbers[1] }) },
   'POST /v1/sip-trunks': { variants: [{ body: () => ({ pbx: 'generic', name: 'Bravo second trunk', inbound_auth_type: 'none' }) }], control: 201 },
   'GET /v1/sip-trunks': { control: 200 },
   'GET /v1/sip-trunks/assignments/{assignmentId}': { control: 200 },

@@ -8,6 +8,9 @@
  *   POST /2010-04-01/Accounts/{AccountSid}/IncomingPhoneNumbers/{PhoneSid}.json
  *   Content-Type: application/x-www-form-urlencoded   (VoiceUrl, VoiceMethod, ...: updates the number)
  *
+ *   GET /2010-04-01/Accounts/{AccountSid}/IncomingPhoneNumbers/{PhoneSid}.json
+ *   200 { "sid": "PN...", "voice_url": ..., "voice_method": ..., "status_callback": ..., "status_callback_method": ... }
+ *
  *   POST /2010-04-01/Accounts/{AccountSid}/Calls.json
  *   To, From, Twiml | Url, StatusCallback, StatusCallbackMethod, StatusCallbackEvent (repeated), Timeout
  *   201 { "sid": "CA...", "status": "queued", "direction": "outbound-api", ... }
@@ -81,6 +84,10 @@ export interface FakeCarrier {
   requests: CarrierRequest[];
   /** The fields a POST set on a number (VoiceUrl, VoiceMethod...), by its sid. */
   numberFields(phoneSid: string): Record<string, string> | undefined;
+  /** Sets a number's fields as the carrier's console would (VoiceUrl, VoiceMethod, ...), without a request. */
+  setNumberFields(phoneSid: string, fields: Record<string, string>): void;
+  /** The forms of the POSTs to IncomingPhoneNumbers/{sid}.json this number got, in order. */
+  numberPosts(phoneSid: string): Array<Record<string, string>>;
   /** What the phone at `to` does when called (default: answer). */
   callee(to: string, behaviour: CalleeBehaviour): void;
   /** Calls placed through Calls.json, in order. */
@@ -137,6 +144,7 @@ export async function startFakeCarrier(): Promise<FakeCarrier> {
   let delayMs = 0;
   const calls: FakeCall[] = [];
   const callees = new Map<string, CalleeBehaviour>();
+  const numberPosts: Array<{ sid: string; form: Record<string, string> }> = [];
 
   /** The account of valid Basic credentials for the path's account, else undefined (401/403 sent). */
   function authorize(req: IncomingMessage, res: ServerResponse, url: URL, accountSid: string): Account | undefined {
@@ -368,9 +376,34 @@ export async function startFakeCarrier(): Promise<FakeCarrier> {
       return sendJson(res, 401, carrierError(401, url.pathname));
     }
     if (accountSid !== creds[0]) return sendJson(res, 403, carrierError(403, url.pathname));
-    if (req.method !== 'POST') return sendJson(res, 405, carrierError(405, url.pathname));
+    if (req.method !== 'POST' && req.method !== 'GET') return sendJson(res, 405, carrierError(405, url.pathname));
     const n = user.numbers.find((x) => x.sid === phoneSid);
     if (!n) return sendJson(res, 404, carrierError(404, url.pathname));
+    if (req.method === 'GET') {
+      // The IncomingPhoneNumber resource: a URL never set is null, a method never set is POST.
+      const f = n.fields ?? {};
+      return sendJson(res, 200, {
+        sid: n.sid,
+        account_sid: accountSid,
+        friendly_name: n.phone_number,
+        phone_number: n.phone_number,
+        voice_url: f.VoiceUrl ?? null,
+        voice_method: f.VoiceMethod ?? 'POST',
+        voice_fallback_url: null,
+        voice_fallback_method: 'POST',
+        status_callback: f.StatusCallback ?? null,
+        status_callback_method: f.StatusCallbackMethod ?? 'POST',
+        sms_url: '',
+        sms_method: 'POST',
+        date_created: n.date_created,
+        date_updated: n.date_created,
+        capabilities: { voice: true, sms: true, mms: false, fax: false },
+        status: 'in-use',
+        api_version: '2010-04-01',
+        uri: url.pathname,
+      });
+    }
+    numberPosts.push({ sid: phoneSid, form });
     n.fields = { ...n.fields, ...form };
     sendJson(res, 200, {
       sid: n.sid,
@@ -433,6 +466,19 @@ export async function startFakeCarrier(): Promise<FakeCarrier> {
         if (n) return n.fields;
       }
       return undefined;
+    },
+    setNumberFields(phoneSid, fields) {
+      for (const a of accounts.values()) {
+        const n = a.numbers.find((x) => x.sid === phoneSid);
+        if (n) {
+          n.fields = { ...n.fields, ...fields };
+          return;
+        }
+      }
+      throw new Error(`fake carrier: no number ${phoneSid}`);
+    },
+    numberPosts(phoneSid) {
+      return numberPosts.filter((p) => p.sid === phoneSid).map((p) => p.form);
     },
     failNext(status, body, method) {
       failure = { status, body, method };

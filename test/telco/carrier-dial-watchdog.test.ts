@@ -28,6 +28,8 @@ function harness() {
   const client: CarrierClient = {
     lookupNumber: () => Promise.reject(new Error('unused')),
     setVoiceUrl: () => Promise.reject(new Error('unused')),
+    getNumberWebhook: () => Promise.reject(new Error('unused')),
+    writeNumberWebhook: () => Promise.reject(new Error('unused')),
     createCall: () => Promise.resolve({ sid: 'CA0001', status: 'queued' }),
     updateCall: (_a, _t, callSid, fields) => {
       updates.push({ callSid, fields });

@@ -4,7 +4,8 @@
  * Basic auth) when http.public_url is set and telco.set_voice_url is on; nothing else of the number
  * is sent. A carrier that refuses
  * the update fails the import (502) and nothing is stored. The fake carrier speaks the carrier's
- * documented REST formats on loopback (test/helpers/fake-carrier.ts).
+ * documented REST formats on loopback (test/helpers/fake-carrier.ts). Deleting the import gives
+ * the number back the webhook read before import, unless it was changed at the carrier since.
  */
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
@@ -37,6 +38,12 @@ describe.each([true, false])('telco.set_voice_url %s, http.public_url set', (set
     if (!setVoiceUrl) {
       expect(posts).toEqual([]);
       expect(carrier.numberFields(phoneSid)).toBeUndefined();
+      // Delete does not write to the carrier either: callbridge did not set the webhook.
+      const del = await d.api('DELETE', `/v1/telco/numbers/${r.body.id}`);
+      expect(del.status, del.text).toBe(200);
+      expect(del.body).toMatchObject({ id: r.body.id, deleted: true, carrier_webhook_restored: false });
+      expect(carrier.requests.filter((q) => q.method === 'POST')).toEqual([]);
+      expect(carrier.numberFields(phoneSid)).toBeUndefined();
       return;
     }
     expect(posts).toHaveLength(1);
@@ -61,6 +68,80 @@ describe.each([true, false])('telco.set_voice_url %s, http.public_url set', (set
     // Retried once the carrier is back: imported and pointed.
     const again = await d.api('POST', '/v1/telco/numbers', { phone_number: '+15550103002', account_sid: ACCOUNT, auth_token: TOKEN });
     expect(again.status, again.text).toBe(201);
+  });
+});
+
+describe('delete gives the number back the webhook it had before import', () => {
+  let carrier: FakeCarrier;
+  let d: TestDaemon;
+  const OURS = { VoiceUrl: 'https://calls.example.com/v1/telco/twilio/voice', VoiceMethod: 'POST', StatusCallback: 'https://calls.example.com/v1/telco/twilio/status', StatusCallbackMethod: 'POST' };
+  const OLD = { VoiceUrl: 'https://old.example/voice', VoiceMethod: 'GET' };
+  beforeAll(async () => {
+    carrier = await startFakeCarrier();
+    d = await startTestDaemon({ telco: { api_base_url: carrier.url }, http: { host: '127.0.0.1', port: 0, public_url: PUBLIC } });
+  });
+  afterAll(async () => {
+    await d?.close();
+    await carrier?.close();
+  });
+
+  /** A number at the carrier whose webhook was `OLD`, imported (so pointed at us). */
+  async function imported(phone: string, prefix = '/v1/telco/numbers'): Promise<{ phoneSid: string; id: string }> {
+    const phoneSid = carrier.addNumber(ACCOUNT, TOKEN, phone);
+    carrier.setNumberFields(phoneSid, OLD);
+    const r = await d.api('POST', prefix, { phone_number: phone, account_sid: ACCOUNT, auth_token: TOKEN });
+    expect(r.status, r.text).toBe(201);
+    expect(carrier.numberFields(phoneSid)).toEqual(OURS);
+    return { phoneSid, id: r.body.id };
+  }
+
+  it('restores VoiceUrl and VoiceMethod (and clears the status callback that was empty), Basic auth only', async () => {
+    const { phoneSid, id } = await imported('+15550105001', '/v1/twilio/numbers');
+    const del = await d.api('DELETE', `/v1/twilio/numbers/${id}`);
+    expect(del.status, del.text).toBe(200);
+    expect(del.body).toEqual({ id, deleted: true, carrier_webhook_restored: true });
+    expect(carrier.numberFields(phoneSid)).toEqual({ VoiceUrl: 'https://old.example/voice', VoiceMethod: 'GET', StatusCallback: '', StatusCallbackMethod: 'POST' });
+    const posts = carrier.numberPosts(phoneSid);
+    expect(posts).toHaveLength(2);
+    expect(posts[1]).toEqual({ VoiceUrl: 'https://old.example/voice', VoiceMethod: 'GET', StatusCallback: '', StatusCallbackMethod: 'POST' });
+    const restore = carrier.requests.filter((q) => q.method === 'POST' && q.path.includes(phoneSid)).at(-1)!;
+    expect(restore.authorization).toBe('Basic ' + Buffer.from(`${ACCOUNT}:${TOKEN}`).toString('base64'));
+    for (const q of carrier.requests) expect(q.path + JSON.stringify(q.form ?? {})).not.toContain(TOKEN);
+    expect((await d.api('GET', '/v1/telco/numbers')).body.map((n: any) => n.id)).not.toContain(id);
+    expect((await d.api('DELETE', `/v1/telco/numbers/${id}`)).status).toBe(404);
+  });
+
+  it('leaves a webhook changed at the carrier since import alone', async () => {
+    const { phoneSid, id } = await imported('+15550105002');
+    carrier.setNumberFields(phoneSid, { VoiceUrl: 'https://someone-else.example/hook' });
+    const del = await d.api('DELETE', `/v1/telco/numbers/${id}`);
+    expect(del.status, del.text).toBe(200);
+    expect(del.body).toMatchObject({ deleted: true, carrier_webhook_restored: false, carrier_webhook_reason: expect.stringMatching(/changed at the carrier/) });
+    expect(carrier.numberPosts(phoneSid)).toHaveLength(1);
+    expect(carrier.numberFields(phoneSid)!.VoiceUrl).toBe('https://someone-else.example/hook');
+  });
+
+  it('still deletes when the restore fails (500), and says so', async () => {
+    const { phoneSid, id } = await imported('+15550105003');
+    carrier.failNext(500, undefined, 'POST');
+    const del = await d.api('DELETE', `/v1/telco/numbers/${id}`);
+    expect(del.status, del.text).toBe(200);
+    expect(del.body).toMatchObject({ id, deleted: true, carrier_webhook_restored: false, carrier_webhook_reason: expect.stringMatching(/HTTP 500/) });
+    expect(del.text).not.toContain(TOKEN);
+    expect(carrier.numberFields(phoneSid)).toEqual(OURS);
+    expect((await d.api('GET', '/v1/telco/numbers')).body.map((n: any) => n.id)).not.toContain(id);
+  });
+
+  it("another organization's delete is 404 and writes nothing to the carrier", async () => {
+    const { phoneSid, id } = await imported('+15550105004');
+    const other = d.newOrgKey('intruder');
+    for (const prefix of ['/v1/telco/numbers', '/v1/twilio/numbers']) {
+      const r = await d.api('DELETE', `${prefix}/${id}`, undefined, { key: other });
+      expect(r.status, r.text).toBe(404);
+    }
+    expect(carrier.numberPosts(phoneSid)).toHaveLength(1);
+    expect(carrier.numberFields(phoneSid)).toEqual(OURS);
+    expect((await d.api('GET', '/v1/telco/numbers')).body.map((n: any) => n.id)).toContain(id);
   });
 });
 
@@ -115,5 +196,15 @@ describe('callbridge telco set-voice-urls (numbers imported earlier)', () => {
     const noUrl = await run(['telco', 'set-voice-urls'], { CALLBRIDGE_PUBLIC_URL: '' });
     expect(noUrl.code).toBe(2);
     expect(noUrl.stderr).toContain('http.public_url');
+  });
+
+  it('a second run does not record our own URL as the previous webhook: delete gives back what was there first', async () => {
+    // The second number was pointed twice (both runs above); before that its VoiceUrl was unset.
+    expect(carrier.numberPosts(sids[1]!)).toHaveLength(2);
+    const id = (await d.api('GET', '/v1/telco/numbers')).body.find((n: any) => n.phone_sid === sids[1]).id;
+    const del = await d.api('DELETE', `/v1/telco/numbers/${id}`);
+    expect(del.status, del.text).toBe(200);
+    expect(del.body.carrier_webhook_restored).toBe(true);
+    expect(carrier.numberFields(sids[1]!)).toEqual({ VoiceUrl: '', VoiceMethod: 'POST', StatusCallback: '', StatusCallbackMethod: 'POST' });
   });
 });

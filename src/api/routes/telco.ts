@@ -1,6 +1,6 @@
 /**
  * Telco numbers: import a carrier number (validated against the carrier's REST API), list,
- * relabel. The auth_token sent on import is write-only: sealed in the store, never returned.
+ * relabel, delete (not in the service's document: the webhook import set is given back). The auth_token sent on import is write-only: sealed in the store, never returned.
  *
  * Served under two prefixes with the same handlers: `/v1/telco/numbers` (the API document's
  * neutral name) and `/v1/twilio/numbers` (the hosted service's name, which its SDK calls).
@@ -15,7 +15,8 @@ import { E164_PATTERN } from '../../domain/phone.ts';
 import { isUniqueViolation } from '../../store/db.ts';
 import type { TelcoNumber } from '../../store/telco-numbers.ts';
 import type { Config } from '../../config.ts';
-import { importVoiceUrl, statusCallbackOf } from '../../telco/twilio-voice-url.ts';
+import { importVoiceUrl, pointNumber, restoreNumber } from '../../telco/twilio-voice-url.ts';
+import type { NumberWebhook } from '../../telco/carrier-client.ts';
 
 /** The schemas depend on config (label length), so they are built per app. */
 function telcoSchemas(config: Config) {
@@ -40,7 +41,16 @@ function telcoSchemas(config: Config) {
     label: Type.Optional(Label('friendly name; default: the phone number')),
   });
   const TelcoNumberPatch = Obj({ label: Label('new display label') });
-  return { TelcoNumberResource, TelcoNumberImport, TelcoNumberPatch };
+  const TelcoNumberDeleted = Obj(
+    {
+      id: Uuid('record id of the removed import'),
+      deleted: Type.Boolean(),
+      carrier_webhook_restored: Type.Boolean({ description: "whether the number's voice webhook at the carrier was given back what it had before import" }),
+      carrier_webhook_reason: Type.Optional(Type.String({ description: 'why not, when not restored' })),
+    },
+    { title: 'TelcoNumberDeleted' },
+  );
+  return { TelcoNumberResource, TelcoNumberImport, TelcoNumberPatch, TelcoNumberDeleted };
 }
 
 /** The resource's fields only, in the document's order. */
@@ -66,7 +76,7 @@ export async function telcoRoutes(app: FastifyInstance, deps: ApiDeps): Promise<
 
 function registerTelcoRoutes(app: FastifyInstance, deps: ApiDeps, schemas: ReturnType<typeof telcoSchemas>, prefix: (typeof TELCO_NUMBER_PREFIXES)[number]): void {
   const { store, carrier } = deps;
-  const { TelcoNumberResource, TelcoNumberImport, TelcoNumberPatch } = schemas;
+  const { TelcoNumberResource, TelcoNumberImport, TelcoNumberPatch, TelcoNumberDeleted } = schemas;
   const tags = ['telco'];
   const canonical = TELCO_NUMBER_PREFIXES[0];
   const alias = prefix === canonical ? {} : { description: `Alias of ${canonical}: the same handler, validation and organization scoping, under the hosted service's name.` };
@@ -84,9 +94,11 @@ function registerTelcoRoutes(app: FastifyInstance, deps: ApiDeps, schemas: Retur
       const found = await carrier.lookupNumber(input.account_sid, input.auth_token, input.phone_number);
       // Calls to the number come to this daemon's voice webhook (docs/telco.md): set before the
       // record is written, so a carrier that refuses leaves nothing half imported to retry over.
+      // What the number had is read first and stored with the import, for delete to give back.
       const voiceUrl = importVoiceUrl(deps.config);
+      let previousWebhook: NumberWebhook | undefined;
       if (voiceUrl !== undefined) {
-        await carrier.setVoiceUrl(input.account_sid, input.auth_token, found.phone_sid, voiceUrl, statusCallbackOf(voiceUrl));
+        previousWebhook = await pointNumber(store, carrier, input, found.phone_sid, voiceUrl);
         req.log.info({ phoneSid: found.phone_sid, voiceUrl }, "the number's voice webhook now points at this daemon");
       }
 
@@ -102,6 +114,7 @@ function registerTelcoRoutes(app: FastifyInstance, deps: ApiDeps, schemas: Retur
             account_sid: input.account_sid,
             auth_token: input.auth_token,
             created_at: nowIso(),
+            previous_webhook: previousWebhook,
           });
         } catch (err) {
           // Two imports of one number raced past the check above while the carrier answered.
@@ -132,6 +145,23 @@ function registerTelcoRoutes(app: FastifyInstance, deps: ApiDeps, schemas: Retur
         return store.telcoNumbers.get(req.org.id, id)!;
       });
       return toResource(updated);
+    },
+  );
+
+  // Not in the service's document. The number's webhook at the carrier is given back first (when
+  // callbridge set it and it still points here), then the import is removed whatever the carrier
+  // said: the answer says what happened at the carrier (docs/telco.md).
+  app.delete(
+    `${prefix}/:id`,
+    { schema: { tags, ...alias, params: IdParams, response: { 200: TelcoNumberDeleted, ...errorResponses(400, 401, 404) } } },
+    async (req) => {
+      const { id } = req.params as { id: string };
+      const n = store.telcoNumbers.get(req.org.id, id);
+      if (!n) throw notFound('telco number');
+      const outcome = await restoreNumber(store, carrier, deps.config, { ...n, org_id: req.org.id });
+      if (!store.tx(() => store.telcoNumbers.delete(req.org.id, id))) throw notFound('telco number');
+      req.log.info({ telcoNumberId: id, phoneSid: n.phone_sid, carrierWebhookRestored: outcome.carrier_webhook_restored, reason: outcome.carrier_webhook_reason }, 'telco number deleted');
+      return { id, deleted: true, ...outcome };
     },
   );
 }
