@@ -131,7 +131,8 @@
  * A and B run under node --single-threaded-gc, as npm start and the Docker image run the daemon
  * (BENCH_BRIDGE_CONCURRENT_GC=1: without it, V8's GC helper threads beside the media threads).
  * Diagnostics: BENCH_BRIDGE_NODE_ARGS (node flags for A, e.g. --cpu-prof; BENCH_BRIDGE_B_NODE_ARGS
- * for B), BENCH_BRIDGE_A_NICE
+ * for B), BENCH_BRIDGE_MALLOC_ARENA_MAX (A's and B's MALLOC_ARENA_MAX; default 2, as npm start and the
+ * Docker image set it; `default` leaves it unset: glibc's 8 arenas per core), BENCH_BRIDGE_A_NICE
  * (A's scheduling priority, e.g. -10 as root; default unchanged), BENCH_BRIDGE_LOG=<file> (A's
  * log at info level: why calls ended).
  *
@@ -976,6 +977,10 @@ export async function run(): Promise<void> {
   const dirB = mkdtempSync(join(tmpdir(), 'callbridge-bench-bridge-b-'));
   const children: Child[] = [];
   const results: Step[] = [];
+  // As deployed (docs/media-workers.md "Memory"); `default`: glibc's own limit, for the A/B.
+  const arenaSetting = process.env.BENCH_BRIDGE_MALLOC_ARENA_MAX || '2';
+  const mallocArenaMax = arenaSetting === 'default' ? undefined : arenaSetting;
+  log(`A and B run with MALLOC_ARENA_MAX=${mallocArenaMax ?? 'unset (glibc default: 8 per core)'} (BENCH_BRIDGE_MALLOC_ARENA_MAX)`);
   let streamPhase: StreamPhase | undefined;
   try {
     const tts = startChild('fake TTS', ['--import', 'tsx', join(ROOT, 'bench', 'session-tts-server.ts')], {});
@@ -986,6 +991,7 @@ export async function run(): Promise<void> {
     }
     const ttsUrl = `http://${HOST}:${await waitForLine(tts, /LISTENING (\d+)/, 30_000)}`;
     const b = startChild('voice server (B)', [...nodeArgs('BENCH_BRIDGE_B_NODE_ARGS'), '--import', 'tsx', join(ROOT, 'bench', 'session-server.ts')], {
+      MALLOC_ARENA_MAX: mallocArenaMax,
       BENCH_SESSION_DATA_DIR: dirB,
       BENCH_SESSION_TTS_URL: `${ttsUrl}/v1`,
       BENCH_SESSION_MAIN_REALTIME: mainRealtime,
@@ -1017,6 +1023,7 @@ export async function run(): Promise<void> {
     writeFileSync(join(dirA, 'initial-api-key'), aKey + '\n', { mode: 0o600 });
     const rtpMin = 30000 + 2 * Math.floor(Math.random() * 5000);
     const a = startChild('bridge daemon (A)', [...nodeArgs('BENCH_BRIDGE_NODE_ARGS'), '--import', 'tsx', join(ROOT, 'bench', 'bridge-server.ts')], {
+      MALLOC_ARENA_MAX: mallocArenaMax,
       BENCH_BRIDGE_MEDIA_REALTIME: realtime,
       BENCH_BRIDGE_MAIN_REALTIME: mainRealtime,
       BENCH_BRIDGE_DATA_DIR: dirA,

@@ -23,7 +23,8 @@ export interface Child {
   exited: Promise<number | null>;
 }
 
-export function startChild(name: string, args: string[], env: Record<string, string>): Child {
+/** `env` is laid over this process's environment; an `undefined` value removes that variable. */
+export function startChild(name: string, args: string[], env: Record<string, string | undefined>): Child {
   const proc = spawn(process.execPath, args, { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let tail = '';
   const logDir = process.env.BENCH_CHILD_LOG_DIR;
