@@ -4,14 +4,10 @@ import { TtsError } from '../../../src/agent/errors.ts';
 import { CartesiaTtsProvider, CARTESIA_VERSION } from '../../../src/agent/providers/tts/cartesia.ts';
 import { createTtsProviders } from '../../../src/agent/providers/tts/index.ts';
 import { startFakeCartesia, type FakeCartesia } from './fakes/cartesia.ts';
-import { REALISTIC, sleep, toneFrequency } from './fakes/common.ts';
-import { collect, concat, rejection, request, rms } from './helpers.ts';
+import { REALISTIC, toneFrequency } from './fakes/common.ts';
+import { collect, concat, rejection, request, rms, until } from './helpers.ts';
 
 const KEY = 'sk_car_test-secret-123';
-const until = async (cond: () => boolean): Promise<void> => {
-  for (let i = 0; i < 200 && !cond(); i++) await sleep(10);
-  expect(cond()).toBe(true);
-};
 
 describe('CartesiaTtsProvider (TTS WebSocket, contexts)', () => {
   let fake: FakeCartesia;

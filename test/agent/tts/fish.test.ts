@@ -3,15 +3,11 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { TtsError } from '../../../src/agent/errors.ts';
 import { FishTtsProvider } from '../../../src/agent/providers/tts/fish.ts';
 import { createTtsProviders } from '../../../src/agent/providers/tts/index.ts';
-import { REALISTIC, sleep, toneFrequency } from './fakes/common.ts';
+import { REALISTIC, toneFrequency } from './fakes/common.ts';
 import { startFakeFish, type FakeFish } from './fakes/fish.ts';
-import { collect, concat, rejection, request, rms } from './helpers.ts';
+import { collect, concat, rejection, request, rms, until } from './helpers.ts';
 
 const KEY = 'fish-test-secret-456';
-const until = async (cond: () => boolean): Promise<void> => {
-  for (let i = 0; i < 200 && !cond(); i++) await sleep(10);
-  expect(cond()).toBe(true);
-};
 
 describe('FishTtsProvider (live TTS WebSocket, MessagePack)', () => {
   let fake: FakeFish;

@@ -1,5 +1,7 @@
 /** Shared helpers of the TTS adapter tests. */
+import { expect } from 'vitest';
 import type { TtsProvider, TtsRequest } from '../../../src/agent/providers/types.ts';
+import { sleep } from './fakes/common.ts';
 
 export function request(text: string, extra: Partial<TtsRequest> = {}): TtsRequest {
   return { text, voiceId: 'voice-1', language: 'en', signal: new AbortController().signal, ...extra };
@@ -36,4 +38,10 @@ export async function rejection(p: Promise<unknown>): Promise<any> {
     return err;
   }
   throw new Error('expected a rejection');
+}
+
+/** Waits up to 2 s for `cond` to hold (the fake's side of a close, an abort), then asserts it. */
+export async function until(cond: () => boolean): Promise<void> {
+  for (let i = 0; i < 200 && !cond(); i++) await sleep(10);
+  expect(cond()).toBe(true);
 }

@@ -3,16 +3,12 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { TtsError } from '../../../src/agent/errors.ts';
 import { HumeTtsProvider } from '../../../src/agent/providers/tts/hume.ts';
 import { createTtsProviders } from '../../../src/agent/providers/tts/index.ts';
-import { REALISTIC, sleep, toneFrequency } from './fakes/common.ts';
+import { REALISTIC, toneFrequency } from './fakes/common.ts';
 import { startFakeHume, type FakeHume } from './fakes/hume.ts';
-import { collect, concat, rejection, request, rms } from './helpers.ts';
+import { collect, concat, rejection, request, rms, until } from './helpers.ts';
 
 const KEY = 'hume-test-secret-321';
 const VOICE_UUID = '5bb7de05-c8fe-426a-8fcc-ba4fc4ce9f9c';
-const until = async (cond: () => boolean): Promise<void> => {
-  for (let i = 0; i < 200 && !cond(); i++) await sleep(10);
-  expect(cond()).toBe(true);
-};
 
 describe('HumeTtsProvider (Octave streaming JSON)', () => {
   let fake: FakeHume;

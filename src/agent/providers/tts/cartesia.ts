@@ -37,11 +37,11 @@ import { randomUUID } from 'node:crypto';
 import WebSocket from 'ws';
 import { TtsError } from '../../errors.ts';
 import { RUNTIME_SAMPLE_RATE, type TtsProvider, type TtsRequest } from '../types.ts';
-import { AudioChannel, failHead, type QueuedSentence } from './audio-channel.ts';
+import type { QueuedSentence } from './audio-channel.ts';
 import { Pcm16Decoder } from './pcm.ts';
-import { DEFAULT_STALL_MS, StallTimer } from './stall-timer.ts';
+import { TurnSocket, TurnSockets, type TurnLink } from './turn-socket.ts';
 import { clamp, tuning } from './tuning.ts';
-import { endpointUrl, refusalError } from './vendor-url.ts';
+import { turnSocketSettings, type TurnSocketOptions, type TurnSocketSettings } from './vendor-options.ts';
 
 export const CARTESIA_DEFAULT_MODEL = 'sonic-3';
 /** The API version this adapter was written against (Cartesia-Version header). */
@@ -49,39 +49,19 @@ export const CARTESIA_VERSION = '2025-04-16';
 /** generation_config ranges (docs: "Volume, Speed, and Emotion", sonic-3). */
 const SPEED_RANGE = [0.6, 1.5] as const;
 const VOLUME_RANGE = [0.5, 2] as const;
-const DEFAULT_IDLE_CLOSE_MS = 3000;
 
-export interface CartesiaOptions {
-  /** e.g. `https://api.cartesia.ai` (http(s) or ws(s)). */
-  baseUrl: string;
-  apiKey?: string;
-  model?: string;
-  /** Provider name (the config slot); default 'cartesia'. */
-  name?: string;
-  /** Closes a turn's context after this long without a sentence to speak; default 3000 ms. */
-  idleCloseMs?: number;
-  /** A sentence fails with VENDOR_TIMEOUT when the server says nothing for this long; default 10 s. */
-  stallMs?: number;
-}
+/** baseUrl e.g. `https://api.cartesia.ai`; idleCloseMs closes a turn's context (default 3000 ms). */
+export type CartesiaOptions = TurnSocketOptions;
 
 export class CartesiaTtsProvider implements TtsProvider {
   readonly name: string;
-  readonly #url: URL;
-  readonly #apiKey: string | undefined;
-  readonly #model: string;
-  readonly #idleCloseMs: number;
-  readonly #stallMs: number;
-  /** The open turn of each turn signal (a closed one is replaced by the next sentence). */
-  readonly #turns = new WeakMap<AbortSignal, CartesiaTurn>();
+  readonly #vendor: TurnSocketSettings;
+  readonly #turns = new TurnSockets<CartesiaTurn>();
 
   /** @throws TypeError when baseUrl is not a URL. */
   constructor(options: CartesiaOptions) {
-    this.name = options.name ?? 'cartesia';
-    this.#url = endpointUrl(options.baseUrl, '/tts/websocket', true);
-    this.#apiKey = options.apiKey === '' ? undefined : options.apiKey;
-    this.#model = options.model !== undefined && options.model !== '' ? options.model : CARTESIA_DEFAULT_MODEL;
-    this.#idleCloseMs = options.idleCloseMs ?? DEFAULT_IDLE_CLOSE_MS;
-    this.#stallMs = options.stallMs ?? DEFAULT_STALL_MS;
+    this.#vendor = turnSocketSettings(options, { type: 'cartesia', path: '/tts/websocket', defaultModel: CARTESIA_DEFAULT_MODEL });
+    this.name = this.#vendor.name;
   }
 
   /**
@@ -93,28 +73,14 @@ export class CartesiaTtsProvider implements TtsProvider {
   async *synthesize(request: TtsRequest): AsyncIterable<Int16Array> {
     const { signal } = request;
     if (signal.aborted || request.text.trim() === '') return;
-    const sentence: QueuedSentence = { text: request.text, channel: new AudioChannel(), moved: false };
-    this.#turnFor(signal, this.#fields(request)).speak(sentence);
-    yield* sentence.channel.drain(signal);
-  }
-
-  /** The turn's open socket and context, a new one when there is none. */
-  #turnFor(signal: AbortSignal, fields: Record<string, unknown>): CartesiaTurn {
-    const open = this.#turns.get(signal);
-    if (open !== undefined && !open.closed) return open;
-    const turn = new CartesiaTurn(this.name, this.#url, this.#apiKey, { idleCloseMs: this.#idleCloseMs, stallMs: this.#stallMs }, fields, signal, (orphans) => {
-      if (signal.aborted) return;
-      const next = this.#turnFor(signal, fields);
-      for (const s of orphans) next.speak(s);
-    });
-    this.#turns.set(signal, turn);
-    return turn;
+    const fields = this.#fields(request);
+    yield* this.#turns.speak(request.text, signal, (turn) => new CartesiaTurn(this.#vendor, fields, turn));
   }
 
   /** The fields every message of a context repeats unchanged (the docs require it). */
   #fields(request: TtsRequest): Record<string, unknown> {
     const fields: Record<string, unknown> = {
-      model_id: this.#model,
+      model_id: this.#vendor.model,
       voice: { mode: 'id', id: request.voiceId },
       output_format: { container: 'raw', encoding: 'pcm_s16le', sample_rate: RUNTIME_SAMPLE_RATE },
     };
@@ -141,81 +107,44 @@ interface ServerMessage {
   status_code?: unknown;
 }
 
-/** One turn: its socket, its context and its sentences still being spoken, oldest first. */
-class CartesiaTurn {
-  closed = false;
-  readonly #name: string;
-  readonly #ws: WebSocket;
+/** One turn: its socket and its context (the sentences still being spoken are the base's). */
+class CartesiaTurn extends TurnSocket<ServerMessage> {
   readonly #contextId = randomUUID();
   readonly #fields: Record<string, unknown>;
-  readonly #idleCloseMs: number;
-  readonly #signal: AbortSignal;
-  readonly #pending: QueuedSentence[] = [];
-  /** Takes the sentences queued behind a failed one, to speak them on a new socket. */
-  readonly #onOrphans: (sentences: QueuedSentence[]) => void;
   /** Messages written before the socket opened. */
   readonly #outbox: string[] = [];
   /** The sentence being spoken's bytes to samples (a new one per sentence). */
   #decoder = new Pcm16Decoder();
-  #idleTimer: NodeJS.Timeout | undefined;
-  readonly #stall: StallTimer;
 
-  constructor(name: string, url: URL, apiKey: string | undefined, timing: { idleCloseMs: number; stallMs: number }, fields: Record<string, unknown>, signal: AbortSignal, onOrphans: (sentences: QueuedSentence[]) => void) {
-    this.#name = name;
-    this.#fields = fields;
-    this.#onOrphans = onOrphans;
-    this.#idleCloseMs = timing.idleCloseMs;
-    this.#stall = new StallTimer(timing.stallMs, () => this.#fail(new TtsError('VENDOR_TIMEOUT', `${name}: no answer for ${timing.stallMs} ms`)));
-    this.#signal = signal;
+  constructor(vendor: TurnSocketSettings, fields: Record<string, unknown>, turn: TurnLink) {
     const headers: Record<string, string> = { 'Cartesia-Version': CARTESIA_VERSION };
-    if (apiKey !== undefined) headers['X-API-Key'] = apiKey;
-    this.#ws = new WebSocket(url, { headers });
-    signal.addEventListener('abort', this.#onAbort, { once: true });
-    this.#ws.on('unexpected-response', (_req, res) => {
-      res.resume(); // the refusal's body is not needed (it may quote the key); release the socket
-      this.#fail(refusalError(this.#name, 'upgrade', res.statusCode ?? 0));
+    if (vendor.apiKey !== undefined) headers['X-API-Key'] = vendor.apiKey;
+    super(vendor, headers, turn);
+    this.#fields = fields;
+    this.ws.on('open', () => {
+      for (const m of this.#outbox.splice(0)) this.ws.send(m);
     });
-    this.#ws.on('open', () => {
-      for (const m of this.#outbox.splice(0)) this.#ws.send(m);
-    });
-    this.#ws.on('message', (data, isBinary) => this.#onMessage(data, isBinary));
-    this.#ws.on('error', (err) => this.#fail(new TtsError('VENDOR_UNREACHABLE', `${this.#name}: socket error`, { cause: err })));
-    this.#ws.on('close', (code) => this.#fail(new TtsError('VENDOR_UNREACHABLE', `${this.#name}: socket closed (${code}) mid-sentence`)));
   }
 
   /** Sends one sentence as a continuation of the turn's context, then its flush. */
-  speak(sentence: QueuedSentence): void {
-    const { text } = sentence;
-    clearTimeout(this.#idleTimer);
-    this.#pending.push(sentence);
-    this.#stall.touch();
+  protected send(sentence: QueuedSentence): void {
     // Transcripts of a context are joined verbatim: the trailing space separates the sentences.
-    this.#send({ ...this.#fields, context_id: this.#contextId, transcript: `${text.trim()} `, continue: true });
+    this.#send({ ...this.#fields, context_id: this.#contextId, transcript: `${sentence.text.trim()} `, continue: true });
     this.#send({ ...this.#fields, context_id: this.#contextId, transcript: '', continue: true, flush: true });
   }
 
   #send(message: Record<string, unknown>): void {
     const text = JSON.stringify(message);
-    if (this.#ws.readyState === WebSocket.OPEN) this.#ws.send(text);
+    if (this.ws.readyState === WebSocket.OPEN) this.ws.send(text);
     else this.#outbox.push(text);
   }
 
-  #onMessage(data: WebSocket.RawData, isBinary: boolean): void {
-    if (this.closed) return;
-    let msg: ServerMessage;
-    try {
-      if (isBinary) throw new Error('binary frame');
-      msg = JSON.parse(data.toString()) as ServerMessage;
-      if (typeof msg !== 'object' || msg === null) throw new Error('not an object');
-    } catch (err) {
-      this.#fail(new TtsError('VENDOR_BAD_RESPONSE', `${this.#name}: malformed server message`, { cause: err }));
-      return;
-    }
+  protected onMessage(msg: ServerMessage): void {
     if (msg.context_id !== undefined && msg.context_id !== this.#contextId) return; // not ours
-    if (this.#pending.length > 0) this.#stall.touch();
+    if (this.sentences.length > 0) this.stall.touch();
     switch (msg.type) {
       case 'chunk': {
-        const head = this.#pending[0];
+        const head = this.sentences[0];
         if (typeof msg.data !== 'string') return;
         const samples = this.#decoder.push(Buffer.from(msg.data, 'base64'));
         head?.channel.push(samples); // audio after every sentence ended (a cancelled one's tail) is dropped
@@ -223,62 +152,37 @@ class CartesiaTurn {
       }
       case 'flush_done':
         if (this.#decoder.pending) {
-          this.#fail(new TtsError('VENDOR_BAD_RESPONSE', `${this.#name}: a sentence's audio ended on half a sample`));
+          this.fail(new TtsError('VENDOR_BAD_RESPONSE', `${this.name}: a sentence's audio ended on half a sample`));
           return;
         }
         this.#decoder = new Pcm16Decoder();
-        this.#pending.shift()?.channel.end();
-        if (this.#pending.length === 0) {
-          this.#stall.stop();
-          this.#armIdle();
+        this.sentences.shift()?.channel.end();
+        if (this.sentences.length === 0) {
+          this.stall.stop();
+          this.armIdle();
         }
         return;
       case 'done':
         // The context is over (closed by us, or ended by the server): what is pending is complete.
-        for (const s of this.#pending.splice(0)) s.channel.end();
-        this.#close(false);
+        for (const s of this.sentences.splice(0)) s.channel.end();
+        this.close(false);
         return;
       case 'error':
-        this.#fail(new TtsError('VENDOR_BAD_RESPONSE', `${this.#name}: server error: ${describeError(msg)}`));
+        this.fail(new TtsError('VENDOR_BAD_RESPONSE', `${this.name}: server error: ${describeError(msg)}`));
         return;
       default:
         return; // timestamps and whatever later versions add
     }
   }
 
-  #armIdle(): void {
-    clearTimeout(this.#idleTimer);
-    this.#idleTimer = setTimeout(() => {
-      if (this.closed || this.#pending.length > 0) return;
-      this.#send({ ...this.#fields, context_id: this.#contextId, transcript: '', continue: false });
-      this.#close(false);
-    }, this.#idleCloseMs);
-    this.#idleTimer.unref();
+  /** Idle: closes the context (`continue: false`); the socket follows. */
+  protected sendEnd(): void {
+    this.#send({ ...this.#fields, context_id: this.#contextId, transcript: '', continue: false });
   }
 
-  /** The sentence being spoken fails with `err`, those behind it move; the turn's socket is done. */
-  #fail(err: TtsError): void {
-    if (this.closed) return;
-    const orphans = failHead(this.#pending.splice(0), err);
-    this.#close(true);
-    if (orphans.length > 0) this.#onOrphans(orphans);
-  }
-
-  readonly #onAbort = (): void => {
-    if (this.closed) return;
-    // Barge-in: the server stops generating for the context; the socket goes with the turn.
-    if (this.#ws.readyState === WebSocket.OPEN) this.#ws.send(JSON.stringify({ context_id: this.#contextId, cancel: true }));
-    for (const s of this.#pending.splice(0)) s.channel.end();
-    this.#close(false);
-  };
-
-  #close(broken: boolean): void {
-    this.closed = true;
-    clearTimeout(this.#idleTimer);
-    this.#stall.stop();
-    this.#signal.removeEventListener('abort', this.#onAbort);
-    if (broken || this.#ws.readyState === WebSocket.CONNECTING) this.#ws.terminate();
-    else if (this.#ws.readyState === WebSocket.OPEN) this.#ws.close(1000);
+  /** Barge-in: the server stops generating for the context; the socket goes with the turn. */
+  protected override cancel(): void {
+    if (this.ws.readyState === WebSocket.OPEN) this.ws.send(JSON.stringify({ context_id: this.#contextId, cancel: true }));
   }
 }
 

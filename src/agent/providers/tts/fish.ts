@@ -24,9 +24,10 @@ import { TtsError } from '../../errors.ts';
 import { RUNTIME_SAMPLE_RATE, type TtsProvider, type TtsRequest } from '../types.ts';
 import { AudioChannel } from './audio-channel.ts';
 import { Pcm16Decoder } from './pcm.ts';
-import { DEFAULT_STALL_MS, StallTimer } from './stall-timer.ts';
+import { stallError, StallTimer } from './stall-timer.ts';
 import { clamp, tuning } from './tuning.ts';
-import { endpointUrl, refusalError } from './vendor-url.ts';
+import { vendorSettings, type VendorOptions, type VendorSettings } from './vendor-options.ts';
+import { refusalError } from './vendor-url.ts';
 
 /** The model the docs name as the default of the TTS API (the `model` header is required). */
 export const FISH_DEFAULT_MODEL = 's2-pro';
@@ -35,16 +36,8 @@ const SPEED_RANGE = [0.5, 2] as const;
 /** prosody.volume is in dB, -20..20 (0: unchanged). */
 const VOLUME_DB_RANGE = [-20, 20] as const;
 
-export interface FishOptions {
-  /** e.g. `https://api.fish.audio` (http(s) or ws(s)). */
-  baseUrl: string;
-  apiKey?: string;
-  model?: string;
-  /** Provider name (the config slot); default 'fish'. */
-  name?: string;
-  /** A sentence fails with VENDOR_TIMEOUT when the server says nothing for this long; default 10 s. */
-  stallMs?: number;
-}
+/** baseUrl e.g. `https://api.fish.audio`; model is sent as the `model` header. */
+export type FishOptions = VendorOptions;
 
 interface ServerEvent {
   event?: unknown;
@@ -56,18 +49,12 @@ interface ServerEvent {
 
 export class FishTtsProvider implements TtsProvider {
   readonly name: string;
-  readonly #url: URL;
-  readonly #apiKey: string | undefined;
-  readonly #model: string;
-  readonly #stallMs: number;
+  readonly #vendor: VendorSettings;
 
   /** @throws TypeError when baseUrl is not a URL. */
   constructor(options: FishOptions) {
-    this.name = options.name ?? 'fish';
-    this.#url = endpointUrl(options.baseUrl, '/v1/tts/live', true);
-    this.#apiKey = options.apiKey === '' ? undefined : options.apiKey;
-    this.#model = options.model !== undefined && options.model !== '' ? options.model : FISH_DEFAULT_MODEL;
-    this.#stallMs = options.stallMs ?? DEFAULT_STALL_MS;
+    this.#vendor = vendorSettings(options, { type: 'fish', path: '/v1/tts/live', websocket: true, defaultModel: FISH_DEFAULT_MODEL });
+    this.name = this.#vendor.name;
   }
 
   /**
@@ -81,11 +68,12 @@ export class FishTtsProvider implements TtsProvider {
     if (signal.aborted || request.text.trim() === '') return;
     const channel = new AudioChannel();
     const decoder = new Pcm16Decoder();
-    const headers: Record<string, string> = { model: this.#model };
-    if (this.#apiKey !== undefined) headers.authorization = `Bearer ${this.#apiKey}`;
-    const ws = new WebSocket(this.#url, { headers });
+    const { url, apiKey, model, stallMs } = this.#vendor;
+    const headers: Record<string, string> = { model };
+    if (apiKey !== undefined) headers.authorization = `Bearer ${apiKey}`;
+    const ws = new WebSocket(url, { headers });
     let finished = false;
-    const stall = new StallTimer(this.#stallMs, () => fail(new TtsError('VENDOR_TIMEOUT', `${this.name}: no answer for ${this.#stallMs} ms`)));
+    const stall = new StallTimer(stallMs, () => fail(stallError(this.name, stallMs)));
     stall.touch();
     const fail = (err: TtsError): void => {
       if (finished || signal.aborted) return; // an abort's close is no failure

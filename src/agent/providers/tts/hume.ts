@@ -27,9 +27,10 @@ import type { Resampler } from '../../../media/types.ts';
 import { httpPost, type HttpPostResponse } from '../http-post.ts';
 import { RUNTIME_SAMPLE_RATE, type TtsProvider, type TtsRequest } from '../types.ts';
 import { applyGain, Pcm16Decoder, volumeGain } from './pcm.ts';
-import { DEFAULT_STALL_MS, StallTimer } from './stall-timer.ts';
+import { stallError, StallTimer } from './stall-timer.ts';
 import { clamp, tuning } from './tuning.ts';
-import { endpointUrl, refusalError } from './vendor-url.ts';
+import { vendorSettings, type VendorOptions, type VendorSettings } from './vendor-options.ts';
+import { refusalError } from './vendor-url.ts';
 
 /** The rate of Hume's PCM output. */
 export const HUME_SAMPLE_RATE = 48_000;
@@ -39,16 +40,11 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 /** A JSON line longer than this is not a chunk of a sentence's audio. */
 const MAX_LINE = 16 * 1024 * 1024;
 
-export interface HumeOptions {
-  /** e.g. `https://api.hume.ai`. */
+export interface HumeOptions extends VendorOptions {
+  /** e.g. `https://api.hume.ai` (http(s)). */
   baseUrl: string;
-  apiKey?: string;
   /** Octave version ("1" or "2"); unset lets Hume choose. */
   model?: string;
-  /** Provider name (the config slot); default 'hume'. */
-  name?: string;
-  /** A sentence fails with VENDOR_TIMEOUT when the server sends nothing for this long; default 10 s. */
-  stallMs?: number;
 }
 
 interface Chunk {
@@ -61,20 +57,15 @@ interface Chunk {
 
 export class HumeTtsProvider implements TtsProvider {
   readonly name: string;
-  readonly #url: URL;
-  readonly #apiKey: string | undefined;
-  readonly #version: string | undefined;
-  readonly #stallMs: number;
+  /** model: the Octave version, undefined when unset. */
+  readonly #vendor: VendorSettings<undefined>;
   /** The last generation of each turn, continued by the turn's next sentence. */
   readonly #lastGeneration = new WeakMap<AbortSignal, string>();
 
   /** @throws TypeError when baseUrl is not a URL. */
   constructor(options: HumeOptions) {
-    this.name = options.name ?? 'hume';
-    this.#url = endpointUrl(options.baseUrl, '/v0/tts/stream/json', false);
-    this.#apiKey = options.apiKey === '' ? undefined : options.apiKey;
-    this.#version = options.model !== undefined && options.model !== '' ? options.model : undefined;
-    this.#stallMs = options.stallMs ?? DEFAULT_STALL_MS;
+    this.#vendor = vendorSettings(options, { type: 'hume', path: '/v0/tts/stream/json', websocket: false, defaultModel: undefined });
+    this.name = this.#vendor.name;
   }
 
   /**
@@ -91,16 +82,17 @@ export class HumeTtsProvider implements TtsProvider {
     } catch (err) {
       throw new TtsError('LOCAL_ENGINE_FAILED', `${this.name}: resampler failed to load`, { cause: err });
     }
+    const { url, apiKey, stallMs } = this.#vendor;
     const headers: Record<string, string> = { 'content-type': 'application/json' };
-    if (this.#apiKey !== undefined) headers['x-hume-api-key'] = this.#apiKey;
+    if (apiKey !== undefined) headers['x-hume-api-key'] = apiKey;
     // A silent server aborts the request through its own signal, told apart from a barge-in.
     const stalled = new AbortController();
-    const stall = new StallTimer(this.#stallMs, () => stalled.abort());
-    const timeout = (): TtsError => new TtsError('VENDOR_TIMEOUT', `${this.name}: no answer for ${this.#stallMs} ms`);
+    const stall = new StallTimer(stallMs, () => stalled.abort());
+    const timeout = (): TtsError => stallError(this.name, stallMs);
     stall.touch();
     let response: HttpPostResponse;
     try {
-      response = await httpPost(this.#url, headers, JSON.stringify(this.#body(request)), AbortSignal.any([signal, stalled.signal]));
+      response = await httpPost(url, headers, JSON.stringify(this.#body(request)), AbortSignal.any([signal, stalled.signal]));
     } catch (err) {
       stall.stop();
       if (signal.aborted) return;
@@ -185,7 +177,7 @@ export class HumeTtsProvider implements TtsProvider {
     const speed = tuning(request.speed);
     if (speed !== undefined) utterance.speed = clamp(speed, SPEED_RANGE);
     const body: Record<string, unknown> = { utterances: [utterance], format: { type: 'pcm' }, strip_headers: true, instant_mode: true };
-    if (this.#version !== undefined) body.version = this.#version;
+    if (this.#vendor.model !== undefined) body.version = this.#vendor.model;
     const previous = this.#lastGeneration.get(request.signal);
     if (previous !== undefined) body.context = { generation_id: previous };
     return body;

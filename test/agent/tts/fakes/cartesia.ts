@@ -17,9 +17,9 @@
  *
  * Everything received is recorded for the tests.
  */
-import type { IncomingHttpHeaders, Server } from 'node:http';
-import { WebSocketServer, type WebSocket } from 'ws';
-import { audioChunks, createServer, listen, REALISTIC, sleep, toneBytes, type Pacing } from './common.ts';
+import type { IncomingHttpHeaders } from 'node:http';
+import type { WebSocket } from 'ws';
+import { chunksOf, listenWebSocket, streamChunks, toneFor, vendorFake, type VendorFake } from './vendor-fake.ts';
 
 export interface CartesiaConnection {
   headers: IncomingHttpHeaders;
@@ -29,20 +29,10 @@ export interface CartesiaConnection {
   closed: boolean;
 }
 
-export interface FakeCartesia {
-  url: string;
-  key: string;
-  hz: number;
-  samplesPerChar: number;
-  pacing: Pacing;
-  /** The next generation fails after this many chunks, by an error message or a dropped socket. */
-  fault: { afterChunks: number; kind: 'error' | 'drop' } | undefined;
+export interface FakeCartesia extends VendorFake {
   /** The next generation's audio ends on half a sample (one stray byte). */
   halfSample: boolean;
   connections: CartesiaConnection[];
-  /** Called as each sentence's text arrives (bench/session times the vendor from there). */
-  onText?: (text: string) => void;
-  close(): Promise<void>;
 }
 
 interface Context {
@@ -54,33 +44,7 @@ interface Context {
 }
 
 export async function startFakeCartesia(key: string): Promise<FakeCartesia> {
-  const wss = new WebSocketServer({ noServer: true });
-  const server: Server = createServer((_req, res) => res.writeHead(404).end());
-  const fake: FakeCartesia = {
-    url: '',
-    key,
-    hz: 400,
-    samplesPerChar: 240,
-    pacing: { ...REALISTIC },
-    fault: undefined,
-    halfSample: false,
-    connections: [],
-    close: async () => {
-      for (const c of wss.clients) c.terminate();
-      wss.close();
-      await new Promise<void>((r) => server.close(() => r()));
-    },
-  };
-
-  server.on('upgrade', (req, socket, head) => {
-    const refuse = (status: number, body: string): void => {
-      socket.end(`HTTP/1.1 ${status} Refused\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
-    };
-    if (new URL(req.url ?? '/', 'http://x').pathname !== '/tts/websocket') return refuse(404, '{"error":"not found"}');
-    if (req.headers['x-api-key'] !== fake.key) return refuse(401, '{"error":"Invalid API key"}');
-    if (typeof req.headers['cartesia-version'] !== 'string') return refuse(400, '{"error":"Cartesia-Version header is required"}');
-    wss.handleUpgrade(req, socket, head, (ws) => serve(ws, req.headers));
-  });
+  const fake: FakeCartesia = { ...vendorFake(key, 400), halfSample: false, connections: [] };
 
   function serve(ws: WebSocket, headers: IncomingHttpHeaders): void {
     const conn: CartesiaConnection = { headers, messages: [], cancelled: [], closed: false };
@@ -140,29 +104,31 @@ export async function startFakeCartesia(key: string): Promise<FakeCartesia> {
     });
 
     async function speak(text: string, rate: number, id: string, flushId: number, ctx: Context): Promise<void> {
-      const samples = Math.round((text.trim().length * fake.samplesPerChar * rate) / 24000);
-      const bytes = toneBytes(samples, fake.hz, rate);
-      const chunks = audioChunks(fake.halfSample ? Buffer.concat([bytes, Buffer.from([0x7f])]) : bytes, rate, fake.pacing.chunkMs);
+      const bytes = toneFor(fake, text, rate);
+      const chunks = chunksOf(fake, fake.halfSample ? Buffer.concat([bytes, Buffer.from([0x7f])]) : bytes, rate);
       fake.halfSample = false;
-      await sleep(fake.pacing.firstChunkMs);
-      const fault = fake.fault;
-      fake.fault = undefined;
-      for (let i = 0; i < chunks.length; i++) {
-        if (ctx.cancelled || ws.readyState !== ws.OPEN) return;
-        if (fault !== undefined && i === fault.afterChunks) {
-          if (fault.kind === 'drop') ws.terminate();
+      await streamChunks(fake, chunks, {
+        gone: () => ctx.cancelled || ws.readyState !== ws.OPEN,
+        send: (chunk) => send({ type: 'chunk', data: chunk.toString('base64'), done: false, status_code: 206, step_time: fake.pacing.gapMs, context_id: id, flush_id: flushId }),
+        inject: (kind) => {
+          if (kind === 'drop') ws.terminate();
           else send({ type: 'error', done: true, error: 'Internal server error: generation failed', status_code: 500, context_id: id });
           ctx.cancelled = true;
-          return;
-        }
-        if (i > 0) await sleep(fake.pacing.gapMs);
-        if (ctx.cancelled) return;
-        send({ type: 'chunk', data: chunks[i]!.toString('base64'), done: false, status_code: 206, step_time: fake.pacing.gapMs, context_id: id, flush_id: flushId });
-      }
+        },
+      });
     }
   }
 
-  fake.url = `http://127.0.0.1:${await listen(server)}`;
+  await listenWebSocket(fake, {
+    path: '/tts/websocket',
+    notFound: '{"error":"not found"}',
+    refusal: (headers) => {
+      if (headers['x-api-key'] !== fake.key) return [401, '{"error":"Invalid API key"}'];
+      if (typeof headers['cartesia-version'] !== 'string') return [400, '{"error":"Cartesia-Version header is required"}'];
+      return undefined;
+    },
+    serve,
+  });
   return fake;
 }
 

@@ -14,10 +14,10 @@
  *
  * Everything received is recorded, with whether the client closed before `finish`.
  */
-import type { IncomingHttpHeaders, Server } from 'node:http';
+import type { IncomingHttpHeaders } from 'node:http';
 import { decode, encode } from '@msgpack/msgpack';
-import { WebSocketServer, type WebSocket } from 'ws';
-import { audioChunks, createServer, listen, REALISTIC, sleep, toneBytes, type Pacing } from './common.ts';
+import type { WebSocket } from 'ws';
+import { chunksOf, listenWebSocket, streamChunks, toneFor, vendorFake, type VendorFake } from './vendor-fake.ts';
 
 export interface FishConnection {
   headers: IncomingHttpHeaders;
@@ -28,46 +28,12 @@ export interface FishConnection {
   closed: boolean;
 }
 
-export interface FakeFish {
-  url: string;
-  key: string;
-  hz: number;
-  samplesPerChar: number;
-  pacing: Pacing;
-  fault: { afterChunks: number; kind: 'error' | 'drop' } | undefined;
+export interface FakeFish extends VendorFake {
   connections: FishConnection[];
-  /** Called as each sentence's text arrives (bench/session times the vendor from there). */
-  onText?: (text: string) => void;
-  close(): Promise<void>;
 }
 
 export async function startFakeFish(key: string): Promise<FakeFish> {
-  const wss = new WebSocketServer({ noServer: true });
-  const server: Server = createServer((_req, res) => res.writeHead(404).end());
-  const fake: FakeFish = {
-    url: '',
-    key,
-    hz: 300,
-    samplesPerChar: 240,
-    pacing: { ...REALISTIC },
-    fault: undefined,
-    connections: [],
-    close: async () => {
-      for (const c of wss.clients) c.terminate();
-      wss.close();
-      await new Promise<void>((r) => server.close(() => r()));
-    },
-  };
-
-  server.on('upgrade', (req, socket, head) => {
-    const refuse = (status: number, body: string): void => {
-      socket.end(`HTTP/1.1 ${status} Refused\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
-    };
-    if (new URL(req.url ?? '/', 'http://x').pathname !== '/v1/tts/live') return refuse(404, '{"message":"Not Found"}');
-    if (req.headers.authorization !== `Bearer ${fake.key}`) return refuse(401, '{"status":401,"message":"Invalid api key"}');
-    if (typeof req.headers.model !== 'string' || req.headers.model === '') return refuse(400, '{"status":400,"message":"model header required"}');
-    wss.handleUpgrade(req, socket, head, (ws) => serve(ws, req.headers));
-  });
+  const fake: FakeFish = { ...vendorFake(key, 300), connections: [] };
 
   function serve(ws: WebSocket, headers: IncomingHttpHeaders): void {
     const conn: FishConnection = { headers, events: [], allBinary: true, finished: false, closed: false };
@@ -126,27 +92,27 @@ export async function startFakeFish(key: string): Promise<FakeFish> {
 
     /** Streams one generation; false when it failed (fault) or the client went away. */
     async function speak(text: string): Promise<boolean> {
-      const samples = Math.round((text.trim().length * fake.samplesPerChar * rate) / 24000);
-      const chunks = audioChunks(toneBytes(samples, fake.hz, rate), rate, fake.pacing.chunkMs);
-      await sleep(fake.pacing.firstChunkMs);
-      const fault = fake.fault;
-      fake.fault = undefined;
-      for (let i = 0; i < chunks.length; i++) {
-        if (dead) return false;
-        if (fault !== undefined && i === fault.afterChunks) {
-          if (fault.kind === 'drop') ws.terminate();
+      return streamChunks(fake, chunksOf(fake, toneFor(fake, text, rate), rate), {
+        gone: () => dead,
+        send: (chunk) => send({ event: 'audio', audio: chunk }),
+        inject: (kind) => {
+          if (kind === 'drop') ws.terminate();
           else send({ event: 'finish', reason: 'error' });
           dead = true;
-          return false;
-        }
-        if (i > 0) await sleep(fake.pacing.gapMs);
-        if (dead) return false;
-        send({ event: 'audio', audio: chunks[i]! });
-      }
-      return true;
+        },
+      });
     }
   }
 
-  fake.url = `http://127.0.0.1:${await listen(server)}`;
+  await listenWebSocket(fake, {
+    path: '/v1/tts/live',
+    notFound: '{"message":"Not Found"}',
+    refusal: (headers) => {
+      if (headers.authorization !== `Bearer ${fake.key}`) return [401, '{"status":401,"message":"Invalid api key"}'];
+      if (typeof headers.model !== 'string' || headers.model === '') return [400, '{"status":400,"message":"model header required"}'];
+      return undefined;
+    },
+    serve,
+  });
   return fake;
 }

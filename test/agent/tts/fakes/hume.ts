@@ -18,8 +18,9 @@
  * client went away before the end.
  */
 import { randomUUID } from 'node:crypto';
-import type { IncomingHttpHeaders, Server } from 'node:http';
-import { audioChunks, createServer, listen, REALISTIC, sleep, toneBytes, type Pacing } from './common.ts';
+import type { IncomingHttpHeaders, Server, ServerResponse } from 'node:http';
+import { createServer } from './common.ts';
+import { chunksOf, listenHttp, streamChunks, toneFor, vendorFake, type VendorFake } from './vendor-fake.ts';
 
 export interface HumeRequest {
   headers: IncomingHttpHeaders;
@@ -30,36 +31,15 @@ export interface HumeRequest {
   generationId: string;
 }
 
-export interface FakeHume {
-  url: string;
-  key: string;
-  hz: number;
-  samplesPerChar: number;
-  pacing: Pacing;
-  fault: { afterChunks: number; kind: 'error' | 'drop' } | undefined;
+export interface FakeHume extends VendorFake {
   requests: HumeRequest[];
-  /** Called as each sentence's text arrives (bench/session times the vendor from there). */
-  onText?: (text: string) => void;
-  close(): Promise<void>;
 }
 
 const RATE = 48_000;
 
 export async function startFakeHume(key: string): Promise<FakeHume> {
-  const fake: FakeHume = {
-    url: '',
-    key,
-    hz: 600,
-    samplesPerChar: 240,
-    pacing: { ...REALISTIC },
-    fault: undefined,
-    requests: [],
-    close: async () => {
-      server.closeAllConnections();
-      await new Promise<void>((r) => server.close(() => r()));
-    },
-  };
-  const json = (res: import('node:http').ServerResponse, status: number, body: unknown): void => {
+  const fake: FakeHume = { ...vendorFake(key, 600), requests: [] };
+  const json = (res: ServerResponse, status: number, body: unknown): void => {
     res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
   };
 
@@ -86,46 +66,42 @@ export async function startFakeHume(key: string): Promise<FakeHume> {
     });
   });
   // The client going away mid-answer (barge-in) closes the response early.
-  const stream = async (res: import('node:http').ServerResponse, record: HumeRequest, text: string): Promise<void> => {
+  const stream = async (res: ServerResponse, record: HumeRequest, text: string): Promise<void> => {
     let done = false;
     res.on('close', () => {
       if (!done) record.aborted = true;
     });
     res.writeHead(200, { 'content-type': 'application/json' });
-    const samples = Math.round(text.trim().length * fake.samplesPerChar * (RATE / 24000));
-    const chunks = audioChunks(toneBytes(samples, fake.hz, RATE), RATE, fake.pacing.chunkMs);
-    const fault = fake.fault;
-    fake.fault = undefined;
-    await sleep(fake.pacing.firstChunkMs);
+    const chunks = chunksOf(fake, toneFor(fake, text, RATE), RATE);
     const requestId = randomUUID();
-    for (let i = 0; i < chunks.length; i++) {
-      if (record.aborted || res.destroyed) return;
-      if (fault !== undefined && i === fault.afterChunks) {
+    const sent = await streamChunks(fake, chunks, {
+      gone: () => record.aborted || res.destroyed,
+      send: (chunk, i) => {
+        const line = {
+          type: 'audio',
+          request_id: requestId,
+          generation_id: record.generationId,
+          snippet_id: record.generationId,
+          text,
+          chunk_index: i,
+          audio: chunk.toString('base64'),
+          audio_format: 'pcm',
+          is_last_chunk: i === chunks.length - 1,
+          utterance_index: 0,
+        };
+        res.write(`${JSON.stringify(line)}\n`);
+      },
+      inject: (kind) => {
         done = true;
-        if (fault.kind === 'drop') res.socket?.destroy();
+        if (kind === 'drop') res.socket?.destroy();
         else res.end(`${JSON.stringify({ type: 'error', error: 'Internal Server Error', message: 'generation failed' })}\n`);
-        return;
-      }
-      if (i > 0) await sleep(fake.pacing.gapMs);
-      if (record.aborted || res.destroyed) return;
-      const line = {
-        type: 'audio',
-        request_id: requestId,
-        generation_id: record.generationId,
-        snippet_id: record.generationId,
-        text,
-        chunk_index: i,
-        audio: chunks[i]!.toString('base64'),
-        audio_format: 'pcm',
-        is_last_chunk: i === chunks.length - 1,
-        utterance_index: 0,
-      };
-      res.write(`${JSON.stringify(line)}\n`);
-    }
+      },
+    });
+    if (!sent) return;
     done = true;
     res.end();
   };
 
-  fake.url = `http://127.0.0.1:${await listen(server)}`;
+  await listenHttp(fake, server);
   return fake;
 }

@@ -16,9 +16,9 @@
  *
  * Records messages, and whether a task_continue came while another was still being spoken.
  */
-import type { IncomingHttpHeaders, Server } from 'node:http';
-import { WebSocketServer, type WebSocket } from 'ws';
-import { audioChunks, createServer, listen, REALISTIC, sleep, toneBytes, type Pacing } from './common.ts';
+import type { IncomingHttpHeaders } from 'node:http';
+import type { WebSocket } from 'ws';
+import { chunksOf, listenWebSocket, streamChunks, toneFor, vendorFake, type VendorFake } from './vendor-fake.ts';
 
 export interface MinimaxConnection {
   headers: IncomingHttpHeaders;
@@ -28,46 +28,14 @@ export interface MinimaxConnection {
   closed: boolean;
 }
 
-export interface FakeMinimax {
-  url: string;
-  key: string;
-  hz: number;
-  samplesPerChar: number;
-  pacing: Pacing;
-  fault: { afterChunks: number; kind: 'error' | 'drop' } | undefined;
+export interface FakeMinimax extends VendorFake {
   connections: MinimaxConnection[];
-  /** Called as each sentence's text arrives (bench/session times the vendor from there). */
-  onText?: (text: string) => void;
-  close(): Promise<void>;
 }
 
 const OK = { status_code: 0, status_msg: 'success' };
 
 export async function startFakeMinimax(key: string): Promise<FakeMinimax> {
-  const wss = new WebSocketServer({ noServer: true });
-  const server: Server = createServer((_req, res) => res.writeHead(404).end());
-  const fake: FakeMinimax = {
-    url: '',
-    key,
-    hz: 500,
-    samplesPerChar: 240,
-    pacing: { ...REALISTIC },
-    fault: undefined,
-    connections: [],
-    close: async () => {
-      for (const c of wss.clients) c.terminate();
-      wss.close();
-      await new Promise<void>((r) => server.close(() => r()));
-    },
-  };
-
-  server.on('upgrade', (req, socket, head) => {
-    if (new URL(req.url ?? '/', 'http://x').pathname !== '/ws/v1/t2a_v2') {
-      socket.end('HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n');
-      return;
-    }
-    wss.handleUpgrade(req, socket, head, (ws) => serve(ws, req.headers));
-  });
+  const fake: FakeMinimax = { ...vendorFake(key, 500), connections: [] };
 
   function serve(ws: WebSocket, headers: IncomingHttpHeaders): void {
     const conn: MinimaxConnection = { headers, messages: [], overlapped: false, closed: false };
@@ -138,24 +106,18 @@ export async function startFakeMinimax(key: string): Promise<FakeMinimax> {
     });
 
     async function speak(text: string): Promise<void> {
-      const samples = Math.round((text.trim().length * fake.samplesPerChar * rate) / 24000);
-      const bytes = toneBytes(samples, fake.hz, rate);
-      const chunks = audioChunks(bytes, rate, fake.pacing.chunkMs);
-      await sleep(fake.pacing.firstChunkMs);
-      const fault = fake.fault;
-      fake.fault = undefined;
-      for (let i = 0; i < chunks.length; i++) {
-        if (dead) return;
-        if (fault !== undefined && i === fault.afterChunks) {
-          if (fault.kind === 'drop') ws.terminate();
+      const bytes = toneFor(fake, text, rate);
+      const samples = bytes.length / 2;
+      const sent = await streamChunks(fake, chunksOf(fake, bytes, rate), {
+        gone: () => dead,
+        send: (chunk) => send({ event: 'task_continued', data: { audio: chunk.toString('hex') }, is_final: false, base_resp: OK }),
+        inject: (kind) => {
+          if (kind === 'drop') ws.terminate();
           else failTask(1000, 'unknown error');
           dead = true;
-          return;
-        }
-        if (i > 0) await sleep(fake.pacing.gapMs);
-        if (dead) return;
-        send({ event: 'task_continued', data: { audio: chunks[i]!.toString('hex') }, is_final: false, base_resp: OK });
-      }
+        },
+      });
+      if (!sent) return;
       send({
         event: 'task_continued',
         data: { audio: '' },
@@ -166,6 +128,7 @@ export async function startFakeMinimax(key: string): Promise<FakeMinimax> {
     }
   }
 
-  fake.url = `http://127.0.0.1:${await listen(server)}`;
+  // A wrong key is refused inside the protocol (task_failed 1004), not at the upgrade.
+  await listenWebSocket(fake, { path: '/ws/v1/t2a_v2', notFound: '', serve });
   return fake;
 }
