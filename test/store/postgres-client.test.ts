@@ -4,6 +4,7 @@
  * savepoints, isolation of statements made outside a transaction, unique violations with their
  * column, and connection failures that never show the password.
  */
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Database } from '../../src/store/sqlite-driver.ts';
 import type { SqlClient } from '../../src/store/sql-client.ts';
@@ -11,6 +12,7 @@ import { PostgresClient } from '../../src/store/postgres/client.ts';
 import { isPostgresUniqueViolation, PostgresStoreError, redactUrl } from '../../src/store/postgres/errors.ts';
 import { rewritePlaceholders } from '../../src/store/postgres/placeholders.ts';
 import { PASSWORD_ROLE, postgresAvailability, startPostgres, type PostgresServer } from '../helpers/postgres.ts';
+import { until } from '../helpers/until.ts';
 
 describe('rewritePlaceholders', () => {
   it('numbers ? outside quoted text and comments, and leaves the rest as written', () => {
@@ -101,6 +103,41 @@ describe.skipIf(pgAvailable.skip)(`PostgresClient on a real PostgreSQL${pgAvaila
     expect((err as Error).message).toMatch(/9007199254740993, beyond the largest exact JavaScript number/);
     // The pooled connection is still usable afterwards.
     expect(await client.get('SELECT 2::bigint AS x')).toEqual({ x: 2 });
+  });
+
+  describe('the pool', () => {
+    it('sets its type parsers on its own connections only, not on node-postgres for everyone', async () => {
+      expect(await client.get('SELECT 5::bigint AS x')).toEqual({ x: 5 });
+      expect(pg.types.getTypeParser(20, 'text')('5')).toBe('5');
+    });
+
+    it('names itself callbridge to the server and opens at most poolSize connections', async () => {
+      expect(await client.get("SELECT current_setting('application_name') AS name")).toEqual({ name: 'callbridge' });
+      const small = new PostgresClient({ url, poolSize: 2 });
+      try {
+        const rows = await Promise.all(Array.from({ length: 6 }, () => small.get<{ pid: number }>('SELECT pg_backend_pid() AS pid, pg_sleep(0.05)')));
+        expect(new Set(rows.map((r) => r!.pid)).size).toBe(2);
+      } finally {
+        await small.close();
+      }
+    });
+
+    it('survives the server dropping its idle connections: reported to onIdleError, the next statement reconnects', async () => {
+      const idleErrors: PostgresStoreError[] = [];
+      const victim = new PostgresClient({ url, poolSize: 2, onIdleError: (err) => idleErrors.push(err) });
+      try {
+        await Promise.all([victim.get('SELECT pg_sleep(0.02)'), victim.get('SELECT pg_sleep(0.02)')]);
+        const killed = await client.get<{ n: number }>(
+          "SELECT count(pg_terminate_backend(pid)) AS n FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND state = 'idle' AND application_name = 'callbridge'",
+        );
+        expect(killed!.n).toBeGreaterThanOrEqual(2);
+        await until(() => idleErrors.length >= 2, 'the pool to report both dropped connections');
+        expect(idleErrors.map((e) => e.code)).toEqual(['unreachable', 'unreachable']);
+        expect(await victim.get('SELECT 1 AS x')).toEqual({ x: 1 });
+      } finally {
+        await victim.close();
+      }
+    });
   });
 
   describe('transactions', () => {

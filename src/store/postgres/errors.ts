@@ -6,7 +6,8 @@
 import { CodedError } from '../../coded-error.ts';
 
 /**
- * - `unreachable`: no connection (refused, timed out, host unknown, connection lost);
+ * - `unreachable`: no connection (refused, timed out, host unknown, connection lost; SQLSTATE
+ *   classes 08 and 57P: the server shutting down, starting up, or ending our session);
  * - `refused`: the server answered but would not let us in (authentication, unknown database or
  *   role: SQLSTATE classes 28 and 3D);
  * - `query`: a statement failed (constraint, syntax...: `sqlState` says which; none when the
@@ -86,8 +87,8 @@ export function toStoreError(err: unknown, url: string): PostgresStoreError {
   let out: PostgresStoreError;
   if (sqlState === undefined && !((code !== undefined && SYSTEM_ERROR.test(code)) || CONNECTION_LOST.test(message))) {
     out = new PostgresStoreError('query', `PostgreSQL: ${message}`, undefined, err);
-  } else if (sqlState === undefined) {
-    out = new PostgresStoreError('unreachable', `PostgreSQL at ${where} is unreachable: ${message}${code ? ` (${code})` : ''}`, undefined, err);
+  } else if (sqlState === undefined || sqlState.startsWith('08') || sqlState.startsWith('57P')) {
+    out = new PostgresStoreError('unreachable', `PostgreSQL at ${where} is unreachable: ${message}${code ? ` (${code})` : ''}`, sqlState, err);
   } else if (sqlState.startsWith('28') || sqlState.startsWith('3D') || (sqlState === '42501' && /permission denied for database/.test(message))) {
     out = new PostgresStoreError('refused', `PostgreSQL at ${where} refused the connection: ${message} (SQLSTATE ${sqlState})`, sqlState, err);
   } else {
