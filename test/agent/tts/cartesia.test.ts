@@ -5,7 +5,8 @@ import { CartesiaTtsProvider, CARTESIA_VERSION } from '../../../src/agent/provid
 import { createTtsProviders } from '../../../src/agent/providers/tts/index.ts';
 import { startFakeCartesia, type FakeCartesia } from './fakes/cartesia.ts';
 import { REALISTIC, toneFrequency } from './fakes/common.ts';
-import { collect, concat, rejection, request, rms, until } from './helpers.ts';
+import { resetFake } from './fakes/vendor-fake.ts';
+import { chunksBeforeError, collect, concat, rejection, request, rms, until } from './helpers.ts';
 
 const KEY = 'sk_car_test-secret-123';
 
@@ -18,8 +19,7 @@ describe('CartesiaTtsProvider (TTS WebSocket, contexts)', () => {
   afterAll(() => fake.close());
   beforeEach(() => {
     fake.connections.length = 0;
-    fake.pacing = { ...REALISTIC };
-    fake.fault = undefined;
+    resetFake(fake);
     fake.halfSample = false;
     fake.key = KEY;
     tts = new CartesiaTtsProvider({ baseUrl: fake.url, apiKey: KEY, name: 'provider_3', idleCloseMs: 100 });
@@ -104,12 +104,7 @@ describe('CartesiaTtsProvider (TTS WebSocket, contexts)', () => {
 
   it('an error message mid-stream fails the sentence with the vendor words; the next turn works', async () => {
     fake.fault = { afterChunks: 2, kind: 'error' };
-    const yielded: Int16Array[] = [];
-    const err = await rejection(
-      (async () => {
-        for await (const c of tts.synthesize(request('This one breaks in the middle.'))) yielded.push(c);
-      })(),
-    );
+    const { chunks: yielded, err } = await chunksBeforeError(tts, request('This one breaks in the middle.'));
     expect(err).toBeInstanceOf(TtsError);
     expect(err.code).toBe('VENDOR_BAD_RESPONSE');
     expect(err.message).toContain('generation failed');

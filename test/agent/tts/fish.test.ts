@@ -5,7 +5,8 @@ import { FishTtsProvider } from '../../../src/agent/providers/tts/fish.ts';
 import { createTtsProviders } from '../../../src/agent/providers/tts/index.ts';
 import { REALISTIC, toneFrequency } from './fakes/common.ts';
 import { startFakeFish, type FakeFish } from './fakes/fish.ts';
-import { collect, concat, rejection, request, rms, until } from './helpers.ts';
+import { resetFake } from './fakes/vendor-fake.ts';
+import { chunksBeforeError, collect, concat, rejection, request, rms, until } from './helpers.ts';
 
 const KEY = 'fish-test-secret-456';
 
@@ -18,8 +19,7 @@ describe('FishTtsProvider (live TTS WebSocket, MessagePack)', () => {
   afterAll(() => fake.close());
   beforeEach(() => {
     fake.connections.length = 0;
-    fake.pacing = { ...REALISTIC };
-    fake.fault = undefined;
+    resetFake(fake);
     tts = new FishTtsProvider({ baseUrl: fake.url, apiKey: KEY, name: 'provider_6' });
   });
 
@@ -79,12 +79,7 @@ describe('FishTtsProvider (live TTS WebSocket, MessagePack)', () => {
 
   it('finish with reason error mid-stream fails the sentence; the next one works', async () => {
     fake.fault = { afterChunks: 2, kind: 'error' };
-    const yielded: Int16Array[] = [];
-    const err = await rejection(
-      (async () => {
-        for await (const c of tts.synthesize(request('This one breaks in the middle.'))) yielded.push(c);
-      })(),
-    );
+    const { chunks: yielded, err } = await chunksBeforeError(tts, request('This one breaks in the middle.'));
     expect(err).toBeInstanceOf(TtsError);
     expect(err.code).toBe('VENDOR_BAD_RESPONSE');
     expect(err.message).toContain('reason error');

@@ -40,6 +40,17 @@ export async function rejection(p: Promise<unknown>): Promise<any> {
   throw new Error('expected a rejection');
 }
 
+/** The chunks an adapter yields before it throws, and what it throws (fails the test when it does not throw). */
+export async function chunksBeforeError(provider: TtsProvider, req: TtsRequest): Promise<{ chunks: Int16Array[]; err: any }> {
+  const chunks: Int16Array[] = [];
+  const err = await rejection(
+    (async () => {
+      for await (const c of provider.synthesize(req)) chunks.push(c);
+    })(),
+  );
+  return { chunks, err };
+}
+
 /** Waits up to 2 s for `cond` to hold (the fake's side of a close, an abort), then asserts it. */
 export async function until(cond: () => boolean): Promise<void> {
   for (let i = 0; i < 200 && !cond(); i++) await sleep(10);

@@ -5,7 +5,8 @@ import { HumeTtsProvider } from '../../../src/agent/providers/tts/hume.ts';
 import { createTtsProviders } from '../../../src/agent/providers/tts/index.ts';
 import { REALISTIC, toneFrequency } from './fakes/common.ts';
 import { startFakeHume, type FakeHume } from './fakes/hume.ts';
-import { collect, concat, rejection, request, rms, until } from './helpers.ts';
+import { resetFake } from './fakes/vendor-fake.ts';
+import { chunksBeforeError, collect, concat, rejection, request, rms, until } from './helpers.ts';
 
 const KEY = 'hume-test-secret-321';
 const VOICE_UUID = '5bb7de05-c8fe-426a-8fcc-ba4fc4ce9f9c';
@@ -19,8 +20,7 @@ describe('HumeTtsProvider (Octave streaming JSON)', () => {
   afterAll(() => fake.close());
   beforeEach(() => {
     fake.requests.length = 0;
-    fake.pacing = { ...REALISTIC };
-    fake.fault = undefined;
+    resetFake(fake);
     tts = new HumeTtsProvider({ baseUrl: fake.url, apiKey: KEY, name: 'provider_4' });
   });
 
@@ -86,12 +86,7 @@ describe('HumeTtsProvider (Octave streaming JSON)', () => {
 
   it('an error line mid-stream fails the sentence with the vendor words; the next one works', async () => {
     fake.fault = { afterChunks: 2, kind: 'error' };
-    const yielded: Int16Array[] = [];
-    const err = await rejection(
-      (async () => {
-        for await (const c of tts.synthesize(request('This one breaks in the middle.', { voiceId: 'Ava Song' }))) yielded.push(c);
-      })(),
-    );
+    const { chunks: yielded, err } = await chunksBeforeError(tts, request('This one breaks in the middle.', { voiceId: 'Ava Song' }));
     expect(err).toBeInstanceOf(TtsError);
     expect(err.code).toBe('VENDOR_BAD_RESPONSE');
     expect(err.message).toContain('generation failed');

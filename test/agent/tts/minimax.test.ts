@@ -5,7 +5,8 @@ import { createTtsProviders } from '../../../src/agent/providers/tts/index.ts';
 import { MinimaxTtsProvider } from '../../../src/agent/providers/tts/minimax.ts';
 import { REALISTIC, toneFrequency } from './fakes/common.ts';
 import { startFakeMinimax, type FakeMinimax } from './fakes/minimax.ts';
-import { collect, concat, rejection, request, rms, until } from './helpers.ts';
+import { resetFake } from './fakes/vendor-fake.ts';
+import { chunksBeforeError, collect, concat, rejection, request, rms, until } from './helpers.ts';
 
 const KEY = 'eyJminimax-test-secret-789';
 
@@ -18,8 +19,7 @@ describe('MinimaxTtsProvider (T2A WebSocket)', () => {
   afterAll(() => fake.close());
   beforeEach(() => {
     fake.connections.length = 0;
-    fake.pacing = { ...REALISTIC };
-    fake.fault = undefined;
+    resetFake(fake);
     tts = new MinimaxTtsProvider({ baseUrl: fake.url, apiKey: KEY, name: 'provider_5', idleCloseMs: 100 });
   });
 
@@ -74,12 +74,7 @@ describe('MinimaxTtsProvider (T2A WebSocket)', () => {
 
   it('task_failed mid-stream fails the sentence with the status; the next turn works', async () => {
     fake.fault = { afterChunks: 2, kind: 'error' };
-    const yielded: Int16Array[] = [];
-    const err = await rejection(
-      (async () => {
-        for await (const c of tts.synthesize(request('This one breaks in the middle.'))) yielded.push(c);
-      })(),
-    );
+    const { chunks: yielded, err } = await chunksBeforeError(tts, request('This one breaks in the middle.'));
     expect(err).toBeInstanceOf(TtsError);
     expect(err.code).toBe('VENDOR_BAD_RESPONSE');
     expect(err.message).toContain('task failed (1000 unknown error)');

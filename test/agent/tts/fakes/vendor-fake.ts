@@ -36,6 +36,12 @@ export function vendorFake(key: string, hz: number): VendorFake {
   return { url: '', key, hz, samplesPerChar: 240, pacing: { ...REALISTIC }, fault: undefined, close: async () => {} };
 }
 
+/** Puts the knobs a test turns back to their defaults (realistic pacing, no fault). */
+export function resetFake(fake: VendorFake): void {
+  fake.pacing = { ...REALISTIC };
+  fake.fault = undefined;
+}
+
 export interface WebSocketEndpoint {
   /** The vendor's documented path; any other is refused 404 with `notFound` as the JSON body ('' for none). */
   path: string;
