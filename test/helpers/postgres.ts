@@ -6,6 +6,8 @@
  * each test makes the databases it needs with createDatabase(). stop() shuts it down
  * (immediate: nothing in it is worth keeping) and deletes the directory.
  *
+ * CALLBRIDGE_TEST_PG_BIN may name another bin directory (a PostgreSQL installed elsewhere).
+ *
  * initdb refuses to run as root: a test run as root runs the server binaries as the `postgres`
  * system user (runuser), the directory handed to it.
  *
@@ -24,13 +26,20 @@ import { join } from 'node:path';
 import pg from 'pg';
 
 const PG_ROOT = '/usr/lib/postgresql';
+/** An environment variable naming the bin directory to use instead of Debian's. */
+export const BIN_ENV = 'CALLBRIDGE_TEST_PG_BIN';
 /** The cluster's superuser (initdb -U). */
 export const SUPERUSER = 'callbridge';
 /** The role that authenticates by password over TCP (pg_hba.conf), for tests of a wrong password. */
 export const PASSWORD_ROLE = 'callbridge_password';
 
-/** The bin directory of the highest PostgreSQL major installed, or undefined. */
+/**
+ * The bin directory of the highest PostgreSQL major installed, or undefined. BIN_ENV names
+ * another one (a PostgreSQL installed elsewhere; a missing directory stands for no PostgreSQL).
+ */
 export function findPostgresBin(): string | undefined {
+  const chosen = process.env[BIN_ENV];
+  if (chosen) return existsSync(join(chosen, 'initdb')) && existsSync(join(chosen, 'pg_ctl')) ? chosen : undefined;
   if (!existsSync(PG_ROOT)) return undefined;
   const majors = readdirSync(PG_ROOT)
     .filter((d) => /^\d+$/.test(d) && existsSync(join(PG_ROOT, d, 'bin', 'initdb')) && existsSync(join(PG_ROOT, d, 'bin', 'pg_ctl')))
@@ -48,7 +57,8 @@ export interface PostgresAvailability {
 
 export function postgresAvailability(): PostgresAvailability {
   if (findPostgresBin() !== undefined) return { ok: true, skip: false };
-  const reason = `no PostgreSQL server in ${PG_ROOT}/<major>/bin (apt-get install postgresql)`;
+  const where = process.env[BIN_ENV] ? `${process.env[BIN_ENV]} (${BIN_ENV})` : `${PG_ROOT}/<major>/bin`;
+  const reason = `no PostgreSQL server in ${where} (apt-get install postgresql)`;
   return { ok: false, skip: !process.env.CI, reason };
 }
 
@@ -109,7 +119,8 @@ const DATABASE_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
 export async function startPostgres(): Promise<PostgresServer> {
   const bin = findPostgresBin();
   if (bin === undefined) throw new Error(postgresAvailability().reason);
-  const major = Number(bin.split('/').at(-2));
+  const version = spawnSync(join(bin, 'pg_ctl'), ['--version'], { encoding: 'utf8' }).stdout ?? '';
+  const major = Number(/(\d+)/.exec(version)?.[1] ?? NaN);
   const as = serverUser();
   const dir = mkdtempSync(join(tmpdir(), 'callbridge-pg-'));
   if (as !== undefined) chownSync(dir, as.uid, as.gid);
