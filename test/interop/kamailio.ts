@@ -8,6 +8,9 @@
  *
  * Like Kamailio's stock kamailio.cfg, a REGISTER whose credentials do not check out is challenged
  * again (not 403): a client must tell refused credentials from a stale nonce by itself.
+ *
+ * runKamailio() is the lifecycle alone (check, start, wait, stop), for a config that lives
+ * elsewhere: test/cluster runs the shipped deploy/kamailio/kamailio.cfg with `-A` defines.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import dgram from 'node:dgram';
@@ -18,9 +21,12 @@ import { join } from 'node:path';
 export const KAMAILIO_BIN = process.env.KAMAILIO_BIN ?? '/usr/sbin/kamailio';
 const MODULES = '/usr/lib/x86_64-linux-gnu/kamailio/modules';
 
-export function kamailioAvailable(): { ok: boolean; reason?: string } {
+/** Whether Kamailio and the modules a config loads (default: the registrar's) are installed. */
+export function kamailioAvailable(modules: readonly string[] = ['registrar.so']): { ok: boolean; reason?: string } {
   if (!existsSync(KAMAILIO_BIN)) return { ok: false, reason: `${KAMAILIO_BIN} not found (apt-get install kamailio)` };
-  if (!existsSync(join(MODULES, 'registrar.so'))) return { ok: false, reason: `no Kamailio modules in ${MODULES}` };
+  for (const m of modules) {
+    if (!existsSync(join(MODULES, m))) return { ok: false, reason: `no Kamailio module ${m} in ${MODULES}` };
+  }
   return { ok: true };
 }
 
@@ -37,6 +43,8 @@ export interface KamailioOptions {
 export interface Kamailio {
   port: number;
   dir: string;
+  /** The main process (its workers are in its process group). */
+  pid: number | undefined;
   /** Everything it wrote to stderr. */
   log(): string;
   /** Stops it (SIGTERM to its PID, SIGKILL after 3 s) and deletes its directory. */
@@ -111,16 +119,40 @@ request_route {
 export async function startKamailio(o: KamailioOptions): Promise<Kamailio> {
   const port = o.port ?? (await freeUdpPort());
   const dir = mkdtempSync(join(tmpdir(), 'callbridge-kamailio-'));
-  const runDir = join(dir, 'run');
-  mkdirSync(runDir);
   const cfg = join(dir, 'kamailio.cfg');
   writeFileSync(cfg, config(o, port));
-  const check = spawnSync(KAMAILIO_BIN, ['-c', '-f', cfg], { encoding: 'utf8' });
-  if (check.status !== 0) throw new Error(`kamailio -c refused the config:\n${check.stderr}`);
+  return runKamailio({ cfg, dir, port });
+}
+
+export interface KamailioRun {
+  /** The config file to run (it may live outside `dir`, e.g. a shipped one). */
+  cfg: string;
+  /** A directory of the run's own: pid file, runtime dir, working dir. Deleted by stop(), or when the start fails. */
+  dir: string;
+  /** The UDP port on 127.0.0.1 where it answers OPTIONS addressed to itself: the start waits for that. */
+  port: number;
+  /** Pre-processor defines (`-A NAME=value`), for the check and the run alike; string values need their quotes. */
+  defines?: Record<string, string | number>;
+}
+
+/**
+ * Checks a config (kamailio -c, with the defines) and runs it in the foreground (-DD -E) in a
+ * process group of its own; resolves once it answers OPTIONS.
+ */
+export async function runKamailio(run: KamailioRun): Promise<Kamailio> {
+  const { cfg, dir, port } = run;
+  const runDir = join(dir, 'run');
+  mkdirSync(runDir, { recursive: true });
+  const defines = Object.entries(run.defines ?? {}).flatMap(([name, value]) => ['-A', `${name}=${value}`]);
+  const check = spawnSync(KAMAILIO_BIN, ['-c', '-f', cfg, ...defines], { encoding: 'utf8' });
+  if (check.status !== 0) {
+    rmSync(dir, { recursive: true, force: true });
+    throw new Error(`kamailio -c refused the config:\n${check.stderr}`);
+  }
   let stderr = '';
   // A process group of its own: Kamailio forks its workers even in the foreground, and a worker
   // whose main process was killed outlives it, so every signal goes to the whole group.
-  const child: ChildProcess = spawn(KAMAILIO_BIN, ['-DD', '-E', '-f', cfg, '-P', join(dir, 'kamailio.pid'), '-Y', runDir, '-w', dir, '-m', '32', '-M', '4'], {
+  const child: ChildProcess = spawn(KAMAILIO_BIN, ['-DD', '-E', '-f', cfg, ...defines, '-P', join(dir, 'kamailio.pid'), '-Y', runDir, '-w', dir, '-m', '32', '-M', '4'], {
     stdio: ['ignore', 'ignore', 'pipe'],
     detached: true,
   });
@@ -150,6 +182,7 @@ export async function startKamailio(o: KamailioOptions): Promise<Kamailio> {
   return {
     port,
     dir,
+    pid: child.pid,
     log: () => stderr,
     async stop() {
       if (running) {

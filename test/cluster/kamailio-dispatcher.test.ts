@@ -1,0 +1,402 @@
+/**
+ * The cluster front of issue 25 on loopback: Kamailio (Debian `kamailio`) runs the SHIPPED
+ * deploy/kamailio/kamailio.cfg (dispatcher-kamailio.ts passes the test's addresses and shorter
+ * timers as `-A` defines) in front of three real callbridge daemons (callbridge-node.ts: `node
+ * bin/callbridge.js start` children, each with its own data directory, ports and RTP range).
+ * SIPp (scenarios/bridge-acl.xml) calls Kamailio; the test process is the caller's RTP side
+ * (rtp-peer.ts) and hears the agent's first message from whichever node took the call.
+ *
+ * Until the PostgreSQL store lands each node has its own SQLite store, so each is provisioned the
+ * same way through its own REST API: an ACL trunk admitting Kamailio's address (127.0.0.1/32;
+ * on loopback SIPp shares it, so the ACL does not tell them apart here), the same agent and the
+ * same number.
+ *
+ * What is shown, with probes every PING_SECS and tm's fr_timer FR_MS:
+ *   (a) a node added by the README's procedure (dispatcher.list + kamcmd dispatcher.reload);
+ *       every call answered and bridged (the first message heard), spread over all three nodes;
+ *   (d) for each call, the caller's BYE went through Kamailio to the node Kamailio dispatched the
+ *       INVITE to, and that node's call history has the call ended by the caller's hang-up (within
+ *       2 s of the BYE); no other node has it;
+ *   (b) kill -9 of a node: Kamailio's probes mark it down within PING_SECS + FR_MS (+ margin);
+ *       then new calls all land on the survivors, with no INVITE sent to the dead node and none
+ *       failing; restarted, it is marked up again and takes calls;
+ *   (c) SIGTERM of a node with a call up: its OPTIONS answer turns 503 + Retry-After, Kamailio
+ *       marks it down within a probe interval, new calls go to the others; its call goes on
+ *       until the caller hangs up, then the node exits 0, and its history (read after a restart
+ *       on the same data directory) has the call ended by that BYE.
+ * Plus, without Kamailio: deploy/docker-compose.yml parses (YAML) and agrees with
+ * deploy/kamailio/dispatcher.list, and the shipped config checks out with its production
+ * defaults (kamailio -c).
+ */
+import { spawnSync } from 'node:child_process';
+import dgram from 'node:dgram';
+import { existsSync, readFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { KAMAILIO_BIN } from '../interop/kamailio.ts';
+import { isBye200, isByeFromCaller, isInvite200, placeBridgeCall, sipTime, type BridgeCall } from '../interop/bridge-harness.ts';
+import { describeSpurts, type Spurt } from '../interop/rtp-peer.ts';
+import { sippAvailable, type SippResult } from '../interop/sipp.ts';
+import { startCallbridgeNode, type CallbridgeNode } from './callbridge-node.ts';
+import { dispatcherFrontAvailable, SHIPPED_CFG, startDispatcherFront, type DispatcherFront } from './dispatcher-kamailio.ts';
+
+const DEPLOY = resolve(dirname(fileURLToPath(import.meta.url)), '../../deploy');
+const sipp = sippAvailable();
+const front = dispatcherFrontAvailable();
+const skipReason = !sipp.ok ? sipp.reason : !front.ok ? front.reason : undefined;
+
+/** DS_PING_INTERVAL and FR_TIMER_MS of this test's Kamailio. */
+const PING_SECS = 1;
+const FR_MS = 1000;
+/** Scheduling margin on a busy 2-core machine (3 daemons, Kamailio, SIPp, the RTP peers). */
+const MARGIN_MS = 1500;
+const NUMBER = '+15550025000';
+const FIRST_MESSAGE = 'Hello! How can I help you today?';
+/** The caller hangs up this long after its ACK: room for the ~2 s first message. */
+const CALL_MS = 4000;
+const FIRST_MESSAGE_WITHIN_MS = 2500;
+const RECORD_ENDED_WITHIN_MS = 2000;
+const DRAIN_DEADLINE_SECS = 20;
+const DIGEST_SECRET = 'cluster-test-digest-secret-0123456789';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const escapeRe = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+
+let kam: DispatcherFront;
+const nodes: CallbridgeNode[] = [];
+let callSeq = 0;
+
+/** A finished call placed through Kamailio. */
+interface ClusterCall {
+  caller: string;
+  callId: string;
+  r: SippResult;
+  spurts: Spurt[];
+  answeredAt: number;
+  byeAt: number;
+  /** Every destination Kamailio dispatched the INVITE to (the last one took it). */
+  dispatched: string[];
+  /** The node the INVITE was dispatched to last. */
+  node: CallbridgeNode | undefined;
+}
+
+/** Everything a failure message needs: Kamailio's log tail and each node's output tail. */
+function context(): string {
+  return [`--- kamailio log (tail)\n${kam?.log().slice(-4000) ?? ''}`, ...nodes.map((n) => `--- ${n.name} (${n.sipUri}) output (tail)\n${n.output().slice(-1500)}`)].join('\n');
+}
+
+const nodeByUri = (uri: string | undefined) => nodes.find((n) => uri !== undefined && (uri === n.sipUri || uri.startsWith(`${n.sipUri};`)));
+
+/** Starts a call (resolves at the 200 OK, when the caller's RTP starts). */
+async function startCall(hangupAfterMs: number): Promise<{ caller: string; call: BridgeCall }> {
+  const caller = `+1555700${String(++callSeq).padStart(4, '0')}`;
+  const call = await placeBridgeCall({ scenario: 'bridge-acl', remote: `127.0.0.1:${kam.port}`, service: NUMBER, caller, hangupAfterMs, timeoutMs: hangupAfterMs + 15_000 }).catch((err: unknown) => {
+    throw new Error(`call from ${caller} through Kamailio not answered: ${err instanceof Error ? err.message : String(err)}\n${context()}`, { cause: err });
+  });
+  return { caller, call };
+}
+
+/** Waits for a started call to end (the caller's BYE) and collects what is needed to judge it. */
+async function finishCall(started: { caller: string; call: BridgeCall }): Promise<ClusterCall> {
+  const { caller, call } = started;
+  try {
+    const r = await call.proc.result;
+    const callId = r.requests('INVITE', 'sent')[0]?.header('Call-ID') ?? '';
+    const dispatched = kam.dispatchedTo(callId);
+    return {
+      caller,
+      callId,
+      r,
+      // A 1 s hangover joins the message's sentences: eSpeak pauses ~350 ms after "Hello!", and
+      // more when three nodes share two busy cores; what counts here is that it was heard.
+      spurts: call.peer.spurts({ hangoverMs: 1000 }),
+      answeredAt: sipTime(r, isInvite200) ?? Number.NaN,
+      byeAt: sipTime(r, isByeFromCaller) ?? Number.NaN,
+      dispatched,
+      node: nodeByUri(dispatched.at(-1)),
+    };
+  } finally {
+    await call.cleanup();
+  }
+}
+
+async function placeCall(hangupAfterMs = CALL_MS): Promise<ClusterCall> {
+  return finishCall(await startCall(hangupAfterMs));
+}
+
+/** `count` calls at once (started 200 ms apart); all are awaited even when one fails. */
+async function wave(count: number): Promise<ClusterCall[]> {
+  const settled = await Promise.allSettled(Array.from({ length: count }, (_, i) => sleep(i * 200).then(() => placeCall())));
+  const failed = settled.find((s) => s.status === 'rejected');
+  if (failed) throw (failed as PromiseRejectedResult).reason;
+  return settled.map((s) => (s as PromiseFulfilledResult<ClusterCall>).value);
+}
+
+/** Answered (one 200), the caller's BYE answered 200, and the agent's first message heard as speech. */
+function expectBridged(c: ClusterCall): void {
+  const ctx = `${c.caller} (Call-ID ${c.callId}, dispatched to ${c.dispatched.join(', ') || 'nowhere'})\n${c.r.describe()}\nheard:\n${describeSpurts(c.spurts, c.answeredAt)}`;
+  expect(c.r.code, ctx).toBe(0);
+  expect(c.r.killed, ctx).toBe(false);
+  expect(c.r.statuses('received', 'INVITE').filter((s) => s >= 200), ctx).toEqual([200]);
+  expect(c.r.statuses('received', 'BYE').filter((s) => s >= 200), ctx).toEqual([200]);
+  expect(sipTime(c.r, isBye200), ctx).toBeDefined();
+  expect(c.node, `Kamailio's dispatch of ${c.callId} names no node\n${ctx}\n${context()}`).toBeDefined();
+  const first = c.spurts[0];
+  expect(first, `no first message heard\n${ctx}`).toBeDefined();
+  expect(first!.start - c.answeredAt, `first message too late\n${ctx}`).toBeLessThanOrEqual(FIRST_MESSAGE_WITHIN_MS);
+  expect(first!.start, `audio before the 200 OK\n${ctx}`).toBeGreaterThanOrEqual(c.answeredAt - 100);
+  expect(first!.mediaMs, ctx).toBeGreaterThanOrEqual(1000);
+  expect(first!.rmsDb, ctx).toBeGreaterThan(-35);
+}
+
+/** The node's call records from `caller` (polling until the first one has ended, or the deadline). */
+async function recordsFrom(node: CallbridgeNode, caller: string, deadline = 0): Promise<any[]> {
+  for (;;) {
+    const res = await node.api('GET', '/v1/calls?outbound=false&source=sip&page_size=100');
+    expect(res.status, res.text).toBe(200);
+    const found = (res.body.calls as any[]).filter((c) => c.from === caller);
+    if ((found[0] && found[0].ended_at) || Date.now() > deadline) return found;
+    await sleep(100);
+  }
+}
+
+/**
+ * (d): the caller's BYE went through Kamailio to the node that took the INVITE, and that node's
+ * history has the call, ended by the BYE; the other nodes (those running, but `skip`) never saw it.
+ */
+async function expectEndedByCallerOnOwner(c: ClusterCall, skip?: CallbridgeNode): Promise<void> {
+  const owner = c.node!;
+  const byes = kam.inDialogTo('BYE', c.callId);
+  expect(byes.length, `the caller's BYE of ${c.callId} did not pass Kamailio\n${context()}`).toBeGreaterThan(0);
+  for (const to of byes) expect(to, `BYE of ${c.callId} relayed elsewhere than ${owner.name}`).toMatch(new RegExp(`@?127\\.0\\.0\\.1:${owner.sipPort}(;|>|$)`));
+  const [rec, ...more] = await recordsFrom(owner, c.caller, c.byeAt + RECORD_ENDED_WITHIN_MS + 500);
+  const json = JSON.stringify(rec ?? null);
+  expect(rec, `${owner.name} has no call from ${c.caller}\n${context()}`).toBeDefined();
+  expect(more, json).toEqual([]);
+  expect(rec.to, json).toBe(NUMBER);
+  expect(rec.direction, json).toBe('inbound');
+  expect(rec.status, json).toBe('ended');
+  expect(rec.termination_reason, json).toBe('client_closed');
+  expect(Date.parse(rec.ended_at) - c.byeAt, `not ended within ${RECORD_ENDED_WITHIN_MS} ms of the caller's BYE: ${json}`).toBeLessThanOrEqual(RECORD_ENDED_WITHIN_MS);
+  expect(Date.parse(rec.ended_at), json).toBeGreaterThanOrEqual(c.byeAt - 100);
+  for (const other of nodes.filter((n) => n !== owner && n !== skip && n.running())) {
+    expect(await recordsFrom(other, c.caller), `${other.name} has a record of a call it never got`).toEqual([]);
+  }
+}
+
+/** The dispatcher's state flags of a destination (kamcmd dispatcher.list), e.g. "AP" (active, probing) or "IP" (inactive). */
+function dsFlags(uri: string): string | undefined {
+  const text = kam.rpc('dispatcher.list');
+  const m = new RegExp(`URI:\\s*${escapeRe(uri)}\\s*\\n\\s*FLAGS:\\s*(\\S+)`).exec(text);
+  return m?.[1];
+}
+
+/** Our own OPTIONS to a node: its status and Retry-After (what Kamailio's probe gets). */
+async function optionsTo(port: number): Promise<{ status: number; retryAfter?: string }> {
+  const s = dgram.createSocket('udp4');
+  await new Promise<void>((done) => s.bind(0, '127.0.0.1', () => done()));
+  const local = s.address().port;
+  try {
+    const reply = new Promise<string>((done, fail) => {
+      const timer = setTimeout(() => fail(new Error(`no answer to OPTIONS from 127.0.0.1:${port}`)), 3000);
+      s.once('message', (m) => {
+        clearTimeout(timer);
+        done(m.toString('latin1'));
+      });
+    });
+    const msg = [
+      `OPTIONS sip:127.0.0.1:${port} SIP/2.0`,
+      `Via: SIP/2.0/UDP 127.0.0.1:${local};rport;branch=z9hG4bKcluster${Date.now()}`,
+      `From: <sip:probe@127.0.0.1:${local}>;tag=cl${local}`,
+      `To: <sip:127.0.0.1:${port}>`,
+      `Call-ID: cluster-options-${Date.now()}@127.0.0.1`,
+      'CSeq: 1 OPTIONS',
+      'Max-Forwards: 70',
+      'Content-Length: 0',
+      '',
+      '',
+    ].join('\r\n');
+    s.send(msg, port, '127.0.0.1');
+    const text = await reply;
+    return { status: Number(/^SIP\/2\.0 (\d{3})/.exec(text)?.[1]), retryAfter: /^Retry-After:\s*(\S+)/im.exec(text)?.[1] };
+  } finally {
+    s.close();
+  }
+}
+
+const downLine = (n: CallbridgeNode) => new RegExp(`dispatcher: node ${escapeRe(n.sipUri)} down`);
+const upLine = (n: CallbridgeNode) => new RegExp(`dispatcher: node ${escapeRe(n.sipUri)} up`);
+
+/** Resolves with when `pattern` first shows up in Kamailio's log after `fromIndex`. */
+async function logAfter(fromIndex: number, pattern: RegExp, timeoutMs: number): Promise<number> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (pattern.test(kam.log().slice(fromIndex))) return Date.now();
+    if (Date.now() > deadline) throw new Error(`Kamailio did not log ${pattern} within ${timeoutMs} ms\n${context()}`);
+    await sleep(20);
+  }
+}
+
+describe.skipIf(skipReason !== undefined)(`Kamailio dispatcher in front of three callbridge nodes${skipReason ? `: skipped, ${skipReason}` : ''}`, () => {
+  beforeAll(async () => {
+    // Media on the main thread: each start is ~4 s shorter without the worker threads, and the
+    // media path is not what this file tests (test/interop/bridge-e2e.test.ts runs both).
+    const env = {
+      CALLBRIDGE_SIP_DIGEST_SECRET: DIGEST_SECRET,
+      CALLBRIDGE_DRAIN_DEADLINE_SECS: String(DRAIN_DEADLINE_SECS),
+      CALLBRIDGE_RTP_MEDIA_TIMEOUT_SECS: '10',
+      CALLBRIDGE_RTP_MEDIA_THREADS: '0',
+    };
+    // Distinct RTP slices: a port one node holds is never offered by another.
+    const base = 20000 + 600 * Math.floor(Math.random() * 16);
+    const started = await Promise.allSettled([1, 2, 3].map((i) => startCallbridgeNode({ name: `node${i}`, env, rtpPorts: [base + 200 * (i - 1), base + 200 * (i - 1) + 199] })));
+    for (const s of started) if (s.status === 'fulfilled') nodes.push(s.value);
+    const failed = started.find((s) => s.status === 'rejected');
+    if (failed) throw (failed as PromiseRejectedResult).reason;
+    nodes.sort((a, b) => a.name.localeCompare(b.name));
+    // The same provisioning on every node, through its own REST API.
+    for (const n of nodes) {
+      const agent = await n.api('POST', '/v1/agents', { name: 'Cluster desk', first_message: FIRST_MESSAGE });
+      expect(agent.status, agent.text).toBe(201);
+      const trunk = await n.api('POST', '/v1/sip-trunks', { pbx: 'generic', name: 'kamailio front', inbound_auth_type: 'acl', inbound_acl: ['127.0.0.1/32'] });
+      expect(trunk.status, trunk.text).toBe(201);
+      const a = await n.api('POST', `/v1/sip-trunks/${trunk.body.id}/assignments`, { agent_id: agent.body.id, alternate_number: NUMBER });
+      expect(a.status, a.text).toBe(201);
+    }
+    // Two nodes at first: (a) adds the third the way deploy/README.md says.
+    kam = await startDispatcherFront({ nodes: [nodes[0]!.sipUri, nodes[1]!.sipUri], pingIntervalSecs: PING_SECS, frTimerMs: FR_MS });
+  }, 60_000);
+
+  afterAll(async () => {
+    await Promise.all(nodes.map((n) => n.close()));
+    await kam?.stop();
+  });
+
+  it('(a, d) a node added by dispatcher.list + dispatcher.reload; six calls answered and bridged, two per node, each ended by the caller on the node that owns it', async () => {
+    expect(dsFlags(nodes[2]!.sipUri)).toBeUndefined();
+    kam.setNodes(nodes.map((n) => n.sipUri));
+    for (const n of nodes) expect(dsFlags(n.sipUri), kam.rpc('dispatcher.list')).toMatch(/^A/);
+
+    const calls = [...(await wave(3)), ...(await wave(3))];
+    for (const c of calls) expectBridged(c);
+    // Round robin over three active nodes: two calls each; no call needed a failover.
+    const perNode = nodes.map((n) => calls.filter((c) => c.node === n).length);
+    expect(perNode, calls.map((c) => `${c.caller} -> ${c.dispatched.join(' -> ')}`).join('\n')).toEqual([2, 2, 2]);
+    for (const c of calls) expect(c.dispatched.length, c.callId).toBe(1);
+    for (const c of calls) await expectEndedByCallerOnOwner(c);
+  }, 45_000);
+
+  it('(b) kill -9: the probes take the node out within a probe interval and fr_timer, new calls land on the survivors with no failed setup; restarted, it takes calls again', async () => {
+    const dead = nodes[2]!;
+    const mark = kam.log().length;
+    const killedAt = Date.now();
+    await dead.kill9();
+    const downAt = await logAfter(mark, downLine(dead), PING_SECS * 1000 + FR_MS + MARGIN_MS + 2000);
+    expect(downAt - killedAt, `marked down ${downAt - killedAt} ms after the kill`).toBeLessThanOrEqual(PING_SECS * 1000 + FR_MS + MARGIN_MS);
+    expect(dsFlags(dead.sipUri)).toMatch(/^I/);
+
+    // Round robin would give the dead node one of three calls: the probes must have taken it out.
+    const afterKill = await wave(3);
+    for (const c of afterKill) expectBridged(c);
+    for (const c of afterKill) {
+      expect(c.dispatched, `${c.callId} was sent to the dead node`).not.toContain(dead.sipUri);
+      expect(c.dispatched.length, `${c.callId} needed a failover: ${c.dispatched.join(' -> ')}`).toBe(1);
+      expect([nodes[0], nodes[1]]).toContain(c.node);
+    }
+    for (const c of afterKill) await expectEndedByCallerOnOwner(c);
+
+    const restartMark = kam.log().length;
+    await dead.start();
+    const readyAt = Date.now();
+    const upAt = await logAfter(restartMark, upLine(dead), PING_SECS * 1000 + MARGIN_MS + 2000);
+    expect(upAt - readyAt).toBeLessThanOrEqual(PING_SECS * 1000 + MARGIN_MS);
+    const afterRestart = await wave(3);
+    for (const c of afterRestart) expectBridged(c);
+    expect(afterRestart.filter((c) => c.node === dead).length, afterRestart.map((c) => `${c.caller} -> ${c.dispatched.join(' -> ')}`).join('\n')).toBe(1);
+    for (const c of afterRestart) await expectEndedByCallerOnOwner(c);
+  }, 60_000);
+
+  it('(c) SIGTERM with a call up: OPTIONS turn 503, Kamailio takes the node out, new calls go elsewhere; its call ends with the caller\'s BYE, then it exits 0', async () => {
+    const LONG_CALL_MS = 12_000;
+    const long = await startCall(LONG_CALL_MS);
+    // Which node took it: the one whose history has the caller.
+    let owner: CallbridgeNode | undefined;
+    for (const until = Date.now() + 3000; !owner && Date.now() < until; ) {
+      for (const n of nodes) if ((await recordsFrom(n, long.caller)).length > 0) owner = n;
+      if (!owner) await sleep(100);
+    }
+    expect(owner, `no node has the call from ${long.caller}\n${context()}`).toBeDefined();
+    const draining = owner!;
+    const others = nodes.filter((n) => n !== draining);
+
+    const mark = kam.log().length;
+    const termAt = Date.now();
+    const exitCode = draining.terminate();
+    const downAt = await logAfter(mark, downLine(draining), PING_SECS * 1000 + MARGIN_MS + 2000);
+    expect(downAt - termAt, `marked down ${downAt - termAt} ms after SIGTERM`).toBeLessThanOrEqual(PING_SECS * 1000 + MARGIN_MS);
+    expect(dsFlags(draining.sipUri)).toMatch(/^I/);
+    // What Kamailio's probe got: the drain's 503 (not silence: the node is up and has a call).
+    expect(await optionsTo(draining.sipPort)).toEqual({ status: 503, retryAfter: String(DRAIN_DEADLINE_SECS) });
+
+    const meanwhile = await wave(3);
+    for (const c of meanwhile) expectBridged(c);
+    for (const c of meanwhile) {
+      expect(c.dispatched, `${c.callId} was sent to the draining node`).not.toContain(draining.sipUri);
+      expect(c.dispatched.length, `${c.callId} needed a failover: ${c.dispatched.join(' -> ')}`).toBe(1);
+      expect(others).toContain(c.node);
+    }
+    for (const c of meanwhile) await expectEndedByCallerOnOwner(c, draining);
+    // Its own call is still up, so it still runs.
+    expect(draining.running(), `${draining.name} stopped before its call ended\n${draining.output().slice(-2000)}`).toBe(true);
+
+    const l = await finishCall(long);
+    expectBridged(l);
+    expect(l.node).toBe(draining);
+    expect(await Promise.race([exitCode, sleep(8000).then(() => 'still running')]), draining.output().slice(-2000)).toBe(0);
+    // Its history, on the same data directory after a restart: the call ended by the caller's BYE.
+    await draining.start();
+    await expectEndedByCallerOnOwner(l);
+  }, 60_000);
+});
+
+describe('deploy/: the files the cluster front ships', () => {
+  it.skipIf(!front.ok)('kamailio.cfg checks out with its production defaults and the shipped dispatcher.list', () => {
+    const r = spawnSync(KAMAILIO_BIN, ['-c', '-f', SHIPPED_CFG, '-A', `DISPATCHER_LIST="${join(DEPLOY, 'kamailio/dispatcher.list')}"`], { encoding: 'utf8' });
+    expect(r.status, r.stderr).toBe(0);
+  });
+
+  it('docker-compose.yml parses and agrees with dispatcher.list: three nodes at the listed addresses, Kamailio listening at its own, the repository Dockerfile', async () => {
+    let YAML: typeof import('yaml');
+    try {
+      YAML = await import('yaml');
+    } catch {
+      // No YAML library installed (it is a transitive dependency, not ours): nothing to parse with.
+      return;
+    }
+    const compose = YAML.parse(readFileSync(join(DEPLOY, 'docker-compose.yml'), 'utf8'), { merge: true });
+    const services = compose.services as Record<string, any>;
+    expect(Object.keys(services).sort()).toEqual(['kamailio', 'node1', 'node2', 'node3', 'postgres']);
+    const listed = readFileSync(join(DEPLOY, 'kamailio/dispatcher.list'), 'utf8')
+      .split('\n')
+      .filter((l) => l.trim() && !l.startsWith('#'))
+      .map((l) => l.trim().split(/\s+/));
+    for (const line of listed) expect(line[0]).toBe('1');
+    const ip = (svc: any) => svc.networks.cluster.ipv4_address as string;
+    const nodeNames = ['node1', 'node2', 'node3'];
+    expect(listed.map((l) => l[1]).sort()).toEqual(nodeNames.map((n) => `sip:${ip(services[n])}:${services[n].environment.CALLBRIDGE_SIP_PORT}`).sort());
+    for (const n of nodeNames) {
+      const svc = services[n];
+      expect(existsSync(resolve(DEPLOY, svc.build.context, svc.build.dockerfile))).toBe(true);
+      expect(svc.environment.CALLBRIDGE_SIP_ADVERTISE_ADDRESS).toBe(ip(svc));
+      // The secrets that make nodes interchangeable come from one place.
+      expect(svc.environment.CALLBRIDGE_SIP_DIGEST_SECRET).toMatch(/^\$\{CALLBRIDGE_SIP_DIGEST_SECRET:\?/);
+      expect(svc.stop_signal).toBe('SIGTERM');
+      expect(Number.parseInt(svc.stop_grace_period, 10)).toBeGreaterThan(Number(svc.environment.CALLBRIDGE_DRAIN_DEADLINE_SECS));
+    }
+    const kamailio = services.kamailio;
+    expect(kamailio.command).toContain(`LISTEN_ADDR=${ip(kamailio)}`);
+    expect(existsSync(join(DEPLOY, kamailio.build, 'Dockerfile'))).toBe(true);
+    expect(kamailio.volumes).toContain('./kamailio:/etc/kamailio:ro');
+  });
+});
