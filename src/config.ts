@@ -108,6 +108,26 @@ convict.addFormat({
     if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new Error('must be an http(s) URL');
   },
 });
+/**
+ * The store's database: empty (the embedded SQLite in data_dir) or a PostgreSQL URL. The value
+ * may hold a password, so no message here repeats it (the setting is sensitive too: convict
+ * leaves sensitive values out of its own messages).
+ */
+convict.addFormat({
+  name: 'store-url',
+  validate(value: unknown) {
+    if (value === '') return;
+    const expected = 'must be empty (the embedded SQLite database in data_dir) or a postgres:// or postgresql:// URL';
+    if (typeof value !== 'string') throw new Error(expected);
+    let u: URL;
+    try {
+      u = new URL(value);
+    } catch {
+      throw new Error(`${expected} (this one cannot be parsed as a URL)`);
+    }
+    if (u.protocol !== 'postgres:' && u.protocol !== 'postgresql:') throw new Error(`${expected} (this one is ${u.protocol.slice(0, 20)})`);
+  },
+});
 convict.addFormat({
   name: 'llm-providers',
   coerce: parseJsonEnv,
@@ -215,6 +235,16 @@ const schema = {
     format: String,
     default: './data',
     env: 'CALLBRIDGE_DATA_DIR',
+  },
+  store: {
+    url: {
+      doc: 'Database of the store. Empty = the embedded SQLite database in data_dir (one node). postgres://user:password@host:port/database = PostgreSQL, which several nodes may share (docs/store-postgres.md); security.encryption_key and security.token_secret must then be set, the same on every node. A secret (it may hold the password): never logged.',
+      format: 'store-url',
+      default: '',
+      env: 'CALLBRIDGE_STORE_URL',
+      sensitive: true,
+    },
+    pool_size: { doc: 'PostgreSQL store: connections this node may open to the database (unused with SQLite).', format: 'nat', default: 10, env: 'CALLBRIDGE_STORE_POOL_SIZE' },
   },
   log_level: {
     doc: 'pino log level.',
@@ -580,14 +610,14 @@ const schema = {
   },
   security: {
     token_secret: {
-      doc: 'HS256 secret of session tokens, 32 bytes base64. Empty = generated once into <data_dir>/token-secret.',
+      doc: 'HS256 secret of session tokens, 32 bytes base64. Empty = generated once into <data_dir>/token-secret (embedded SQLite store only: required with store.url).',
       format: 'secret-or-empty',
       default: '',
       env: 'CALLBRIDGE_TOKEN_SECRET',
       sensitive: true,
     },
     encryption_key: {
-      doc: 'AES-256-GCM key for passwords and carrier tokens at rest, 32 bytes base64. Empty = generated once into <data_dir>/encryption-key.',
+      doc: 'AES-256-GCM key for passwords and carrier tokens at rest, 32 bytes base64. Empty = generated once into <data_dir>/encryption-key (embedded SQLite store only: required with store.url).',
       format: 'secret-or-empty',
       default: '',
       env: 'CALLBRIDGE_ENCRYPTION_KEY',
@@ -627,6 +657,7 @@ const schema = {
 
 export type Config = {
   data_dir: string;
+  store: { url: string; pool_size: number };
   log_level: string;
   http: { host: string; port: number; body_limit: number; public_url: string; fair_share_ms: number };
   sip: {
@@ -778,6 +809,14 @@ function flatten(obj: Record<string, unknown>, prefix = ''): Array<[string, unkn
 
 /** Rules that involve more than one setting. */
 function crossCheck(config: Config): void {
+  if (config.store.pool_size < 1) throw new ConfigError('invalid configuration: store.pool_size must be at least 1');
+  if (config.store.url !== '' && (config.security.encryption_key === '' || config.security.token_secret === '')) {
+    // Generated secrets live in one node's data_dir: another node sharing the database could
+    // neither read the trunk passwords sealed with that key nor verify the tokens signed with it.
+    throw new ConfigError(
+      'invalid configuration: store.url names a PostgreSQL database, so security.encryption_key and security.token_secret must both be set (32 bytes base64 each, the same on every node sharing the database); they are not generated into data_dir then',
+    );
+  }
   if (config.rtp.media_thread_nice < -20 || config.rtp.media_thread_nice > 19) {
     throw new ConfigError(`invalid configuration: rtp.media_thread_nice (${config.rtp.media_thread_nice}) is outside -20..19`);
   }
