@@ -24,6 +24,10 @@
  *       marks it down within a probe interval, new calls go to the others; its call goes on
  *       until the caller hangs up, then the node exits 0, and its history (read after a restart
  *       on the same data directory) has the call ended by that BYE.
+ *   Failover, in (b) and (c): a second Kamailio on the same config without probes
+ *       (DS_PING_INTERVAL 0) gets three calls right after the kill -9 / the SIGTERM; round robin
+ *       sends one to the bad node, which answers nothing (tm's 408 after fr_timer) / 503, and
+ *       that call goes on to another node and is answered.
  * Plus, without Kamailio: deploy/docker-compose.yml parses (YAML) and agrees with
  * deploy/kamailio/dispatcher.list, and the shipped config checks out with its production
  * defaults (kamailio -c).
@@ -64,6 +68,8 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const escapeRe = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
 let kam: DispatcherFront;
+/** The same config without probes (DS_PING_INTERVAL 0): only failover keeps calls off a bad node. */
+let blind: DispatcherFront;
 const nodes: CallbridgeNode[] = [];
 let callSeq = 0;
 
@@ -83,27 +89,27 @@ interface ClusterCall {
 
 /** Everything a failure message needs: Kamailio's log tail and each node's output tail. */
 function context(): string {
-  return [`--- kamailio log (tail)\n${kam?.log().slice(-4000) ?? ''}`, ...nodes.map((n) => `--- ${n.name} (${n.sipUri}) output (tail)\n${n.output().slice(-1500)}`)].join('\n');
+  return [`--- kamailio log (tail)\n${kam?.log().slice(-4000) ?? ''}`, `--- probe-less kamailio log (tail)\n${blind?.log().slice(-1500) ?? ''}`, ...nodes.map((n) => `--- ${n.name} (${n.sipUri}) output (tail)\n${n.output().slice(-1500)}`)].join('\n');
 }
 
 const nodeByUri = (uri: string | undefined) => nodes.find((n) => uri !== undefined && (uri === n.sipUri || uri.startsWith(`${n.sipUri};`)));
 
 /** Starts a call (resolves at the 200 OK, when the caller's RTP starts). */
-async function startCall(hangupAfterMs: number): Promise<{ caller: string; call: BridgeCall }> {
+async function startCall(hangupAfterMs: number, front = kam): Promise<{ caller: string; call: BridgeCall; front: DispatcherFront }> {
   const caller = `+1555700${String(++callSeq).padStart(4, '0')}`;
-  const call = await placeBridgeCall({ scenario: 'bridge-acl', remote: `127.0.0.1:${kam.port}`, service: NUMBER, caller, hangupAfterMs, timeoutMs: hangupAfterMs + 15_000 }).catch((err: unknown) => {
+  const call = await placeBridgeCall({ scenario: 'bridge-acl', remote: `127.0.0.1:${front.port}`, service: NUMBER, caller, hangupAfterMs, timeoutMs: hangupAfterMs + 15_000 }).catch((err: unknown) => {
     throw new Error(`call from ${caller} through Kamailio not answered: ${err instanceof Error ? err.message : String(err)}\n${context()}`, { cause: err });
   });
-  return { caller, call };
+  return { caller, call, front };
 }
 
 /** Waits for a started call to end (the caller's BYE) and collects what is needed to judge it. */
-async function finishCall(started: { caller: string; call: BridgeCall }): Promise<ClusterCall> {
-  const { caller, call } = started;
+async function finishCall(started: { caller: string; call: BridgeCall; front: DispatcherFront }): Promise<ClusterCall> {
+  const { caller, call, front } = started;
   try {
     const r = await call.proc.result;
     const callId = r.requests('INVITE', 'sent')[0]?.header('Call-ID') ?? '';
-    const dispatched = kam.dispatchedTo(callId);
+    const dispatched = front.dispatchedTo(callId);
     return {
       caller,
       callId,
@@ -121,13 +127,13 @@ async function finishCall(started: { caller: string; call: BridgeCall }): Promis
   }
 }
 
-async function placeCall(hangupAfterMs = CALL_MS): Promise<ClusterCall> {
-  return finishCall(await startCall(hangupAfterMs));
+async function placeCall(hangupAfterMs = CALL_MS, front = kam): Promise<ClusterCall> {
+  return finishCall(await startCall(hangupAfterMs, front));
 }
 
 /** `count` calls at once (started 200 ms apart); all are awaited even when one fails. */
-async function wave(count: number): Promise<ClusterCall[]> {
-  const settled = await Promise.allSettled(Array.from({ length: count }, (_, i) => sleep(i * 200).then(() => placeCall())));
+async function wave(count: number, hangupAfterMs = CALL_MS, front = kam): Promise<ClusterCall[]> {
+  const settled = await Promise.allSettled(Array.from({ length: count }, (_, i) => sleep(i * 200).then(() => placeCall(hangupAfterMs, front))));
   const failed = settled.find((s) => s.status === 'rejected');
   if (failed) throw (failed as PromiseRejectedResult).reason;
   return settled.map((s) => (s as PromiseFulfilledResult<ClusterCall>).value);
@@ -148,6 +154,50 @@ function expectBridged(c: ClusterCall): void {
   expect(first!.start, `audio before the 200 OK\n${ctx}`).toBeGreaterThanOrEqual(c.answeredAt - 100);
   expect(first!.mediaMs, ctx).toBeGreaterThanOrEqual(1000);
   expect(first!.rmsDb, ctx).toBeGreaterThan(-35);
+}
+
+/** Answered (one 200) and the caller's BYE answered 200: the SIP side of a call. */
+function expectAnswered(c: ClusterCall): void {
+  const ctx = `${c.caller} (Call-ID ${c.callId}, dispatched to ${c.dispatched.join(', ') || 'nowhere'})\n${c.r.describe()}`;
+  expect(c.r.code, ctx).toBe(0);
+  expect(c.r.statuses('received', 'INVITE').filter((s) => s >= 200), ctx).toEqual([200]);
+  expect(c.r.statuses('received', 'BYE').filter((s) => s >= 200), ctx).toEqual([200]);
+}
+
+/**
+ * Calls through the probe-less front while `bad` is dead (no reply: tm's local 408 after
+ * fr_timer) or draining (503): round robin sent exactly one of them to `bad` first, and that one
+ * failed over to another node (marked in the log with what `bad` answered) and was answered all
+ * the same; the others went straight to other nodes.
+ */
+function expectOneFailover(calls: ClusterCall[], bad: CallbridgeNode, code: 408 | 503): void {
+  const story = `${calls.map((c) => `${c.caller} -> ${c.dispatched.join(' -> ')}`).join('\n')}\n${context()}`;
+  for (const c of calls) expectAnswered(c);
+  const detoured = calls.filter((c) => c.dispatched[0] === bad.sipUri);
+  expect(detoured.length, story).toBe(1);
+  const d = detoured[0]!;
+  expect(d.dispatched.length, story).toBe(2);
+  expect(d.node, story).toBeDefined();
+  expect(d.node, story).not.toBe(bad);
+  expect(blind.log(), story).toMatch(new RegExp(`dispatch INVITE ${escapeRe(d.callId)} to ${escapeRe(d.node!.sipUri)} \\(failover: ${escapeRe(bad.sipUri)} answered ${code}\\)`));
+  if (code === 408) {
+    // The dead node cost this caller fr_timer, no more.
+    const inviteAt = sipTime(d.r, (m) => m.direction === 'sent' && m.method === 'INVITE')!;
+    expect(d.answeredAt - inviteAt, story).toBeGreaterThanOrEqual(FR_MS - 100);
+  }
+  for (const c of calls.filter((x) => x !== d)) {
+    expect(c.dispatched.length, story).toBe(1);
+    expect(c.node, story).not.toBe(bad);
+  }
+}
+
+/** Polls our own OPTIONS until the node answers 503 (its drain has begun). */
+async function until503(node: CallbridgeNode, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while ((await optionsTo(node.sipPort)).status !== 503) {
+    if (Date.now() > deadline) throw new Error(`${node.name} did not answer OPTIONS 503 within ${timeoutMs} ms of SIGTERM`);
+    await sleep(50);
+  }
 }
 
 /** The node's call records from `caller` (polling until the first one has ended, or the deadline). */
@@ -265,12 +315,16 @@ describe.skipIf(skipReason !== undefined)(`Kamailio dispatcher in front of three
       expect(a.status, a.text).toBe(201);
     }
     // Two nodes at first: (a) adds the third the way deploy/README.md says.
-    kam = await startDispatcherFront({ nodes: [nodes[0]!.sipUri, nodes[1]!.sipUri], pingIntervalSecs: PING_SECS, frTimerMs: FR_MS });
+    [kam, blind] = await Promise.all([
+      startDispatcherFront({ nodes: [nodes[0]!.sipUri, nodes[1]!.sipUri], pingIntervalSecs: PING_SECS, frTimerMs: FR_MS }),
+      startDispatcherFront({ nodes: nodes.map((n) => n.sipUri), pingIntervalSecs: 0, frTimerMs: FR_MS }),
+    ]);
   }, 60_000);
 
   afterAll(async () => {
     await Promise.all(nodes.map((n) => n.close()));
     await kam?.stop();
+    await blind?.stop();
   });
 
   it('(a, d) a node added by dispatcher.list + dispatcher.reload; six calls answered and bridged, two per node, each ended by the caller on the node that owns it', async () => {
@@ -292,7 +346,9 @@ describe.skipIf(skipReason !== undefined)(`Kamailio dispatcher in front of three
     const mark = kam.log().length;
     const killedAt = Date.now();
     await dead.kill9();
-    const downAt = await logAfter(mark, downLine(dead), PING_SECS * 1000 + FR_MS + MARGIN_MS + 2000);
+    // Meanwhile, through the front without probes: failover alone keeps these calls alive.
+    const [downAt, blindCalls] = await Promise.all([logAfter(mark, downLine(dead), PING_SECS * 1000 + FR_MS + MARGIN_MS + 2000), wave(3, 1000, blind)]);
+    expectOneFailover(blindCalls, dead, 408);
     expect(downAt - killedAt, `marked down ${downAt - killedAt} ms after the kill`).toBeLessThanOrEqual(PING_SECS * 1000 + FR_MS + MARGIN_MS);
     expect(dsFlags(dead.sipUri)).toMatch(/^I/);
 
@@ -318,37 +374,49 @@ describe.skipIf(skipReason !== undefined)(`Kamailio dispatcher in front of three
   }, 60_000);
 
   it('(c) SIGTERM with a call up: OPTIONS turn 503, Kamailio takes the node out, new calls go elsewhere; its call ends with the caller\'s BYE, then it exits 0', async () => {
-    const LONG_CALL_MS = 12_000;
+    const LONG_CALL_MS = 13_000;
     const long = await startCall(LONG_CALL_MS);
-    // Which node took it: the one whose history has the caller.
-    let owner: CallbridgeNode | undefined;
-    for (const until = Date.now() + 3000; !owner && Date.now() < until; ) {
-      for (const n of nodes) if ((await recordsFrom(n, long.caller)).length > 0) owner = n;
-      if (!owner) await sleep(100);
-    }
-    expect(owner, `no node has the call from ${long.caller}\n${context()}`).toBeDefined();
-    const draining = owner!;
-    const others = nodes.filter((n) => n !== draining);
+    let draining: CallbridgeNode;
+    let exitCode: Promise<number | null>;
+    try {
+      // Which node took it: the one whose history has the caller.
+      let owner: CallbridgeNode | undefined;
+      for (const until = Date.now() + 3000; !owner && Date.now() < until; ) {
+        for (const n of nodes) if ((await recordsFrom(n, long.caller)).length > 0) owner = n;
+        if (!owner) await sleep(100);
+      }
+      expect(owner, `no node has the call from ${long.caller}\n${context()}`).toBeDefined();
+      draining = owner!;
+      const others = nodes.filter((n) => n !== draining);
 
-    const mark = kam.log().length;
-    const termAt = Date.now();
-    const exitCode = draining.terminate();
-    const downAt = await logAfter(mark, downLine(draining), PING_SECS * 1000 + MARGIN_MS + 2000);
-    expect(downAt - termAt, `marked down ${downAt - termAt} ms after SIGTERM`).toBeLessThanOrEqual(PING_SECS * 1000 + MARGIN_MS);
-    expect(dsFlags(draining.sipUri)).toMatch(/^I/);
-    // What Kamailio's probe got: the drain's 503 (not silence: the node is up and has a call).
-    expect(await optionsTo(draining.sipPort)).toEqual({ status: 503, retryAfter: String(DRAIN_DEADLINE_SECS) });
+      const mark = kam.log().length;
+      const termAt = Date.now();
+      exitCode = draining.terminate();
+      await until503(draining, 3000);
+      // The probe-less front marked the node killed in (b) down for good: all active again first.
+      for (const n of nodes) blind.rpc('dispatcher.set_state', 'a', '1', n.sipUri);
+      const [downAt, blindCalls] = await Promise.all([logAfter(mark, downLine(draining), PING_SECS * 1000 + MARGIN_MS + 2000), wave(3, 1000, blind)]);
+      expectOneFailover(blindCalls, draining, 503);
+      expect(downAt - termAt, `marked down ${downAt - termAt} ms after SIGTERM`).toBeLessThanOrEqual(PING_SECS * 1000 + MARGIN_MS);
+      expect(dsFlags(draining.sipUri)).toMatch(/^I/);
+      // What Kamailio's probe got: the drain's 503 (not silence: the node is up and has a call).
+      expect(await optionsTo(draining.sipPort)).toEqual({ status: 503, retryAfter: String(DRAIN_DEADLINE_SECS) });
 
-    const meanwhile = await wave(3);
-    for (const c of meanwhile) expectBridged(c);
-    for (const c of meanwhile) {
-      expect(c.dispatched, `${c.callId} was sent to the draining node`).not.toContain(draining.sipUri);
-      expect(c.dispatched.length, `${c.callId} needed a failover: ${c.dispatched.join(' -> ')}`).toBe(1);
-      expect(others).toContain(c.node);
+      const meanwhile = await wave(3);
+      for (const c of meanwhile) expectBridged(c);
+      for (const c of meanwhile) {
+        expect(c.dispatched, `${c.callId} was sent to the draining node`).not.toContain(draining.sipUri);
+        expect(c.dispatched.length, `${c.callId} needed a failover: ${c.dispatched.join(' -> ')}`).toBe(1);
+        expect(others).toContain(c.node);
+      }
+      for (const c of meanwhile) await expectEndedByCallerOnOwner(c, draining);
+      // Its own call is still up, so it still runs.
+      expect(draining.running(), `${draining.name} stopped before its call ended\n${draining.output().slice(-2000)}`).toBe(true);
+    } catch (err) {
+      // SIPp and the RTP peer of the long call are not left behind.
+      await long.call.cleanup();
+      throw err;
     }
-    for (const c of meanwhile) await expectEndedByCallerOnOwner(c, draining);
-    // Its own call is still up, so it still runs.
-    expect(draining.running(), `${draining.name} stopped before its call ended\n${draining.output().slice(-2000)}`).toBe(true);
 
     const l = await finishCall(long);
     expectBridged(l);
