@@ -34,6 +34,7 @@
  */
 import { spawnSync } from 'node:child_process';
 import dgram from 'node:dgram';
+import net from 'node:net';
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -275,6 +276,42 @@ async function optionsTo(port: number): Promise<{ status: number; retryAfter?: s
   }
 }
 
+/** An OPTIONS to Kamailio itself over TCP: the status line of its answer (its TCP listener works). */
+async function optionsOverTcp(port: number): Promise<string> {
+  const sock = net.connect(port, '127.0.0.1');
+  try {
+    await new Promise<void>((done, fail) => {
+      sock.once('connect', () => done());
+      sock.once('error', fail);
+    });
+    const local = sock.localPort;
+    sock.write(
+      [
+        `OPTIONS sip:127.0.0.1:${port};transport=tcp SIP/2.0`,
+        `Via: SIP/2.0/TCP 127.0.0.1:${local};branch=z9hG4bKclustertcp${Date.now()}`,
+        `From: <sip:probe@127.0.0.1:${local}>;tag=tcp${local}`,
+        `To: <sip:127.0.0.1:${port}>`,
+        `Call-ID: cluster-tcp-${Date.now()}@127.0.0.1`,
+        'CSeq: 1 OPTIONS',
+        'Max-Forwards: 70',
+        'Content-Length: 0',
+        '',
+        '',
+      ].join('\r\n'),
+    );
+    const text = await new Promise<string>((done, fail) => {
+      const timer = setTimeout(() => fail(new Error(`no answer over TCP from Kamailio at 127.0.0.1:${port}`)), 3000);
+      sock.once('data', (b) => {
+        clearTimeout(timer);
+        done(b.toString('latin1'));
+      });
+    });
+    return text.split('\r\n')[0]!;
+  } finally {
+    sock.destroy();
+  }
+}
+
 const downLine = (n: CallbridgeNode) => new RegExp(`dispatcher: node ${escapeRe(n.sipUri)} down`);
 const upLine = (n: CallbridgeNode) => new RegExp(`dispatcher: node ${escapeRe(n.sipUri)} up`);
 
@@ -327,7 +364,8 @@ describe.skipIf(skipReason !== undefined)(`Kamailio dispatcher in front of three
     await blind?.stop();
   });
 
-  it('(a, d) a node added by dispatcher.list + dispatcher.reload; six calls answered and bridged, two per node, each ended by the caller on the node that owns it', async () => {
+  it('(a, d) Kamailio on UDP and TCP; a node added by dispatcher.list + dispatcher.reload; six calls answered and bridged, two per node, each ended by the caller on the node that owns it', async () => {
+    expect(await optionsOverTcp(kam.port)).toBe('SIP/2.0 200 Keepalive');
     expect(dsFlags(nodes[2]!.sipUri)).toBeUndefined();
     kam.setNodes(nodes.map((n) => n.sipUri));
     for (const n of nodes) expect(dsFlags(n.sipUri), kam.rpc('dispatcher.list')).toMatch(/^A/);
