@@ -14,6 +14,8 @@
  * What is shown, with probes every PING_SECS and tm's fr_timer FR_MS:
  *   (a) a node added by the README's procedure (dispatcher.list + kamcmd dispatcher.reload);
  *       every call answered and bridged (the first message heard), spread over all three nodes;
+ *       and a digest call: challenged by one node, its retry answered by the next (the nodes
+ *       share sip.digest_secret, so a nonce validates on any of them);
  *   (d) for each call, the caller's BYE went through Kamailio to the node Kamailio dispatched the
  *       INVITE to, and that node's call history has the call ended by the caller's hang-up (within
  *       2 s of the BYE); no other node has it;
@@ -64,6 +66,10 @@ const FIRST_MESSAGE_WITHIN_MS = 2500;
 const RECORD_ENDED_WITHIN_MS = 2000;
 const DRAIN_DEADLINE_SECS = 20;
 const DIGEST_SECRET = 'cluster-test-digest-secret-0123456789';
+/** A digest trunk's number (the ACL trunk does not route it, so an ACL source is challenged). */
+const DIGEST_NUMBER = '+15550025001';
+const DIGEST_USER = 'pbx-behind-kamailio';
+const DIGEST_PASSWORD = 'cluster-digest-password';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const escapeRe = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
@@ -96,9 +102,12 @@ function context(): string {
 const nodeByUri = (uri: string | undefined) => nodes.find((n) => uri !== undefined && (uri === n.sipUri || uri.startsWith(`${n.sipUri};`)));
 
 /** Starts a call (resolves at the 200 OK, when the caller's RTP starts). */
-async function startCall(hangupAfterMs: number, front = kam): Promise<{ caller: string; call: BridgeCall; front: DispatcherFront }> {
+async function startCall(hangupAfterMs: number, front = kam, digest = false): Promise<{ caller: string; call: BridgeCall; front: DispatcherFront }> {
   const caller = `+1555700${String(++callSeq).padStart(4, '0')}`;
-  const call = await placeBridgeCall({ scenario: 'bridge-acl', remote: `127.0.0.1:${front.port}`, service: NUMBER, caller, hangupAfterMs, timeoutMs: hangupAfterMs + 15_000 }).catch((err: unknown) => {
+  const how = digest
+    ? ({ scenario: 'bridge-digest', service: DIGEST_NUMBER, auth: { username: DIGEST_USER, password: DIGEST_PASSWORD } } as const)
+    : ({ scenario: 'bridge-acl', service: NUMBER } as const);
+  const call = await placeBridgeCall({ ...how, remote: `127.0.0.1:${front.port}`, caller, hangupAfterMs, timeoutMs: hangupAfterMs + 15_000 }).catch((err: unknown) => {
     throw new Error(`call from ${caller} through Kamailio not answered: ${err instanceof Error ? err.message : String(err)}\n${context()}`, { cause: err });
   });
   return { caller, call, front };
@@ -350,6 +359,10 @@ describe.skipIf(skipReason !== undefined)(`Kamailio dispatcher in front of three
       expect(trunk.status, trunk.text).toBe(201);
       const a = await n.api('POST', `/v1/sip-trunks/${trunk.body.id}/assignments`, { agent_id: agent.body.id, alternate_number: NUMBER });
       expect(a.status, a.text).toBe(201);
+      const digest = await n.api('POST', '/v1/sip-trunks', { pbx: 'generic', name: 'pbx digest through kamailio', inbound_auth_type: 'digest', inbound_sip_username: DIGEST_USER, inbound_sip_password: DIGEST_PASSWORD });
+      expect(digest.status, digest.text).toBe(201);
+      const d = await n.api('POST', `/v1/sip-trunks/${digest.body.id}/assignments`, { agent_id: agent.body.id, number: DIGEST_NUMBER });
+      expect(d.status, d.text).toBe(201);
     }
     // Two nodes at first: (a) adds the third the way deploy/README.md says.
     [kam, blind] = await Promise.all([
@@ -377,6 +390,18 @@ describe.skipIf(skipReason !== undefined)(`Kamailio dispatcher in front of three
     expect(perNode, calls.map((c) => `${c.caller} -> ${c.dispatched.join(' -> ')}`).join('\n')).toEqual([2, 2, 2]);
     for (const c of calls) expect(c.dispatched.length, c.callId).toBe(1);
     for (const c of calls) await expectEndedByCallerOnOwner(c);
+
+    // Digest passed through: round robin sends the INVITE with credentials (same Call-ID, new
+    // transaction) to the node after the one that challenged; it validates a nonce it did not
+    // issue because the nodes share sip.digest_secret.
+    const dc = await finishCall(await startCall(1000, kam, true));
+    const dctx = `${dc.dispatched.join(' -> ')}\n${dc.r.describe()}`;
+    expect(dc.r.code, dctx).toBe(0);
+    expect(dc.r.statuses('received', 'INVITE').filter((st) => st >= 200), dctx).toEqual([401, 200]);
+    expect(dc.dispatched.length, dctx).toBe(2);
+    expect(nodeByUri(dc.dispatched[0]), dctx).toBeDefined();
+    expect(dc.dispatched[1], `the retry landed on the node that challenged: ${dctx}`).not.toBe(dc.dispatched[0]);
+    expect((await recordsFrom(dc.node!, dc.caller)).length, dctx).toBe(1);
   }, 45_000);
 
   it('(b) kill -9: the probes take the node out within a probe interval and fr_timer, new calls land on the survivors with no failed setup; restarted, it takes calls again', async () => {
