@@ -1013,13 +1013,13 @@ export async function run(): Promise<void> {
     // For the media-stream phase: a carrier number imported under an account (its auth token
     // signs the voice webhook) and assigned to the agent, written as the import route writes it
     // (no carrier lookup: the carrier is the load generator here).
-    const storeA = openStore(dirA, '');
-    const { org, key: aKey } = storeA.organizations.createKey('bench');
+    const storeA = await openStore(dirA, '');
+    const { org, key: aKey } = await storeA.organizations.createKey('bench');
     const { id, name, status, phone_number_id: _p, created_at, updated_at: _u, ...settings } = agent as Record<string, any>;
     const carrier = { accountSid: 'AC' + randomBytes(16).toString('hex'), authToken: randomBytes(16).toString('hex'), numberId: randomUUID() };
-    storeA.telcoNumbers.insert({ id: carrier.numberId, org_id: org.id, phone_number: STREAM_NUMBER, phone_sid: 'PN' + randomBytes(16).toString('hex'), label: 'bench bridge streams', account_sid: carrier.accountSid, auth_token: carrier.authToken, created_at });
-    storeA.agents.insert({ id, org_id: org.id, name, status, phone_number_id: carrier.numberId, settings: settings as any, created_at });
-    storeA.close();
+    await storeA.telcoNumbers.insert({ id: carrier.numberId, org_id: org.id, phone_number: STREAM_NUMBER, phone_sid: 'PN' + randomBytes(16).toString('hex'), label: 'bench bridge streams', account_sid: carrier.accountSid, auth_token: carrier.authToken, created_at });
+    await storeA.agents.insert({ id, org_id: org.id, name, status, phone_number_id: carrier.numberId, settings: settings as any, created_at });
+    await storeA.close();
     writeFileSync(join(dirA, 'initial-api-key'), aKey + '\n', { mode: 0o600 });
     const rtpMin = 30000 + 2 * Math.floor(Math.random() * 5000);
     const a = startChild('bridge daemon (A)', [...nodeArgs('BENCH_BRIDGE_NODE_ARGS'), '--import', 'tsx', join(ROOT, 'bench', 'bridge-server.ts')], {

@@ -59,7 +59,7 @@ const logger = logFile ? createLogger('info', pino.destination({ dest: logFile, 
 // Upstream: no agent runtime here (startDaemon then loads only the resamplers the bridge needs).
 const daemon = await startDaemon(config, logger, () => {}, { mediaWorkerPreload: [memoryProbe], ...(upstream ? { runtimeFactory: null } : {}) });
 // Diagnostics: BENCH_SOAK_SQLITE_CACHE_KIB=<n> sets the store's page cache limit (PRAGMA cache_size = -n).
-if (process.env.BENCH_SOAK_SQLITE_CACHE_KIB) daemon.store.db.pragma(`cache_size = -${Number(process.env.BENCH_SOAK_SQLITE_CACHE_KIB)}`);
+if (process.env.BENCH_SOAK_SQLITE_CACHE_KIB) daemon.store.sqlite!.pragma(`cache_size = -${Number(process.env.BENCH_SOAK_SQLITE_CACHE_KIB)}`);
 
 const workers = createMemoryCollector(() => config.rtp.media_threads);
 const debug = createServer((req, res) => {

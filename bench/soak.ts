@@ -316,11 +316,11 @@ async function startDaemon(dataDir: string, children: Child[], upstreamDir?: str
     up = await startUpstream(upstreamDir, children);
     // The bridge's store before it starts: its organization and key, and the agent under the
     // upstream's id (deployments keep agents in sync by id: docs/bridge.md).
-    const store = openStore(dataDir, '');
-    const { org, key } = store.organizations.createKey('bench');
+    const store = await openStore(dataDir, '');
+    const { org, key } = await store.organizations.createKey('bench');
     const { id, name, status, phone_number_id: _p, created_at, updated_at: _u, ...settings } = up.agent;
-    store.agents.insert({ id, org_id: org.id, name, status, phone_number_id: null, settings: settings as any, created_at });
-    store.close();
+    await store.agents.insert({ id, org_id: org.id, name, status, phone_number_id: null, settings: settings as any, created_at });
+    await store.close();
     writeFileSync(join(dataDir, 'initial-api-key'), key + '\n', { mode: 0o600 });
   }
   const child = startChild('soak daemon', ['--single-threaded-gc', '--expose-gc', '--import', 'tsx', join(ROOT, 'bench', 'soak-server.ts')], {

@@ -65,11 +65,11 @@ async function main(argv: string[]): Promise<number> {
       return 2;
     }
     const config = loadConfig();
-    const store = openStore(config.data_dir, config.security.encryption_key);
+    const store = await openStore(config.data_dir, config.security.encryption_key);
     try {
-      process.stdout.write(store.organizations.createKey(org).key + '\n');
+      process.stdout.write((await store.organizations.createKey(org)).key + '\n');
     } finally {
-      store.close();
+      await store.close();
     }
     return 0;
   }
@@ -99,11 +99,11 @@ async function setVoiceUrlsCommand(args: string[]): Promise<number> {
     process.stderr.write('callbridge telco set-voice-urls: http.public_url (CALLBRIDGE_PUBLIC_URL) is not set: the carrier needs the URL it can reach this daemon at\n');
     return 2;
   }
-  const store = openStore(config.data_dir, config.security.encryption_key);
+  const store = await openStore(config.data_dir, config.security.encryption_key);
   try {
     let orgId: string | undefined;
     if (orgName !== undefined) {
-      orgId = store.organizations.byName(orgName)?.id;
+      orgId = (await store.organizations.byName(orgName))?.id;
       if (orgId === undefined) {
         process.stderr.write(`callbridge telco set-voice-urls: no organization named "${orgName}"\n`);
         return 2;
@@ -115,7 +115,7 @@ async function setVoiceUrlsCommand(args: string[]): Promise<number> {
     process.stderr.write(`${outcomes.filter((o) => o.error === undefined).length} of ${outcomes.length} numbers now send their calls to ${voiceUrl}\n`);
     return outcomes.every((o) => o.error === undefined) ? 0 : 1;
   } finally {
-    store.close();
+    await store.close();
   }
 }
 

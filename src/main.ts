@@ -66,9 +66,9 @@ export const INITIAL_KEY_FILE = 'initial-api-key';
  * First start on an empty data directory: create an organization and key, write the key to a
  * 0600 file and print it once on stdout. Logs say where it is, never what it is.
  */
-export function ensureInitialKey(store: Store, config: Config, logger: Logger, print: (line: string) => void): void {
-  if (store.organizations.activeKeyCount() > 0) return;
-  const { org, key } = store.organizations.createKey('default');
+export async function ensureInitialKey(store: Store, config: Config, logger: Logger, print: (line: string) => void): Promise<void> {
+  if ((await store.organizations.activeKeyCount()) > 0) return;
+  const { org, key } = await store.organizations.createKey('default');
   const path = join(config.data_dir, INITIAL_KEY_FILE);
   writeFileSync(path, key + '\n', { mode: 0o600 });
   print(`callbridge: created organization "${org.name}" (${org.id}); its API key is:\n${key}\n(also written to ${path}; it is not shown again)`);
@@ -91,8 +91,8 @@ export async function startDaemon(
   if (options.runtimeFactory === undefined) await prepareAgentRuntime(config, logger);
   // The bridge's media paths resample (8 <-> 24 kHz) whatever runs the sessions.
   else await initResamplers();
-  const store = openStore(config.data_dir, config.security.encryption_key);
-  ensureInitialKey(store, config, logger, print);
+  const store = await openStore(config.data_dir, config.security.encryption_key);
+  await ensureInitialKey(store, config, logger, print);
   let listening = false;
   let draining = false;
   let sip: SipService | undefined;
@@ -142,7 +142,7 @@ export async function startDaemon(
   } catch (err) {
     voiceCatalog.stop();
     await sip?.close();
-    store.close();
+    await store.close();
     throw err;
   }
   listening = true;
@@ -175,7 +175,9 @@ export async function startDaemon(
         await Promise.all([sip?.drainAndClose(config.drain.deadline_secs * 1000), app.voiceSessions.drain(config.drain.deadline_secs * 1000)]);
         await app.close();
         voiceCatalog.stop();
-        store.close();
+        // The bridge's last record writes (ends, recordings) go in before the store closes.
+        await bridge.recordsWritten();
+        await store.close();
         logger.info('callbridge stopped');
       })();
       return closing;

@@ -92,10 +92,11 @@ function installSipMetrics(registry: Registry, ua: SipUserAgent, ports: { inUse:
     help: 'Unexpired REGISTER bindings of the PBX on each digest trunk (callbridge as its registrar).',
     labelNames: ['trunk_id'] as const,
     registers: [registry],
-    collect() {
+    async collect() {
       // Read at scrape time: bindings expire without an event, and a trunk with none drops out.
+      const counts = await store.registrations.countsByTrunk(Date.now());
       this.reset();
-      for (const [trunkId, n] of store.registrations.countsByTrunk(Date.now())) this.set({ trunk_id: trunkId }, n);
+      for (const [trunkId, n] of counts) this.set({ trunk_id: trunkId }, n);
     },
   });
   new Gauge({
@@ -210,7 +211,7 @@ export async function startSip(config: Config, store: Store, logger: Logger, reg
   const directory = new StoreDirectory(store, { logger: log });
   // ACLs wider than the API accepts today (older data): they still route; say so once at start.
   const aclLimit = { v4: config.sip.acl_min_prefix_v4, v6: config.sip.acl_min_prefix_v6 };
-  for (const { trunkId, cidrs } of directory.wideAclTrunks(aclLimit)) {
+  for (const { trunkId, cidrs } of await directory.wideAclTrunks(aclLimit)) {
     log.warn(
       { trunkId, cidrs, minPrefixV4: aclLimit.v4, minPrefixV6: aclLimit.v6 },
       `SIP trunk ${trunkId} has inbound_acl entries wider than sip.acl_min_prefix_v4 / sip.acl_min_prefix_v6 allow (${cidrs.join(', ')}): they still admit calls, but the API would refuse them now; narrow them`,
@@ -258,11 +259,7 @@ export async function startSip(config: Config, store: Store, logger: Logger, reg
   await ua.start();
   // Expired bindings are ignored on read already; the sweep only keeps the table small.
   const sweep = setInterval(() => {
-    try {
-      store.registrations.sweep(Date.now());
-    } catch (err) {
-      log.warn({ err }, 'sweeping expired SIP registrations failed');
-    }
+    store.registrations.sweep(Date.now()).catch((err: unknown) => log.warn({ err }, 'sweeping expired SIP registrations failed'));
   }, REGISTRATION_SWEEP_MS);
   sweep.unref();
   const metrics = registry ? installSipMetrics(registry, ua, ports, store) : undefined;
@@ -280,6 +277,7 @@ export async function startSip(config: Config, store: Store, logger: Logger, reg
     });
     await health.start();
   }
+  let stateWrites = Promise.resolve();
   const registrations = new OutboundRegistrations({
     layer: ua.layer,
     transport: ua.transport,
@@ -291,11 +289,11 @@ export async function startSip(config: Config, store: Store, logger: Logger, reg
     failoverTimeoutMs: Math.max(1, config.sip.failover_timeout_ms),
     headers: [['User-Agent', 'callbridge']],
     onState: (trunkId, state) => {
-      try {
-        storeOutboundRegistrationState(store, trunkId, state);
-      } catch (err) {
-        log.warn({ err, trunkId }, 'keeping the outbound registration state failed');
-      }
+      // One write after another, in the order the states came: a later state must not be
+      // overwritten by an earlier one still on its way (a store with several connections).
+      stateWrites = stateWrites.then(() =>
+        storeOutboundRegistrationState(store, trunkId, state).catch((err: unknown) => log.warn({ err, trunkId }, 'keeping the outbound registration state failed')),
+      );
     },
     onAttempt: (trunkId, outcome) => metrics?.registerAttempts.inc({ trunk_id: trunkId, outcome }),
     logger: log,
@@ -321,6 +319,8 @@ export async function startSip(config: Config, store: Store, logger: Logger, reg
       while (ua.calls.length > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 100));
       if (ua.calls.length > 0) log.warn({ calls: ua.calls.length }, 'drain deadline reached: hanging up the remaining calls');
       await unregistering;
+      // The states the un-registering reported reach the store before it closes.
+      await stateWrites;
       health?.close();
       clearInterval(sweep);
       await ua.close();
@@ -328,6 +328,7 @@ export async function startSip(config: Config, store: Store, logger: Logger, reg
     },
     close: async () => {
       await registrations.close({ unregister: false });
+      await stateWrites;
       health?.close();
       clearInterval(sweep);
       await ua.close();

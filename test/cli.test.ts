@@ -132,11 +132,11 @@ describe('callbridge CLI', () => {
     const r = spawnSync(process.execPath, [BIN, 'keys', 'create', '--org', 'Acme'], { env: envFor(dataDir), encoding: 'utf8' });
     expect(r.status).toBe(0);
     expect(r.stdout).toMatch(/^cbk_[A-Za-z0-9_-]+\n$/);
-    const store = openStore(dataDir, '');
+    const store = await openStore(dataDir, '');
     try {
-      expect(store.organizations.byApiKey(r.stdout.trim())?.name).toBe('Acme');
+      expect((await store.organizations.byApiKey(r.stdout.trim()))?.name).toBe('Acme');
     } finally {
-      store.close();
+      await store.close();
     }
     const missing = spawnSync(process.execPath, [BIN, 'keys', 'create'], { env: envFor(dataDir), encoding: 'utf8' });
     expect(missing.status).toBe(2);

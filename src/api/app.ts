@@ -46,7 +46,8 @@ function installJsonBodyParser(app: FastifyInstance, fairShare: FairShare): void
         done(null, undefined);
         return;
       }
-      parseJson(req, text, done);
+      // Fastify's own parser answers through done (its type also allows a promise: none here).
+      void parseJson(req, text, done);
     });
   });
 }

@@ -6,7 +6,7 @@ import { sendError } from './errors.ts';
 
 export function installAuth(app: FastifyInstance, store: Store): void {
   app.decorateRequest('org', null as unknown as Organization);
-  // A callback hook, not an async one: it runs on every request and never waits for anything.
+  // A callback hook, not an async one: it runs on every request and waits only for the key lookup.
   app.addHook('onRequest', (req, reply, done) => {
     // Unmatched routes fall through to the 404 handler; public routes need no key.
     if (!req.routeOptions.url || req.routeOptions.config?.public) return done();
@@ -17,12 +17,17 @@ export function installAuth(app: FastifyInstance, store: Store): void {
       sendError(reply, 401, 'missing API key: send Authorization: Bearer <key>');
       return;
     }
-    const org = store.organizations.byApiKey(match[1] as string);
-    if (!org) {
-      sendError(reply, 401, 'invalid API key');
-      return;
-    }
-    req.org = org;
-    done();
+    // A known key is answered from the repository's cache: the promise is already settled.
+    store.organizations.byApiKey(match[1] as string).then(
+      (org) => {
+        if (!org) {
+          sendError(reply, 401, 'invalid API key');
+          return;
+        }
+        req.org = org;
+        done();
+      },
+      (err: unknown) => done(err as Error),
+    );
   });
 }

@@ -85,9 +85,25 @@ export class BridgeCore {
     return this.#leg.trunkId;
   }
 
-  /** Inbound: the leg rings until its session has started, or is refused. */
-  async start(session: InboundSession): Promise<void> {
+  /**
+   * Inbound: the leg rings until its session has started, or is refused. `session` may still be
+   * on its way (read from the store): the hangup handler is in place before it is awaited.
+   */
+  async start(pending: InboundSession | Promise<InboundSession>): Promise<void> {
     this.#leg.onHangup((end) => this.#finish(`caller side ended: ${end.reason}`));
+    let session: InboundSession;
+    if (pending instanceof Promise) {
+      try {
+        session = await pending;
+      } catch (err) {
+        this.#log.error({ err }, 'could not read what the call routes to');
+        this.#refuse('internal_error', 'routing lookup failed');
+        return;
+      }
+      if (this.#done) return;
+    } else {
+      session = pending;
+    }
     if ('refuse' in session) {
       this.#refuse(session.refuse, session.why);
       return;

@@ -90,7 +90,7 @@ export class CallBridge {
     this.#o = options;
     this.#ticker = options.ticker ?? new MediaTicker();
     this.#dialTransfer = options.dialTransfer ?? trunkTransferDialer(() => options.ua(), options.store, options.logger);
-    this.#records = new CallRecordWriter(options.store.calls, options.sessions.recordsCalls);
+    this.#records = new CallRecordWriter(options.store.calls, options.sessions.recordsCalls, options.logger.child({ component: 'bridge' }));
     const c = options.carrier;
     this.#carrierDials =
       c === undefined
@@ -137,17 +137,19 @@ export class CallBridge {
       else call.reject(486, 'Trunk busy');
       return;
     }
-    void this.#track(call).start(inboundSession(this.#o.store.agents, this.#o.sessions, call, this.#inboundVariables(call)));
+    // Counted at once (#track); what it routes to is read from the store meanwhile.
+    const core = this.#track(call);
+    void core.start(this.#inboundVariables(call).then((variables) => inboundSession(this.#o.store.agents, this.#o.sessions, call, variables)));
   }
 
   /**
    * The session variables of a routed inbound call (call-variables.ts). The trunk is read within
    * the route's organization, so no other organization's header_variables can apply.
    */
-  #inboundVariables(call: SipCall): ReturnType<typeof callVariables> {
+  async #inboundVariables(call: SipCall): Promise<ReturnType<typeof callVariables>> {
     const route = call.route;
     if (route === undefined) return [];
-    const trunk = this.#o.store.sipTrunks.get(route.orgId, route.trunkId);
+    const trunk = await this.#o.store.sipTrunks.get(route.orgId, route.trunkId);
     return callVariables({ callerNumber: call.from, calledNumber: route.number, trunk, header: (name) => call.inviteHeader(name) });
   }
 
@@ -226,6 +228,11 @@ export class CallBridge {
     if (update.progress.kind === 'ended') live.leg.carrierEnded(update.progress.status);
   }
 
+  /** Resolves once the call record writes issued so far are made (before the store closes). */
+  recordsWritten(): Promise<void> {
+    return this.#records.settled();
+  }
+
   /** Ends the carrier dials still ringing (the daemon stops). */
   closeCarrierDials(): void {
     this.#carrierDials?.close();
@@ -279,7 +286,7 @@ export class CallBridge {
   async dial(req: OutboundDial): Promise<{ callId: string }> {
     const ua = this.#o.ua();
     if (ua === undefined || !ua.listening) throw unavailable('outbound calling needs the SIP user agent (sip.enabled is false, or it is draining)');
-    const trunk = outboundTrunkFromStore(this.#o.store, req.orgId, req.sipTrunkId);
+    const trunk = await outboundTrunkFromStore(this.#o.store, req.orgId, req.sipTrunkId);
     if (trunk === undefined) throw notFound('sip trunk');
     if (!canCallThrough(trunk)) {
       throw validation(`SIP trunk "${trunk.name}" has no outbound_host, and no PBX is registered on it: set outbound_host, or let the PBX REGISTER with the trunk's inbound_sip_username`);
@@ -289,7 +296,7 @@ export class CallBridge {
       this.#o.metrics?.failure(`limit_${over}`);
       throw tooMany(over === 'global' ? 'too many calls in progress: try again later' : `too many calls in progress on SIP trunk "${trunk.name}": try again later`);
     }
-    const agent = this.#o.store.agents.get(req.orgId, req.agentId);
+    const agent = await this.#o.store.agents.get(req.orgId, req.agentId);
     if (agent === undefined || agent.status !== 'active') throw notFound('active agent');
     const { sessionId, connectUrl } = await this.#o.sessions.open({
       orgId: req.orgId,

@@ -7,37 +7,106 @@
  * "in progress" for ever.
  */
 import { failedDialEnd } from '../domain/call.ts';
-import type { CallRepo } from '../store/calls.ts';
+import type { CallEnd } from '../store/calls.ts';
 
-export type CallRecords = Pick<CallRepo, 'markAnswered' | 'end' | 'setRecording'>;
+/** The call repository's writes the bridge uses (CallRepo; a test may answer without a promise). */
+export interface CallRecords {
+  markAnswered(id: string, at: string): boolean | Promise<boolean>;
+  end(id: string, e: CallEnd): boolean | Promise<boolean>;
+  setRecording(id: string, path: string): boolean | Promise<boolean>;
+}
 
+/**
+ * The bridge never waits for the store in the middle of a call: each method issues its write and
+ * returns; a failed write is logged. One order matters: a call's end after its answer (the
+ * answer only stamps a call that has not ended), so an end waits for an answer still on its way
+ * (on a store with several connections they could cross). The other writes touch columns of
+ * their own and go at once.
+ */
 export class CallRecordWriter {
   readonly #calls: CallRecords;
   readonly #stampsAnswerAndEnd: boolean;
+  readonly #log: { warn(obj: object, msg: string): void } | undefined;
+  /** Answers still on their way, by call. */
+  readonly #answering = new Map<string, Promise<void>>();
+  /** Every write still on their way (shutdown waits for them). */
+  readonly #inFlight = new Set<Promise<void>>();
 
   /** `sessionServerRecords`: whether the session server keeps the record's answer and end itself. */
-  constructor(calls: CallRecords, sessionServerRecords: boolean) {
+  constructor(calls: CallRecords, sessionServerRecords: boolean, log?: { warn(obj: object, msg: string): void }) {
     this.#calls = calls;
     this.#stampsAnswerAndEnd = !sessionServerRecords;
+    this.#log = log;
   }
 
   answered(sessionId: string): void {
-    if (this.#stampsAnswerAndEnd) this.#calls.markAnswered(sessionId, new Date().toISOString());
+    if (!this.#stampsAnswerAndEnd) return;
+    const at = new Date().toISOString();
+    let answeredAtOnce = false;
+    const done = this.#write(sessionId, 'answer', () => {
+      const r = this.#calls.markAnswered(sessionId, at);
+      answeredAtOnce = !(r instanceof Promise);
+      return r;
+    });
+    // A write that answered without a promise is done: nothing for an end to wait for.
+    if (answeredAtOnce) return;
+    this.#answering.set(sessionId, done);
+    void done.then(() => {
+      if (this.#answering.get(sessionId) === done) this.#answering.delete(sessionId);
+    });
   }
 
   /** The call ended for `why`; a call that was never bridged ends `failed`. */
   ended(sessionId: string, why: string, bridged: boolean): void {
     if (!this.#stampsAnswerAndEnd) return;
-    this.#calls.end(sessionId, { ended_at: new Date().toISOString(), termination_reason: why, ...(bridged ? {} : { end_status: 'failed' }) });
+    const end: CallEnd = { ended_at: new Date().toISOString(), termination_reason: why, ...(bridged ? {} : { end_status: 'failed' as const }) };
+    this.#end(sessionId, end);
   }
 
   /** Where the call's recording was written. */
   recording(sessionId: string, path: string): void {
-    this.#calls.setRecording(sessionId, path);
+    void this.#write(sessionId, 'recording', () => this.#calls.setRecording(sessionId, path));
   }
 
   /** A dial that never connected (docs/calls.md: busy, no_answer, auth_failed, failed), whoever keeps the record. */
   failedDial(sessionId: string, reason: string, sipStatus?: number): void {
-    this.#calls.end(sessionId, { ended_at: new Date().toISOString(), ...failedDialEnd(reason, sipStatus) });
+    this.#end(sessionId, { ended_at: new Date().toISOString(), ...failedDialEnd(reason, sipStatus) });
+  }
+
+  /** Resolves once every write issued so far has been made (before the store closes). */
+  async settled(): Promise<void> {
+    while (this.#inFlight.size > 0) await Promise.all([...this.#inFlight]);
+  }
+
+  #end(sessionId: string, end: CallEnd): void {
+    const answer = this.#answering.get(sessionId);
+    const write = () => this.#write(sessionId, 'end', () => this.#calls.end(sessionId, end));
+    if (answer === undefined) void write();
+    else void this.#track(answer.then(write));
+  }
+
+  /** Issues the write now; the promise settles when it is done (failures are logged, never rejected). */
+  #write(sessionId: string, what: string, write: () => boolean | Promise<boolean>): Promise<void> {
+    let done: Promise<void>;
+    try {
+      done = Promise.resolve(write()).then(
+        () => undefined,
+        (err: unknown) => this.#failed(err, sessionId, what),
+      );
+    } catch (err) {
+      this.#failed(err, sessionId, what);
+      done = Promise.resolve();
+    }
+    return this.#track(done);
+  }
+
+  #track(p: Promise<void>): Promise<void> {
+    this.#inFlight.add(p);
+    void p.then(() => this.#inFlight.delete(p));
+    return p;
+  }
+
+  #failed(err: unknown, sessionId: string, what: string): void {
+    this.#log?.warn({ err, sessionId }, `storing the call record's ${what} failed`);
   }
 }

@@ -27,7 +27,7 @@ export function carrierCallControl(client: CarrierClient, numbers: Pick<Store['t
   let hungUp = false;
   const update = async (fields: { Status: 'completed' } | { Twiml: string }, what: string): Promise<boolean> => {
     try {
-      const creds = numbers.credentials(call.orgId, call.numberId);
+      const creds = await numbers.credentials(call.orgId, call.numberId);
       if (creds === undefined) throw new Error('the imported number was deleted: no credentials for the call API');
       await client.updateCall(creds.account_sid, creds.auth_token, call.callSid, fields);
       log.info({ callSid: call.callSid }, `carrier call API: ${what}`);

@@ -85,10 +85,10 @@ export class CarrierDials {
   async dial(req: CarrierDialRequest): Promise<{ callId: string }> {
     const o = this.#o;
     if (o.publicUrl === '') throw unavailable('outbound calls through the carrier call API need http.public_url (CALLBRIDGE_PUBLIC_URL): the carrier must reach this daemon for the call\'s media stream and status callbacks');
-    const agent = o.store.agents.get(req.orgId, req.agentId);
+    const agent = await o.store.agents.get(req.orgId, req.agentId);
     if (agent === undefined || agent.status !== 'active') throw notFound('active agent');
-    const number = o.store.telcoNumbers.get(req.orgId, req.telcoNumberId);
-    const creds = number && o.store.telcoNumbers.credentials(req.orgId, number.id);
+    const number = await o.store.telcoNumbers.get(req.orgId, req.telcoNumberId);
+    const creds = number && (await o.store.telcoNumbers.credentials(req.orgId, number.id));
     if (number === undefined || creds === undefined) throw notFound('phone number');
     const from = number.phone_number;
     const { sessionId: callId, connectUrl } = await o.sessions.open({
@@ -129,7 +129,7 @@ export class CarrierDials {
       const statusCallback = `${base}${TWILIO_STATUS_PATH}?call=${encodeURIComponent(callId)}`;
       const placed = await o.client.createCall(creds.account_sid, creds.auth_token, { to: req.number, from, twiml, statusCallback, timeoutSecs: o.ringTimeoutSecs });
       if (this.#pending.get(callId) === pending) this.#bind(pending, placed.sid);
-      o.store.calls.setCarrierCallId(callId, placed.sid);
+      await o.store.calls.setCarrierCallId(callId, placed.sid);
       log.info({ callSid: placed.sid, status: placed.status }, 'carrier accepted the outbound call');
       return { callId };
     } catch (err) {
@@ -203,9 +203,13 @@ export class CarrierDials {
     this.#forget(p);
     this.#o.records.failedDial(p.callId, reason);
     const callSid = p.callSid;
-    const creds = this.#o.store.telcoNumbers.credentials(p.orgId, p.numberId);
-    if (callSid === undefined || creds === undefined) return;
-    this.#o.client.updateCall(creds.account_sid, creds.auth_token, callSid, { Status: p.answered ? 'completed' : 'canceled' }).catch((err: unknown) => {
+    if (callSid === undefined) return;
+    const end = async (): Promise<void> => {
+      const creds = await this.#o.store.telcoNumbers.credentials(p.orgId, p.numberId);
+      if (creds === undefined) return;
+      await this.#o.client.updateCall(creds.account_sid, creds.auth_token, callSid, { Status: p.answered ? 'completed' : 'canceled' });
+    };
+    end().catch((err: unknown) => {
       p.log.warn({ err: err instanceof Error ? err.message : String(err) }, 'ending the carrier call failed');
     });
   }

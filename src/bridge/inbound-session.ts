@@ -10,15 +10,15 @@ import type { SessionVariable } from '../session/runtime-contract.ts';
 
 export type InboundSession = { refuse: RefusalCause; why: string } | { open: () => Promise<OpenedSession> };
 
-export function inboundSession(
+export async function inboundSession(
   agents: Pick<Store['agents'], 'get'>,
   sessions: SessionOpener,
   leg: Pick<CallLeg, 'route' | 'from' | 'to'>,
   variables: SessionVariable[] = [],
-): InboundSession {
+): Promise<InboundSession> {
   const route = leg.route;
   if (route === undefined) return { refuse: 'internal_error', why: 'inbound call without a route' };
-  const agent = agents.get(route.orgId, route.agentId);
+  const agent = await agents.get(route.orgId, route.agentId);
   if (agent === undefined || agent.status !== 'active') return { refuse: 'agent_unavailable', why: `agent ${route.agentId} is gone or inactive` };
   return {
     open: () =>

@@ -1,7 +1,7 @@
 /**
- * InboundDirectory over the SQLite store: trunks, assignments, imported carrier numbers and
- * agents. Every lookup reads the store, so a trunk or assignment changed through the API routes
- * the very next INVITE; the queries are indexed point reads (tens of microseconds).
+ * InboundDirectory over the store: trunks, assignments, imported carrier numbers and agents.
+ * Every lookup reads the store, so a trunk or assignment changed through the API routes the very
+ * next INVITE; the queries are indexed point reads (tens of microseconds on SQLite).
  *
  * inbound_host may be a DNS name ("ACL auth accepts a source address equal to inbound_host
  * (resolved)", DESIGN.md): names are resolved with the system resolver and cached for
@@ -13,7 +13,7 @@ import { isIP } from 'node:net';
 import { aclTooWide, formatCidr, ipInCidr, parseCidr, type AclWidthLimit, type Cidr } from '../domain/sip-trunk.ts';
 import type { Store } from '../store/index.ts';
 import type { StoredSipTrunk } from '../store/sip-trunks.ts';
-import type { InboundDirectory, InboundRoute, InboundTrunk } from '../sip/ua/index.ts';
+import type { DigestAccountOf, InboundDirectory, InboundRoute, InboundTrunk } from '../sip/ua/index.ts';
 import type { OutboundTrunk } from '../sip/ua/index.ts';
 import { registeredContactOf } from './sip-store-registrations.ts';
 
@@ -87,7 +87,7 @@ export class StoreDirectory implements InboundDirectory {
   async aclTrunksFor(address: string): Promise<InboundTrunk[]> {
     const src = plainAddress(address);
     const out: InboundTrunk[] = [];
-    for (const t of this.#store.sipTrunks.listByInboundAuth('acl')) {
+    for (const t of await this.#store.sipTrunks.listByInboundAuth('acl')) {
       let specificity = -1;
       for (const c of this.#cidrsOf(t)) if (c.prefix > specificity && ipInCidr(src, c)) specificity = c.prefix;
       const full = isIP(src) === 6 ? 128 : 32;
@@ -101,78 +101,83 @@ export class StoreDirectory implements InboundDirectory {
    * ACL trunks holding CIDRs wider than `limit` (written before the limit existed, or by hand):
    * they still route, and the daemon warns about them at start.
    */
-  wideAclTrunks(limit: AclWidthLimit): Array<{ trunkId: string; cidrs: string[] }> {
+  async wideAclTrunks(limit: AclWidthLimit): Promise<Array<{ trunkId: string; cidrs: string[] }>> {
     const out: Array<{ trunkId: string; cidrs: string[] }> = [];
-    for (const t of this.#store.sipTrunks.listByInboundAuth('acl')) {
+    for (const t of await this.#store.sipTrunks.listByInboundAuth('acl')) {
       const wide = this.#cidrsOf(t).filter((c) => aclTooWide(c, limit));
       if (wide.length > 0) out.push({ trunkId: t.id, cidrs: wide.map(formatCidr) });
     }
     return out;
   }
 
-  digestAccount(username: string): { trunk: InboundTrunk; password: string } | undefined {
-    const t = this.#store.sipTrunks.byInboundUsername(username);
+  async digestAccount(username: string): Promise<DigestAccountOf | undefined> {
+    const t = await this.#store.sipTrunks.byInboundUsername(username);
     if (t === undefined || t.inbound_auth_type !== 'digest') return undefined;
-    const password = this.#store.sipTrunks.credentials(t.id)?.inbound?.password;
+    const password = (await this.#store.sipTrunks.credentials(t.id))?.inbound?.password;
     return password === undefined ? undefined : { trunk: toInbound(t), password };
   }
 
-  routeAcl(trunks: readonly InboundTrunk[], user: string): InboundRoute | undefined {
+  async routeAcl(trunks: readonly InboundTrunk[], user: string): Promise<InboundRoute | undefined> {
     const ids = new Set(trunks.map((t) => t.id));
     for (const n of numberCandidates(user)) {
-      const a = this.#store.assignments.byAlternateNumber(n);
+      const a = await this.#store.assignments.byAlternateNumber(n);
       if (a !== undefined && ids.has(a.sip_trunk_id)) {
         const trunk = trunks.find((t) => t.id === a.sip_trunk_id)!;
         return this.#agentRoute(trunk.orgId, a.agent_id, 'alternate_number', n, trunk.id);
       }
     }
     for (const trunk of trunks) {
-      const r = this.#carrierRoute(trunk, user);
+      const r = await this.#carrierRoute(trunk, user);
       if (r !== undefined) return r;
     }
     return undefined;
   }
 
-  routeDigest(trunk: InboundTrunk, user: string): InboundRoute | undefined {
+  async routeDigest(trunk: InboundTrunk, user: string): Promise<InboundRoute | undefined> {
     for (const n of numberCandidates(user)) {
-      const a = this.#store.assignments.byTrunkNumber(trunk.id, n);
+      const a = await this.#store.assignments.byTrunkNumber(trunk.id, n);
       if (a !== undefined) return this.#agentRoute(trunk.orgId, a.agent_id, 'assignment_number', n, trunk.id);
     }
     return this.#carrierRoute(trunk, user);
   }
 
-  registeredContactTrunk(contactUser: string): InboundTrunk | undefined {
+  async registeredContactTrunk(contactUser: string): Promise<InboundTrunk | undefined> {
     // Our Contact users are 'cb' + 16 hex digits: anything else is a number, not worth a query.
     if (!/^cb[0-9a-f]{16}$/.test(contactUser)) return undefined;
-    const t = this.#store.sipTrunks.byOutboundContactUser(contactUser);
+    const t = await this.#store.sipTrunks.byOutboundContactUser(contactUser);
     return t === undefined ? undefined : toInbound(t);
   }
 
-  routeRegistered(trunk: InboundTrunk, user: string): InboundRoute | undefined {
+  async routeRegistered(trunk: InboundTrunk, user: string): Promise<InboundRoute | undefined> {
     for (const n of numberCandidates(user)) {
-      const a = this.#store.assignments.byTrunkNumber(trunk.id, n) ?? this.#store.assignments.byAlternateNumber(n);
+      const a = (await this.#store.assignments.byTrunkNumber(trunk.id, n)) ?? (await this.#store.assignments.byAlternateNumber(n));
       if (a !== undefined && a.sip_trunk_id === trunk.id) return this.#agentRoute(trunk.orgId, a.agent_id, a.number === n ? 'assignment_number' : 'alternate_number', n, trunk.id);
     }
     return this.#carrierRoute(trunk, user);
   }
 
-  digestRouteMayExist(user: string): boolean {
-    return numberCandidates(user).some((n) => this.#store.assignments.digestNumberExists(n) || (n.startsWith('+') && this.#store.telcoNumbers.digestRoutable(n)));
+  async digestRouteMayExist(user: string): Promise<boolean> {
+    // In order, stopping at the first yes, as some() did.
+    for (const n of numberCandidates(user)) {
+      if (await this.#store.assignments.digestNumberExists(n)) return true;
+      if (n.startsWith('+') && (await this.#store.telcoNumbers.digestRoutable(n))) return true;
+    }
+    return false;
   }
 
-  #carrierRoute(trunk: InboundTrunk, user: string): InboundRoute | undefined {
+  async #carrierRoute(trunk: InboundTrunk, user: string): Promise<InboundRoute | undefined> {
     for (const n of numberCandidates(user)) {
       if (!n.startsWith('+')) continue;
-      const num = this.#store.telcoNumbers.byPhoneNumber(trunk.orgId, n);
+      const num = await this.#store.telcoNumbers.byPhoneNumber(trunk.orgId, n);
       if (num === undefined) continue;
-      const agentId = this.#store.agents.holderOfPhoneNumber(num.id);
+      const agentId = await this.#store.agents.holderOfPhoneNumber(num.id);
       if (agentId !== undefined) return this.#agentRoute(trunk.orgId, agentId, 'carrier_number', n, trunk.id);
     }
     return undefined;
   }
 
-  #agentRoute(orgId: string, agentId: string, via: InboundRoute['via'], number: string, trunkId: string): InboundRoute | undefined {
-    const agent = this.#store.agents.get(orgId, agentId);
+  async #agentRoute(orgId: string, agentId: string, via: InboundRoute['via'], number: string, trunkId: string): Promise<InboundRoute | undefined> {
+    const agent = await this.#store.agents.get(orgId, agentId);
     if (agent === undefined) return undefined;
     return { orgId, agentId, via, number, trunkId, agentActive: agent.status === 'active' };
   }
@@ -233,11 +238,11 @@ export class StoreDirectory implements InboundDirectory {
  * here, for the SIP layer only), with the PBX registered on it when it has no outbound_host.
  * Undefined when the trunk is not the organization's.
  */
-export function outboundTrunkFromStore(store: Store, orgId: string, trunkId: string): OutboundTrunk | undefined {
-  const t = store.sipTrunks.get(orgId, trunkId);
+export async function outboundTrunkFromStore(store: Store, orgId: string, trunkId: string): Promise<OutboundTrunk | undefined> {
+  const t = await store.sipTrunks.get(orgId, trunkId);
   if (t === undefined) return undefined;
-  const creds = store.sipTrunks.credentials(t.id)?.outbound;
-  const registered = t.outbound_host === '' ? registeredContactOf(store, t.id) : undefined;
+  const creds = (await store.sipTrunks.credentials(t.id))?.outbound;
+  const registered = t.outbound_host === '' ? await registeredContactOf(store, t.id) : undefined;
   return {
     id: t.id,
     orgId: t.org_id,

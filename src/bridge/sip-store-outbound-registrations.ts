@@ -9,8 +9,8 @@ import type { RegisteringTrunk } from '../sip/ua/index.ts';
 import type { OutboundRegistrationState } from '../sip/ua/index.ts';
 
 /** Every trunk with register: true and what its REGISTER needs. */
-export function registeringTrunksOf(store: Store): RegisteringTrunk[] {
-  return store.sipTrunks.registeringTrunks().map((t) => ({
+export async function registeringTrunksOf(store: Store): Promise<RegisteringTrunk[]> {
+  return (await store.sipTrunks.registeringTrunks()).map((t) => ({
     id: t.id,
     pbx: t.pbx,
     outbound_host: t.outbound_host,
@@ -21,6 +21,6 @@ export function registeringTrunksOf(store: Store): RegisteringTrunk[] {
 }
 
 /** Keeps a trunk's registration state; a trunk deleted meanwhile is simply not updated. */
-export function storeOutboundRegistrationState(store: Store, trunkId: string, state: OutboundRegistrationState): void {
-  store.sipTrunks.setOutboundRegistration(trunkId, { status: state.status, error: state.error, expiresAt: state.expiresAt ?? null });
+export function storeOutboundRegistrationState(store: Store, trunkId: string, state: OutboundRegistrationState): Promise<void> {
+  return store.sipTrunks.setOutboundRegistration(trunkId, { status: state.status, error: state.error, expiresAt: state.expiresAt ?? null });
 }

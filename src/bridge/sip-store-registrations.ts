@@ -1,5 +1,5 @@
 /**
- * RegistrationStore over the SQLite store: the bindings of the PBX registered on a digest trunk
+ * RegistrationStore over the store: the bindings of the PBX registered on a digest trunk
  * (sip/ua/registrar.ts), and the trunk's stored outcome of its last REGISTER. The registrar's
  * types are the SIP layer's; the rows are the store's (store/registrations.ts); this file maps
  * one to the other, so sip/ imports nothing of store/.
@@ -44,12 +44,12 @@ export class StoreRegistrations implements RegistrationStore {
     this.#store = store;
   }
 
-  bindings(trunkId: string, now: number): RegistrationBinding[] {
-    return this.#store.registrations.live(trunkId, now).map(toBinding);
+  async bindings(trunkId: string, now: number): Promise<RegistrationBinding[]> {
+    return (await this.#store.registrations.live(trunkId, now)).map(toBinding);
   }
 
-  replace(trunkId: string, bindings: readonly RegistrationBinding[]): void {
-    this.#store.registrations.replace(
+  replace(trunkId: string, bindings: readonly RegistrationBinding[]): Promise<void> {
+    return this.#store.registrations.replace(
       trunkId,
       bindings.map((b) => toRow(trunkId, b)),
     );
@@ -59,14 +59,14 @@ export class StoreRegistrations implements RegistrationStore {
    * Kept on the trunk as `auth_failed` until an authenticated REGISTER clears it; the API shows
    * `registered` over it while bindings live (SipTrunkRepo computes the status on read).
    */
-  authOutcome(trunkId: string, ok: boolean): void {
-    this.#store.sipTrunks.setRegistrationStatus(trunkId, { inbound: ok ? 'not_registered' : 'auth_failed' });
+  authOutcome(trunkId: string, ok: boolean): Promise<void> {
+    return this.#store.sipTrunks.setRegistrationStatus(trunkId, { inbound: ok ? 'not_registered' : 'auth_failed' });
   }
 }
 
 /** The trunk's most recent unexpired binding, as an outbound call needs it; undefined when none. */
-export function registeredContactOf(store: Store, trunkId: string, now = Date.now()): RegisteredContact | undefined {
-  const r = store.registrations.latest(trunkId, now);
+export async function registeredContactOf(store: Store, trunkId: string, now = Date.now()): Promise<RegisteredContact | undefined> {
+  const r = await store.registrations.latest(trunkId, now);
   if (r === undefined) return undefined;
   return {
     contact: r.contact,

@@ -22,7 +22,7 @@ export function trunkTransferDialer(ua: () => SipUserAgent | undefined, store: S
     const trunkId = call.trunk?.id ?? call.route?.trunkId;
     const orgId = call.trunk?.orgId ?? call.route?.orgId;
     if (agent === undefined || trunkId === undefined || orgId === undefined) return undefined;
-    const trunk = outboundTrunkFromStore(store, orgId, trunkId);
+    const trunk = await outboundTrunkFromStore(store, orgId, trunkId);
     if (trunk === undefined || !canCallThrough(trunk)) {
       logger.warn({ callId: call.id, trunkId }, 'transfer fallback impossible: the call\'s trunk has no outbound_host and no registered PBX');
       return undefined;

@@ -129,7 +129,7 @@ export class UpstreamSessionOpener implements SessionOpener {
     if (typeof token !== 'string' || token === '') throw unavailable(`upstream voice server ${this.#base}: session-token answer without a token`, 'UPSTREAM_BAD_ANSWER');
     const sessionId = tokenSubject(token);
     if (sessionId === undefined) throw unavailable(`upstream voice server ${this.#base}: its token names no session (no uuid sub claim)`, 'UPSTREAM_BAD_ANSWER');
-    this.#recordPhoneCall(sessionId, input);
+    await this.#recordPhoneCall(sessionId, input);
     this.#o.logger?.debug({ sessionId, upstream: this.#base }, 'voice session opened upstream');
     return { sessionId, connectUrl: connectionUrl(this.#base, token) };
   }
@@ -139,9 +139,9 @@ export class UpstreamSessionOpener implements SessionOpener {
    * upstream session. Status started until the bridge marks it; see docs/bridge.md. No
    * graph_version_id: the upstream runs its own active version.
    */
-  #recordPhoneCall(sessionId: string, input: OpenSessionInput): void {
+  async #recordPhoneCall(sessionId: string, input: OpenSessionInput): Promise<void> {
     try {
-      this.#o.store.calls.insert({
+      await this.#o.store.calls.insert({
         id: sessionId,
         org_id: input.orgId,
         agent_id: input.agentId,

@@ -39,7 +39,7 @@ export interface IssuedSession {
 export async function issueSession(store: Store, tokens: SessionTokens, s: IssueSessionInput): Promise<IssuedSession> {
   const sessionId = randomUUID();
   const issued = await tokens.sign({ sessionId, orgId: s.orgId, agentId: s.agentId, versionId: s.versionId, chat: s.chat === true });
-  store.sessions.create({
+  await store.sessions.create({
     id: sessionId,
     org_id: s.orgId,
     agent_id: s.agentId,

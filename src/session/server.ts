@@ -73,6 +73,8 @@ interface Admission {
   session: SessionRecord;
   agent: StoredAgent;
   nodes: FlowNode[];
+  /** The call row's direction (the runtime's context). */
+  direction: SessionContext['direction'];
 }
 
 const TOKEN_FAILURE_TEXT: Record<TokenFailure, string> = {
@@ -104,18 +106,18 @@ export async function registerSessionServer(app: FastifyInstance, opts: SessionS
 
   // Rows left in progress by a daemon that stopped without ending them (a crash): no socket of
   // ours is open at this point, so they ended when it stopped.
-  const stale = store.sessions.endAbandoned(iso());
+  const stale = await store.sessions.endAbandoned(iso());
   if (stale > 0) log.warn({ count: stale }, 'voice sessions left open by the previous run marked ended (reason error)');
-  const sweep = () => {
+  const sweep = async () => {
     try {
-      const n = store.sessions.expireUnused(iso());
+      const n = await store.sessions.expireUnused(iso());
       if (n > 0) log.debug({ count: n }, 'session tokens expired unused');
     } catch (err) {
       log.error({ err }, 'expiry sweep failed');
     }
   };
-  sweep();
-  const sweepTimer = setInterval(sweep, EXPIRY_SWEEP_MS);
+  await sweep();
+  const sweepTimer = setInterval(() => void sweep(), EXPIRY_SWEEP_MS);
   sweepTimer.unref();
 
   await app.register(websocket, {
@@ -134,6 +136,8 @@ export async function registerSessionServer(app: FastifyInstance, opts: SessionS
       const sessions = [...active];
       for (const s of sessions) s.shutdown();
       await Promise.all(sessions.map((s) => s.socketClosed(SHUTDOWN_CLOSE_GRACE_MS)));
+      // The end records are written before the store closes.
+      await Promise.all(sessions.map((s) => s.endStored()));
       for (const client of app.websocketServer.clients) client.terminate();
       await new Promise<void>((resolve) => app.websocketServer.close(() => resolve()));
     },
@@ -147,7 +151,7 @@ export async function registerSessionServer(app: FastifyInstance, opts: SessionS
     const verified = await tokens.verify(q.token);
     if (!verified.ok) return sendError(reply, 401, TOKEN_FAILURE_TEXT[verified.reason]);
     const claims = verified.claims;
-    const session = store.sessions.get(claims.sub);
+    const session = await store.sessions.get(claims.sub);
     if (!session || session.org_id !== claims.org || session.agent_id !== claims.agent || session.token_jti !== claims.jti) {
       return sendError(reply, 401, 'session token does not name a session of this service');
     }
@@ -157,15 +161,16 @@ export async function registerSessionServer(app: FastifyInstance, opts: SessionS
       const given = q[param];
       if (given !== undefined && given !== expected) return sendError(reply, 401, `${param} does not match the session token`);
     }
-    const agent = store.agents.get(session.org_id, session.agent_id);
+    const agent = await store.agents.get(session.org_id, session.agent_id);
     if (!agent || agent.status !== 'active') return sendError(reply, 404, 'active agent not found');
     let nodes: FlowNode[] = [];
     if (session.version_id !== null) {
-      const version = store.versions.get(agent.id, session.version_id);
+      const version = await store.versions.get(agent.id, session.version_id);
       if (!version) return sendError(reply, 404, 'version of that agent not found');
       nodes = version.nodes;
     }
-    admitted.set(req, { claims, session, agent, nodes });
+    const call = await store.calls.get(session.org_id, session.id);
+    admitted.set(req, { claims, session, agent, nodes, direction: call?.direction ?? 'web' });
     return undefined;
   }
 
@@ -197,7 +202,16 @@ export async function registerSessionServer(app: FastifyInstance, opts: SessionS
       });
       // Added first: start() may already end the session (no runtime, or it failed to start).
       active.add(session);
-      if (!session.start()) active.delete(session);
+      session.start().then(
+        (started) => {
+          if (!started) active.delete(session);
+        },
+        (err: unknown) => {
+          active.delete(session);
+          log.error({ err, sessionId: session.id }, 'voice session failed to start');
+          socket.close(CLOSE.INTERNAL_ERROR, 'session failed to start');
+        },
+      );
     },
   });
 
@@ -262,6 +276,10 @@ class VoiceSession {
   #pingTimer: NodeJS.Timeout | undefined;
   #closed: Promise<void>;
   #markClosed!: () => void;
+  /** The socket's close code once it closed (it may close while the claim is being stored). */
+  #closeCode: number | undefined;
+  /** The write of the end record, once the session ended. */
+  #endStored: Promise<void> = Promise.resolve();
   readonly #unknownTypes = new Set<string>();
   readonly #counts = { framesIn: 0, audioSamplesIn: 0, toolOutputsIn: 0, eventsOut: 0, eventsDropped: 0 };
 
@@ -272,21 +290,44 @@ class VoiceSession {
     this.id = admission.session.id;
     this.#log = deps.logger.child({ sessionId: this.id });
     this.#closed = new Promise((resolve) => (this.#markClosed = resolve));
-    ws.once('close', () => this.#markClosed());
+    ws.once('close', (code: number) => {
+      this.#closeCode = code;
+      this.#markClosed();
+    });
   }
 
-  /** Claims the session and starts it. False when this connection lost the token to another. */
-  start(): boolean {
+  /**
+   * Claims the session and starts it. False when this connection lost the token to another (or
+   * the socket closed, or the daemon began shutting down, while the claim was being stored).
+   */
+  async start(): Promise<boolean> {
     const { store, iso } = this.#d;
     const s = this.#a.session;
     const at = iso();
-    if (!store.sessions.claim(s.id, s.token_jti, at)) {
+    this.#startedAt = this.#d.now();
+    // Frames the client sends while the claim is stored wait in the socket instead of being lost;
+    // it reads again before anything is sent or closed (the close handshake needs its reply).
+    this.#ws.pause();
+    let claimed: boolean;
+    try {
+      claimed = await store.sessions.claim(s.id, s.token_jti, at);
+      // Stored before anything can end the call: an end written first would keep started_at empty.
+      if (claimed) await store.calls.markAnswered(s.id, at);
+    } finally {
+      this.#ws.resume();
+    }
+    if (!claimed) {
       this.#log.info('session token already used by another connection: closing 1008');
       this.#ws.close(CLOSE.POLICY_VIOLATION, 'session token already used');
       return false;
     }
-    this.#startedAt = this.#d.now();
-    store.calls.markAnswered(s.id, at);
+    // The daemon began shutting down, or the client went away, while the claim was stored.
+    if (this.#ended) return false;
+    if (this.#closeCode !== undefined) {
+      this.#onClose(this.#closeCode);
+      return false;
+    }
+    // Listeners in the same turn as resume(): no frame is emitted before they are in place.
     this.#ws.on('message', (data, isBinary) => this.#onMessage(data, isBinary));
     this.#ws.on('close', (code) => this.#onClose(code));
     this.#ws.on('error', (err) => this.#onSocketError(err));
@@ -329,6 +370,11 @@ class VoiceSession {
     this.#finish('error', { event: true, close: [CLOSE.GOING_AWAY, 'server shutting down'], closeRuntime: true, detail: 'daemon shutdown' });
   }
 
+  /** Resolves once the end record is written (or failed to be: that is logged). */
+  endStored(): Promise<void> {
+    return this.#endStored;
+  }
+
   /** Resolves once the socket closed, or after waitMs (then the socket is terminated). */
   async socketClosed(waitMs: number): Promise<void> {
     let timer: NodeJS.Timeout | undefined;
@@ -339,7 +385,6 @@ class VoiceSession {
 
   #context(): SessionContext {
     const s = this.#a.session;
-    const call = this.#d.store.calls.get(s.org_id, s.id);
     return {
       sessionId: s.id,
       orgId: s.org_id,
@@ -350,7 +395,7 @@ class VoiceSession {
       firstMessage: s.first_message ?? undefined,
       prompt: s.prompt ?? undefined,
       variables: s.variables,
-      direction: call?.direction ?? 'web',
+      direction: this.#a.direction,
     };
   }
 
@@ -360,11 +405,7 @@ class VoiceSession {
       end: (reason, details) =>
         this.#finish(reason, { event: true, transferNumber: details?.transferNumber, close: [CLOSE.NORMAL, `session ended: ${reason}`], closeRuntime: false }),
       storeSummary: (summary) => {
-        try {
-          this.#d.store.calls.setSummary(this.id, summary);
-        } catch (err) {
-          this.#log.error({ err }, 'storing the summary failed');
-        }
+        this.#d.store.calls.setSummary(this.id, summary).catch((err: unknown) => this.#log.error({ err }, 'storing the summary failed'));
       },
     };
   }
@@ -493,11 +534,13 @@ class VoiceSession {
     // Close first: a runtime stopping mid-turn commits what the caller heard of it.
     if (o.closeRuntime && runtime) this.#safe('close', () => runtime.close());
     const transcript = (runtime && this.#safe('transcript', () => runtime.transcript())) ?? ([] as TranscriptEntry[]);
-    try {
-      this.#d.store.calls.end(this.id, { ended_at: this.#d.iso(), termination_reason: reason, transcript: transcriptFromRuntime(transcript).entries });
-    } catch (err) {
-      this.#log.error({ err }, 'storing the session end failed');
-    }
+    // Issued now, before the socket closes (on SQLite it runs at once); shutdown awaits it (endStored).
+    this.#endStored = this.#d.store.calls
+      .end(this.id, { ended_at: this.#d.iso(), termination_reason: reason, transcript: transcriptFromRuntime(transcript).entries })
+      .then(
+        () => undefined,
+        (err: unknown) => this.#log.error({ err }, 'storing the session end failed'),
+      );
     if (o.close && open) this.#ws.close(o.close[0], o.close[1]);
     this.#d.onEnd(this);
     this.#log.info(

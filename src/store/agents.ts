@@ -1,5 +1,5 @@
 /** Agents of an organization. Every query is scoped by org_id: another org's agent is "not found". */
-import type { Db } from './db.ts';
+import type { SqlClient } from './sql-client.ts';
 import type { Agent, AgentSettings, AgentStatus } from '../domain/agent.ts';
 
 interface AgentRow {
@@ -85,79 +85,99 @@ const CACHE_MAX = 10_000;
 /**
  * Agents are read on every API call about them and, later, on every inbound call; reading SQLite
  * and parsing the settings JSON was a sixth of an agent GET's CPU (bench/api). Reads are cached
- * by id; every write through this repository drops the entry, and the cache is filled only
- * outside transactions so an uncommitted (possibly rolled back) row is never cached. Cached
- * agents are frozen: treat what get() returns as read-only.
+ * by id; every write through this repository drops the entry. The cache is shared with the
+ * repositories bound to a transaction (Store.tx), which never fill it, so an uncommitted
+ * (possibly rolled back) row is never cached, and which drop what they wrote once more when the
+ * transaction has ended (forgetWritten), in case a reader on another connection cached the old
+ * row meanwhile. Cached agents are frozen: treat what get() returns as read-only.
  */
 export class AgentRepo {
-  readonly #cache = new Map<string, StoredAgent>();
-  readonly #db: Db;
-  readonly #get;
-  readonly #list;
-  readonly #insert;
-  readonly #update;
-  readonly #delete;
-  readonly #setActiveVersion;
-  readonly #byPhoneNumber;
+  readonly #cache: Map<string, StoredAgent>;
+  readonly #db: SqlClient;
+  /** Set in a transaction's repository: reads do not fill the cache, writes are remembered. */
+  readonly #written: Set<string> | undefined;
 
-  constructor(db: Db) {
+  constructor(db: SqlClient, shared?: { cache: Map<string, StoredAgent>; inTransaction: boolean }) {
     this.#db = db;
-    this.#get = db.prepare(`SELECT ${COLUMNS} FROM agents WHERE id = ? AND org_id = ?`);
-    this.#list = db.prepare(`SELECT ${COLUMNS} FROM agents WHERE org_id = ? ORDER BY created_at, id LIMIT ? OFFSET ?`);
-    this.#insert = db.prepare(
-      `INSERT INTO agents (${COLUMNS}) VALUES (@id, @org_id, @name, @status, @phone_number_id, NULL, @settings, @created_at, @created_at)`,
-    );
-    this.#update = db.prepare(
-      'UPDATE agents SET name = @name, status = @status, phone_number_id = @phone_number_id, settings = @settings, updated_at = @updated_at WHERE id = @id AND org_id = @org_id',
-    );
-    this.#delete = db.prepare('DELETE FROM agents WHERE id = ? AND org_id = ?');
-    this.#setActiveVersion = db.prepare('UPDATE agents SET active_version_id = ?, updated_at = ? WHERE id = ?');
-    this.#byPhoneNumber = db.prepare('SELECT id FROM agents WHERE phone_number_id = ?');
+    this.#cache = shared?.cache ?? new Map();
+    this.#written = shared?.inTransaction ? new Set() : undefined;
+  }
+
+  /** The cache this repository fills, for the repositories of a transaction to share. */
+  get cache(): Map<string, StoredAgent> {
+    return this.#cache;
   }
 
   /** Id of the agent that holds an imported number (at most one: a unique index says so). */
-  holderOfPhoneNumber(phoneNumberId: string): string | undefined {
-    return (this.#byPhoneNumber.get(phoneNumberId) as { id: string } | undefined)?.id;
+  async holderOfPhoneNumber(phoneNumberId: string): Promise<string | undefined> {
+    return (await this.#db.get<{ id: string }>('SELECT id FROM agents WHERE phone_number_id = ?', [phoneNumberId]))?.id;
   }
 
-  get(orgId: string, id: string): StoredAgent | undefined {
+  async get(orgId: string, id: string): Promise<StoredAgent | undefined> {
     const cached = this.#cache.get(id);
     if (cached) return cached.org_id === orgId ? cached : undefined;
-    const row = this.#get.get(id, orgId) as AgentRow | undefined;
+    const row = await this.#db.get<AgentRow>(`SELECT ${COLUMNS} FROM agents WHERE id = ? AND org_id = ?`, [id, orgId]);
     if (!row) return undefined;
     const agent = deepFreeze(fromRow(row));
-    if (!this.#db.inTransaction) {
+    if (this.#written === undefined) {
       if (this.#cache.size >= CACHE_MAX) this.#cache.clear();
       this.#cache.set(id, agent);
     }
     return agent;
   }
 
-  list(orgId: string, limit: number, offset: number): StoredAgent[] {
-    return (this.#list.all(orgId, limit, offset) as AgentRow[]).map(fromRow);
+  async list(orgId: string, limit: number, offset: number): Promise<StoredAgent[]> {
+    return (await this.#db.all<AgentRow>(`SELECT ${COLUMNS} FROM agents WHERE org_id = ? ORDER BY created_at, id LIMIT ? OFFSET ?`, [orgId, limit, offset])).map(fromRow);
   }
 
-  insert(a: NewAgent): void {
-    this.#insert.run({ ...a, settings: JSON.stringify(a.settings) });
+  async insert(a: NewAgent): Promise<void> {
+    await this.#db.run(`INSERT INTO agents (${COLUMNS}) VALUES (?, ?, ?, ?, ?, NULL, ?, ?, ?)`, [
+      a.id,
+      a.org_id,
+      a.name,
+      a.status,
+      a.phone_number_id,
+      JSON.stringify(a.settings),
+      a.created_at,
+      a.created_at,
+    ]);
   }
 
-  update(a: { id: string; org_id: string; name: string; status: AgentStatus; phone_number_id: string | null; settings: AgentSettings; updated_at: string }): void {
-    this.#cache.delete(a.id);
-    this.#update.run({ ...a, settings: JSON.stringify(a.settings) });
+  async update(a: { id: string; org_id: string; name: string; status: AgentStatus; phone_number_id: string | null; settings: AgentSettings; updated_at: string }): Promise<void> {
+    this.#forget(a.id);
+    await this.#db.run('UPDATE agents SET name = ?, status = ?, phone_number_id = ?, settings = ?, updated_at = ? WHERE id = ? AND org_id = ?', [
+      a.name,
+      a.status,
+      a.phone_number_id,
+      JSON.stringify(a.settings),
+      a.updated_at,
+      a.id,
+      a.org_id,
+    ]);
   }
 
-  delete(orgId: string, id: string): boolean {
-    this.#cache.delete(id);
-    return this.#delete.run(id, orgId).changes > 0;
+  async delete(orgId: string, id: string): Promise<boolean> {
+    this.#forget(id);
+    return (await this.#db.run('DELETE FROM agents WHERE id = ? AND org_id = ?', [id, orgId])).changes > 0;
   }
 
-  setActiveVersion(agentId: string, versionId: string | null, at: string): void {
-    this.#cache.delete(agentId);
-    this.#setActiveVersion.run(versionId, at, agentId);
+  async setActiveVersion(agentId: string, versionId: string | null, at: string): Promise<void> {
+    this.#forget(agentId);
+    await this.#db.run('UPDATE agents SET active_version_id = ?, updated_at = ? WHERE id = ?', [versionId, at, agentId]);
   }
 
   /** Drops every cached agent (after changes made outside this repository, e.g. cascades). */
   forgetAll(): void {
     this.#cache.clear();
+  }
+
+  /** After the transaction this repository is bound to has ended: drops what it wrote from the cache. */
+  forgetWritten(): void {
+    for (const id of this.#written ?? []) this.#cache.delete(id);
+  }
+
+  #forget(id: string): void {
+    this.#cache.delete(id);
+    this.#written?.add(id);
   }
 }

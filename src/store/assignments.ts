@@ -6,7 +6,7 @@
  * An absent number is NULL in the table, so the UNIQUE constraints ignore it, and "" in the API,
  * like an agent's unassigned phone_number_id.
  */
-import type { Db } from './db.ts';
+import type { SqlClient } from './sql-client.ts';
 
 export interface Assignment {
   id: string;
@@ -38,70 +38,58 @@ const fromRow = (r: AssignmentRow): Assignment => ({
 });
 
 export class AssignmentRepo {
-  readonly #listByTrunk;
-  readonly #get;
-  readonly #insert;
-  readonly #update;
-  readonly #delete;
-  readonly #byTrunkNumber;
-  readonly #byAlternateNumber;
-  readonly #digestNumberExists;
-
-  constructor(db: Db) {
-    this.#listByTrunk = db.prepare(`SELECT ${COLUMNS} FROM sip_trunk_assignments a WHERE a.sip_trunk_id = ? ORDER BY a.created_at, a.id`);
-    // Scoped through the trunk: an assignment belongs to its trunk's organization.
-    this.#get = db.prepare(`SELECT ${COLUMNS} FROM sip_trunk_assignments a JOIN sip_trunks t ON t.id = a.sip_trunk_id WHERE a.id = ? AND t.org_id = ?`);
-    this.#insert = db.prepare(
-      'INSERT INTO sip_trunk_assignments (id, sip_trunk_id, agent_id, number, alternate_number, created_at) ' +
-        'VALUES (@id, @sip_trunk_id, @agent_id, @number, @alternate_number, @created_at)',
-    );
-    this.#update = db.prepare('UPDATE sip_trunk_assignments SET number = @number, alternate_number = @alternate_number WHERE id = @id');
-    this.#delete = db.prepare('DELETE FROM sip_trunk_assignments WHERE id = ? AND sip_trunk_id IN (SELECT id FROM sip_trunks WHERE org_id = ?)');
-    this.#byTrunkNumber = db.prepare(`SELECT ${COLUMNS} FROM sip_trunk_assignments a WHERE a.sip_trunk_id = ? AND a.number = ?`);
-    this.#byAlternateNumber = db.prepare(`SELECT ${COLUMNS} FROM sip_trunk_assignments a WHERE a.alternate_number = ?`);
-    this.#digestNumberExists = db.prepare(
-      "SELECT 1 FROM sip_trunk_assignments a JOIN sip_trunks t ON t.id = a.sip_trunk_id WHERE a.number = ? AND t.inbound_auth_type = 'digest' LIMIT 1",
-    );
-  }
+  constructor(private readonly db: SqlClient) {}
 
   /** Every assignment of a trunk. Not org-scoped: callers have already found the trunk in the org. */
-  listByTrunk(trunkId: string): Assignment[] {
-    return (this.#listByTrunk.all(trunkId) as AssignmentRow[]).map(fromRow);
+  async listByTrunk(trunkId: string): Promise<Assignment[]> {
+    return (await this.db.all<AssignmentRow>(`SELECT ${COLUMNS} FROM sip_trunk_assignments a WHERE a.sip_trunk_id = ? ORDER BY a.created_at, a.id`, [trunkId])).map(fromRow);
   }
 
-  get(orgId: string, id: string): Assignment | undefined {
-    const row = this.#get.get(id, orgId) as AssignmentRow | undefined;
+  async get(orgId: string, id: string): Promise<Assignment | undefined> {
+    // Scoped through the trunk: an assignment belongs to its trunk's organization.
+    const row = await this.db.get<AssignmentRow>(`SELECT ${COLUMNS} FROM sip_trunk_assignments a JOIN sip_trunks t ON t.id = a.sip_trunk_id WHERE a.id = ? AND t.org_id = ?`, [id, orgId]);
     return row && fromRow(row);
   }
 
   /** The assignment routing `number` on a trunk (digest inbound route). */
-  byTrunkNumber(trunkId: string, number: string): Assignment | undefined {
-    const row = this.#byTrunkNumber.get(trunkId, number) as AssignmentRow | undefined;
+  async byTrunkNumber(trunkId: string, number: string): Promise<Assignment | undefined> {
+    const row = await this.db.get<AssignmentRow>(`SELECT ${COLUMNS} FROM sip_trunk_assignments a WHERE a.sip_trunk_id = ? AND a.number = ?`, [trunkId, number]);
     return row && fromRow(row);
   }
 
   /** The assignment routing an alternate_number, in any organization (ACL inbound route). */
-  byAlternateNumber(alternateNumber: string): Assignment | undefined {
-    const row = this.#byAlternateNumber.get(alternateNumber) as AssignmentRow | undefined;
+  async byAlternateNumber(alternateNumber: string): Promise<Assignment | undefined> {
+    const row = await this.db.get<AssignmentRow>(`SELECT ${COLUMNS} FROM sip_trunk_assignments a WHERE a.alternate_number = ?`, [alternateNumber]);
     return row && fromRow(row);
   }
 
   /** Whether some digest trunk routes `number`: SIP then challenges instead of answering 404. */
-  digestNumberExists(number: string): boolean {
-    return this.#digestNumberExists.get(number) !== undefined;
+  async digestNumberExists(number: string): Promise<boolean> {
+    const row = await this.db.get(
+      "SELECT 1 AS found FROM sip_trunk_assignments a JOIN sip_trunks t ON t.id = a.sip_trunk_id WHERE a.number = ? AND t.inbound_auth_type = 'digest' LIMIT 1",
+      [number],
+    );
+    return row !== undefined;
   }
 
-  /** @throws the SQLite UNIQUE error on a taken number or alternate_number (isUniqueViolation). */
-  insert(a: { id: string; sip_trunk_id: string; agent_id: string; number: string | null; alternate_number: string | null; created_at: string }): void {
-    this.#insert.run(a);
+  /** @throws the database's UNIQUE error on a taken number or alternate_number (isUniqueViolation). */
+  async insert(a: { id: string; sip_trunk_id: string; agent_id: string; number: string | null; alternate_number: string | null; created_at: string }): Promise<void> {
+    await this.db.run('INSERT INTO sip_trunk_assignments (id, sip_trunk_id, agent_id, number, alternate_number, created_at) VALUES (?, ?, ?, ?, ?, ?)', [
+      a.id,
+      a.sip_trunk_id,
+      a.agent_id,
+      a.number,
+      a.alternate_number,
+      a.created_at,
+    ]);
   }
 
-  /** Sets both numbers (null = none). @throws the SQLite UNIQUE error like insert. */
-  update(id: string, numbers: { number: string | null; alternate_number: string | null }): void {
-    this.#update.run({ id, ...numbers });
+  /** Sets both numbers (null = none). @throws the database's UNIQUE error like insert. */
+  async update(id: string, numbers: { number: string | null; alternate_number: string | null }): Promise<void> {
+    await this.db.run('UPDATE sip_trunk_assignments SET number = ?, alternate_number = ? WHERE id = ?', [numbers.number, numbers.alternate_number, id]);
   }
 
-  delete(orgId: string, id: string): boolean {
-    return this.#delete.run(id, orgId).changes > 0;
+  async delete(orgId: string, id: string): Promise<boolean> {
+    return (await this.db.run('DELETE FROM sip_trunk_assignments WHERE id = ? AND sip_trunk_id IN (SELECT id FROM sip_trunks WHERE org_id = ?)', [id, orgId])).changes > 0;
   }
 }

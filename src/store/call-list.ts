@@ -15,6 +15,8 @@
  */
 import type { CallListFilter } from '../domain/call.ts';
 
+// dialect: sqlite only (PostgreSQL: no INDEXED BY (the planner picks), instr() -> strpos(), FTS5 MATCH -> a pg_trgm index on call_search; a callListSql of its own)
+
 export interface SqlQuery {
   sql: string;
   args: unknown[];

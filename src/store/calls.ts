@@ -7,7 +7,7 @@
  * socket open) -> ended (end_status completed, failed, busy, no_answer or expired), or
  * auth_failed for an outbound call the trunk refused our credentials for.
  */
-import type { Db } from './db.ts';
+import type { SqlClient, SqlValue } from './sql-client.ts';
 import {
   endStatusOf,
   outcomeOf,
@@ -107,6 +107,7 @@ const fromRow = (r: CallRow): CallRecord => ({
 });
 
 // A call's tags, sorted, as a JSON array (call_tags' primary key serves it).
+// dialect: sqlite only (PostgreSQL: coalesce(json_agg(t.tag ORDER BY t.tag), '[]')::text)
 const SELECT_CALL = `SELECT c.*, (SELECT json_group_array(t.tag ORDER BY t.tag) FROM call_tags t WHERE t.call_id = c.id) AS tags FROM calls c`;
 
 /**
@@ -123,130 +124,104 @@ export interface CallPage {
 }
 
 export class CallRepo {
-  readonly #get;
-  readonly #insert;
-  readonly #markAnswered;
-  readonly #end;
-  readonly #setSummary;
-  readonly #byIds;
-  readonly #counter;
-  readonly #ftsProbe;
-  readonly #addTag;
-  /** Prepared list statements by SQL text; the combinations of filters are finite. */
-  readonly #listStatements = new Map<string, ReturnType<Db['prepare']>>();
+  constructor(private readonly db: SqlClient) {}
 
-  constructor(private readonly db: Db) {
-    this.#get = db.prepare(`${SELECT_CALL} WHERE c.id = ? AND c.org_id = ?`);
-    this.#insert = db.prepare(
-      // transcript is named: the column's default ('[]') is the shape before migration 3.
-      `INSERT INTO calls (id, org_id, agent_id, graph_version_id, sip_trunk_id, direction, source, outbound, status, from_number, to_number, party_number, created_at, transcript, carrier_call_id)
-       VALUES (@id, @org_id, @agent_id, @graph_version_id, @sip_trunk_id, @direction, @source, @outbound, 'started', @from, @to, @party_number, @created_at, '{"entries":[]}', @carrier_call_id)`,
-    );
-    this.#markAnswered = db.prepare("UPDATE calls SET status = 'in_progress', started_at = ? WHERE id = ? AND ended_at IS NULL AND started_at IS NULL");
-    // Only the first end counts: a second one (a race of client close and runtime end) is a no-op.
-    this.#end = db.prepare(
-      `UPDATE calls SET status = @status, end_status = @end_status, ended_at = @ended_at, termination_reason = @termination_reason, outcome = @outcome, transcript = @transcript
-       WHERE id = @id AND ended_at IS NULL`,
-    );
-    this.#setSummary = db.prepare('UPDATE calls SET summary = ? WHERE id = ?');
-    this.#byIds = db.prepare(`${SELECT_CALL} WHERE c.id IN (SELECT value FROM json_each(?))`);
-    this.#counter = db.prepare('SELECT n FROM call_counts WHERE org_id = ? AND dim = ? AND val = ?').pluck();
-    this.#ftsProbe = db.prepare('SELECT count(*) FROM (SELECT 1 FROM call_search_fts WHERE call_search_fts MATCH ? LIMIT ?)').pluck();
-    this.#addTag = db.prepare('INSERT OR IGNORE INTO call_tags (call_id, org_id, tag, created_at) SELECT id, org_id, ?, created_at FROM calls WHERE id = ?');
-  }
-
-  get(orgId: string, id: string): CallRecord | undefined {
-    const r = this.#get.get(id, orgId) as CallRow | undefined;
+  async get(orgId: string, id: string): Promise<CallRecord | undefined> {
+    const r = await this.db.get<CallRow>(`${SELECT_CALL} WHERE c.id = ? AND c.org_id = ?`, [id, orgId]);
     return r && fromRow(r);
   }
 
-  insert(c: NewCall): void {
-    this.#insert.run({
-      id: c.id,
-      org_id: c.org_id,
-      agent_id: c.agent_id,
-      graph_version_id: c.graph_version_id ?? null,
-      sip_trunk_id: c.sip_trunk_id,
-      direction: c.direction,
-      source: c.source ?? sourceOf(c.direction),
-      outbound: c.direction === 'outbound' ? 1 : 0,
-      from: c.from,
-      to: c.to,
-      party_number: partyNumber(c.direction, c.from, c.to),
-      created_at: c.created_at,
-      carrier_call_id: c.carrier_call_id ?? null,
-    });
-  }
-
-  /** The call was answered (a phone call) or its session socket opened: in_progress, started_at. */
-  markAnswered(id: string, at: string): boolean {
-    return this.#markAnswered.run(at, id).changes === 1;
-  }
-
-  /** Stores how the call ended. Only the first end is kept; returns whether this one was. */
-  end(id: string, e: CallEnd): boolean {
-    const transcript: Transcript = { entries: e.transcript ?? [] };
-    return (
-      this.#end.run({
-        id,
-        status: e.status ?? 'ended',
-        end_status: e.end_status ?? endStatusOf(e.termination_reason),
-        ended_at: e.ended_at,
-        termination_reason: e.termination_reason,
-        outcome: outcomeOf(e.termination_reason) ?? null,
-        transcript: JSON.stringify(transcript),
-      }).changes === 1
+  async insert(c: NewCall): Promise<void> {
+    await this.db.run(
+      // transcript is named: the column's default ('[]') is the shape before migration 3.
+      `INSERT INTO calls (id, org_id, agent_id, graph_version_id, sip_trunk_id, direction, source, outbound, status, from_number, to_number, party_number, created_at, transcript, carrier_call_id)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'started', ?, ?, ?, ?, '{"entries":[]}', ?)`,
+      [
+        c.id,
+        c.org_id,
+        c.agent_id,
+        c.graph_version_id ?? null,
+        c.sip_trunk_id,
+        c.direction,
+        c.source ?? sourceOf(c.direction),
+        c.direction === 'outbound' ? 1 : 0,
+        c.from,
+        c.to,
+        partyNumber(c.direction, c.from, c.to),
+        c.created_at,
+        c.carrier_call_id ?? null,
+      ],
     );
   }
 
+  /** The call was answered (a phone call) or its session socket opened: in_progress, started_at. */
+  async markAnswered(id: string, at: string): Promise<boolean> {
+    const r = await this.db.run("UPDATE calls SET status = 'in_progress', started_at = ? WHERE id = ? AND ended_at IS NULL AND started_at IS NULL", [at, id]);
+    return r.changes === 1;
+  }
+
+  /** Stores how the call ended. Only the first end is kept; returns whether this one was. */
+  async end(id: string, e: CallEnd): Promise<boolean> {
+    const transcript: Transcript = { entries: e.transcript ?? [] };
+    // Only the first end counts: a second one (a race of client close and runtime end) is a no-op.
+    const r = await this.db.run(
+      `UPDATE calls SET status = ?, end_status = ?, ended_at = ?, termination_reason = ?, outcome = ?, transcript = ?
+       WHERE id = ? AND ended_at IS NULL`,
+      [
+        e.status ?? 'ended',
+        e.end_status ?? endStatusOf(e.termination_reason),
+        e.ended_at,
+        e.termination_reason,
+        outcomeOf(e.termination_reason) ?? null,
+        JSON.stringify(transcript),
+        id,
+      ],
+    );
+    return r.changes === 1;
+  }
+
   /** The carrier's id of a call callbridge placed through the carrier's call API (known after the record). */
-  setCarrierCallId(id: string, callSid: string): boolean {
-    return this.db.prepare('UPDATE calls SET carrier_call_id = ? WHERE id = ?').run(callSid, id).changes === 1;
+  async setCarrierCallId(id: string, callSid: string): Promise<boolean> {
+    return (await this.db.run('UPDATE calls SET carrier_call_id = ? WHERE id = ?', [callSid, id])).changes === 1;
   }
 
   /** Where the call's recording (a WAV file) is; has_recording turns true. */
-  setRecording(id: string, path: string): boolean {
-    return this.db.prepare('UPDATE calls SET recording_path = ? WHERE id = ?').run(path, id).changes === 1;
+  async setRecording(id: string, path: string): Promise<boolean> {
+    return (await this.db.run('UPDATE calls SET recording_path = ? WHERE id = ?', [path, id])).changes === 1;
   }
 
   /** The recording's file path, when the call has one. */
-  recordingPath(orgId: string, id: string): string | undefined {
-    const r = this.db.prepare('SELECT recording_path FROM calls WHERE id = ? AND org_id = ?').get(id, orgId) as { recording_path: string | null } | undefined;
+  async recordingPath(orgId: string, id: string): Promise<string | undefined> {
+    const r = await this.db.get<{ recording_path: string | null }>('SELECT recording_path FROM calls WHERE id = ? AND org_id = ?', [id, orgId]);
     return r?.recording_path ?? undefined;
   }
 
   /** The after-call summary (it may arrive after the end). */
-  setSummary(id: string, text: string): boolean {
-    return this.#setSummary.run(text, id).changes === 1;
+  async setSummary(id: string, text: string): Promise<boolean> {
+    return (await this.db.run('UPDATE calls SET summary = ? WHERE id = ?', [text, id])).changes === 1;
   }
 
   /** Tags the call (a tag it has already is kept once). Returns how many were new. */
-  addTags(id: string, tags: readonly string[]): number {
-    return this.db.transaction(() => tags.reduce((n, tag) => n + this.#addTag.run(tag, id).changes, 0))();
+  addTags(id: string, tags: readonly string[]): Promise<number> {
+    return this.db.transaction(async (tx) => {
+      let added = 0;
+      for (const tag of tags) {
+        // The SELECT's WHERE keeps SQLite from reading ON CONFLICT as part of a join.
+        const r = await tx.run('INSERT INTO call_tags (call_id, org_id, tag, created_at) SELECT id, org_id, ?, created_at FROM calls WHERE id = ? ON CONFLICT DO NOTHING', [tag, id]);
+        added += r.changes;
+      }
+      return added;
+    });
   }
 
   /** How the list query serves `search` for this organization (see FTS_SELECTIVITY). */
-  searchPlan(orgId: string, search: string | undefined): SearchPlan {
-    if (!search || [...search].length < 3) return 'scan';
-    const budget = Math.floor(this.orgTotal(orgId) / FTS_SELECTIVITY);
-    if (budget === 0) return 'scan';
-    return (this.#ftsProbe.get(ftsPhrase(search), budget + 1) as number) <= budget ? 'fts' : 'scan';
+  searchPlan(orgId: string, search: string | undefined): Promise<SearchPlan> {
+    return searchPlan(this.db, orgId, search);
   }
 
   /** How many calls the organization has (a counter, not a count). */
-  orgTotal(orgId: string): number {
-    return this.#count(orgId, 'all', '');
-  }
-
-  /** A counter of call_counts (migration 3); 0 when it has never been written. */
-  #count(orgId: string, dim: CounterDim, val: string): number {
-    return (this.#counter.get(orgId, dim, val) as number | undefined) ?? 0;
-  }
-
-  /** The total of a list filtered by nothing or one counted dimension alone: from the counters. */
-  #countedTotal(orgId: string, f: CallListFilter): number | undefined {
-    const c = counterOf(f);
-    return c && c.vals.reduce((sum, v) => sum + this.#count(orgId, c.dim, v), 0);
+  orgTotal(orgId: string): Promise<number> {
+    return counter(this.db, orgId, 'all', '');
   }
 
   /**
@@ -254,36 +229,47 @@ export class CallRepo {
    * transaction (one snapshot: the total and the page agree). A page in the older half of the
    * list is read from the oldest end, in the other direction, so no page skips more than half.
    */
-  list(orgId: string, f: CallListFilter, limit: number, offset: number): CallPage {
-    return this.db.transaction((): CallPage => {
-      const plan = this.searchPlan(orgId, f.search);
-      const counted = this.#countedTotal(orgId, f);
-      const total = counted ?? (this.#run(callListSql(orgId, f, plan, limit, offset).count, 'get') as number);
+  list(orgId: string, f: CallListFilter, limit: number, offset: number): Promise<CallPage> {
+    return this.db.transaction(async (tx): Promise<CallPage> => {
+      const plan = await searchPlan(tx, orgId, f.search);
+      const counted = await countedTotal(tx, orgId, f);
+      const total = counted ?? ((await tx.get<{ n: number }>(...sqlOf(callListSql(orgId, f, plan, limit, offset).count)))?.n ?? 0);
       if (offset >= total) return { calls: [], total };
       const fromEnd = offset + limit / 2 > total / 2;
       const q = fromEnd ? callListSql(orgId, f, plan, Math.min(limit, total - offset), Math.max(0, total - offset - limit), 'asc') : callListSql(orgId, f, plan, limit, offset);
-      const got = this.#run(q.page, 'all') as string[];
+      const got = (await tx.all<{ id: string }>(...sqlOf(q.page))).map((r) => r.id);
       const ids = fromEnd ? got.reverse() : got;
       if (ids.length === 0) return { calls: [], total };
-      const byId = new Map((this.#byIds.all(JSON.stringify(ids)) as CallRow[]).map((r) => [r.id, r]));
+      // dialect: sqlite only (PostgreSQL: c.id IN (SELECT json_array_elements_text(?::json)))
+      const rows = await tx.all<CallRow>(`${SELECT_CALL} WHERE c.id IN (SELECT value FROM json_each(?))`, [JSON.stringify(ids)]);
+      const byId = new Map(rows.map((r) => [r.id, r]));
       return { calls: ids.flatMap((id) => (byId.has(id) ? [fromRow(byId.get(id) as CallRow)] : [])), total };
-    })();
+    });
   }
+}
 
-  /** Runs a list statement (first column only). */
-  #run(q: SqlQuery, how: 'get' | 'all'): unknown {
-    const st = this.#prepare(q.sql).pluck();
-    return how === 'get' ? st.get(...q.args) : st.all(...q.args);
-  }
+/** A list statement as the client's arguments. */
+const sqlOf = (q: SqlQuery): [string, SqlValue[]] => [q.sql, q.args as SqlValue[]];
 
-  #prepare(sql: string): ReturnType<Db['prepare']> {
-    let st = this.#listStatements.get(sql);
-    if (st === undefined) {
-      // Bounded: a burst of unusual agent_ids counts must not grow the cache without end.
-      if (this.#listStatements.size >= 256) this.#listStatements.clear();
-      st = this.db.prepare(sql);
-      this.#listStatements.set(sql, st);
-    }
-    return st;
-  }
+async function searchPlan(db: SqlClient, orgId: string, search: string | undefined): Promise<SearchPlan> {
+  if (!search || [...search].length < 3) return 'scan';
+  const budget = Math.floor((await counter(db, orgId, 'all', '')) / FTS_SELECTIVITY);
+  if (budget === 0) return 'scan';
+  // dialect: sqlite only (PostgreSQL: a pg_trgm index probe on call_search instead of FTS5 MATCH)
+  const probe = await db.get<{ n: number }>('SELECT count(*) AS n FROM (SELECT 1 FROM call_search_fts WHERE call_search_fts MATCH ? LIMIT ?)', [ftsPhrase(search), budget + 1]);
+  return (probe?.n ?? 0) <= budget ? 'fts' : 'scan';
+}
+
+/** A counter of call_counts (migration 3); 0 when it has never been written. */
+async function counter(db: SqlClient, orgId: string, dim: CounterDim, val: string): Promise<number> {
+  return (await db.get<{ n: number }>('SELECT n FROM call_counts WHERE org_id = ? AND dim = ? AND val = ?', [orgId, dim, val]))?.n ?? 0;
+}
+
+/** The total of a list filtered by nothing or one counted dimension alone: from the counters. */
+async function countedTotal(db: SqlClient, orgId: string, f: CallListFilter): Promise<number | undefined> {
+  const c = counterOf(f);
+  if (!c) return undefined;
+  let sum = 0;
+  for (const v of c.vals) sum += await counter(db, orgId, c.dim, v);
+  return sum;
 }

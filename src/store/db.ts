@@ -1,11 +1,14 @@
 /**
- * Opens the SQLite database in the data directory and brings its schema up to date.
+ * Opens the SQLite database in the data directory and brings its schema up to date; migrations
+ * and the unique-violation test, which run over any SqlClient.
  * WAL for concurrent readers; synchronous=FULL so a committed write survives power loss, since
  * every write is committed before the API answers.
  */
 import { chmodSync, closeSync, existsSync, mkdirSync, openSync } from 'node:fs';
 import { join } from 'node:path';
 import { MIGRATIONS, type Migration } from './migrations.ts';
+import type { SqlClient } from './sql-client.ts';
+import { SqliteClient } from './sqlite-client.ts';
 import { Database } from './sqlite-driver.ts';
 
 export type Db = Database;
@@ -22,7 +25,20 @@ const MMAP_BYTES = 4 * 1024 ** 3;
  */
 export const PAGE_CACHE_KIB = 2000;
 
-export function openDatabase(dataDir: string, migrations: Migration[] = MIGRATIONS): Db {
+/** The data directory's database as a SqlClient, schema up to date. */
+export async function openSqliteClient(dataDir: string, migrations: Migration[] = MIGRATIONS): Promise<SqliteClient> {
+  const client = new SqliteClient(openDatabaseFile(dataDir));
+  try {
+    await migrate(client, migrations);
+  } catch (err) {
+    await client.close();
+    throw err;
+  }
+  return client;
+}
+
+/** The data directory's database, its pragmas set, schema not migrated (openSqliteClient migrates). */
+export function openDatabaseFile(dataDir: string): Db {
   const file = join(dataDir, 'callbridge.sqlite');
   restrictAccess(dataDir, file);
   const db = new Database(file);
@@ -35,7 +51,6 @@ export function openDatabase(dataDir: string, migrations: Migration[] = MIGRATIO
   // only what the file holds; the pages are the OS page cache, shared, not the daemon's heap.
   db.pragma(`mmap_size = ${MMAP_BYTES}`);
   db.pragma(`cache_size = -${PAGE_CACHE_KIB}`);
-  migrate(db, migrations);
   return db;
 }
 
@@ -58,9 +73,13 @@ function restrictAccess(dataDir: string, file: string): void {
   }
 }
 
-export function migrate(db: Db, migrations: Migration[]): void {
-  db.exec('CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)');
-  const applied = new Set((db.prepare('SELECT version FROM schema_migrations').all() as { version: number }[]).map((r) => r.version));
+/**
+ * Applies the migrations not yet applied, each in its own transaction, recording each in
+ * schema_migrations; refuses a database whose schema is newer than the newest migration known.
+ */
+export async function migrate(client: SqlClient, migrations: Migration[]): Promise<void> {
+  await client.exec('CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)');
+  const applied = new Set((await client.all<{ version: number }>('SELECT version FROM schema_migrations')).map((r) => r.version));
   const newest = Math.max(0, ...applied);
   const known = Math.max(0, ...migrations.map((m) => m.version));
   if (newest > known) {
@@ -68,14 +87,14 @@ export function migrate(db: Db, migrations: Migration[]): void {
   }
   for (const m of [...migrations].sort((a, b) => a.version - b.version)) {
     if (applied.has(m.version)) continue;
-    db.transaction(() => {
-      db.exec(m.sql);
-      db.prepare('INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)').run(m.version, m.name, new Date().toISOString());
-    })();
+    await client.transaction(async (tx) => {
+      await tx.exec(m.sql);
+      await tx.run('INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)', [m.version, m.name, new Date().toISOString()]);
+    });
   }
 }
 
-/** True when err is SQLite's UNIQUE constraint failure (optionally on the given column). */
+/** True when err is the database's UNIQUE constraint failure (optionally on the given column). */
 export function isUniqueViolation(err: unknown, column?: string): boolean {
   const e = err as { code?: string; message?: string };
   if (e?.code !== 'SQLITE_CONSTRAINT_UNIQUE' && e?.code !== 'SQLITE_CONSTRAINT_PRIMARYKEY') return false;

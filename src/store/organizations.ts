@@ -1,6 +1,6 @@
 /** Organizations and their API keys. Keys are stored as sha256 hashes only. */
 import { createHash, randomBytes } from 'node:crypto';
-import type { Db } from './db.ts';
+import type { SqlClient } from './sql-client.ts';
 import { newId, nowIso } from '../domain/ids.ts';
 
 export interface Organization {
@@ -11,7 +11,7 @@ export interface Organization {
 
 const KEY_PREFIX = 'cbk_';
 /**
- * Known keys are remembered for a short while: hashing the key and querying SQLite on every
+ * Known keys are remembered for a short while: hashing the key and querying the database on every
  * request was a sixth of an agent GET's CPU (bench/api). Only hits are cached, so a key created
  * by the CLI in another process works at once; a revoked key stops working within the TTL.
  */
@@ -19,35 +19,32 @@ const KEY_CACHE_TTL_MS = 30_000;
 const KEY_CACHE_MAX = 10_000;
 const hashKey = (key: string) => createHash('sha256').update(key).digest('hex');
 
-export class OrganizationRepo {
-  readonly #byId;
-  readonly #byKeyHash;
-  readonly #insertOrg;
-  readonly #insertKey;
-  readonly #count;
-  readonly #keyCache = new Map<string, { org: Organization; until: number }>();
+/** Known keys, shared by the store's repository and those bound to a transaction. */
+export type KeyCache = Map<string, { org: Organization; until: number }>;
 
-  constructor(private readonly db: Db) {
-    this.#byId = db.prepare('SELECT id, name, created_at FROM organizations WHERE id = ?');
-    this.#byKeyHash = db.prepare(
-      'SELECT o.id, o.name, o.created_at FROM api_keys k JOIN organizations o ON o.id = k.org_id WHERE k.key_hash = ? AND k.revoked_at IS NULL',
-    );
-    this.#insertOrg = db.prepare('INSERT INTO organizations (id, name, created_at) VALUES (?, ?, ?)');
-    this.#insertKey = db.prepare('INSERT INTO api_keys (id, org_id, key_hash, prefix, created_at) VALUES (?, ?, ?, ?, ?)');
-    this.#count = db.prepare('SELECT COUNT(*) AS n FROM api_keys WHERE revoked_at IS NULL');
+export class OrganizationRepo {
+  readonly #db: SqlClient;
+  readonly #keyCache: KeyCache;
+
+  constructor(db: SqlClient, keyCache: KeyCache = new Map()) {
+    this.#db = db;
+    this.#keyCache = keyCache;
   }
 
-  get(id: string): Organization | undefined {
-    return this.#byId.get(id) as Organization | undefined;
+  get(id: string): Promise<Organization | undefined> {
+    return this.#db.get<Organization>('SELECT id, name, created_at FROM organizations WHERE id = ?', [id]);
   }
 
   /** The organization a bearer key belongs to, or undefined for an unknown or revoked key. */
-  byApiKey(key: string): Organization | undefined {
+  async byApiKey(key: string): Promise<Organization | undefined> {
     if (!key.startsWith(KEY_PREFIX)) return undefined;
     const now = Date.now();
     const hit = this.#keyCache.get(key);
     if (hit && hit.until > now) return hit.org;
-    const org = this.#byKeyHash.get(hashKey(key)) as Organization | undefined;
+    const org = await this.#db.get<Organization>(
+      'SELECT o.id, o.name, o.created_at FROM api_keys k JOIN organizations o ON o.id = k.org_id WHERE k.key_hash = ? AND k.revoked_at IS NULL',
+      [hashKey(key)],
+    );
     if (!org) {
       this.#keyCache.delete(key);
       return undefined;
@@ -57,28 +54,31 @@ export class OrganizationRepo {
     return org;
   }
 
-  activeKeyCount(): number {
-    return (this.#count.get() as { n: number }).n;
+  async activeKeyCount(): Promise<number> {
+    const row = await this.#db.get<{ n: number }>('SELECT COUNT(*) AS n FROM api_keys WHERE revoked_at IS NULL');
+    return row?.n ?? 0;
   }
 
   /** The oldest organization of that name (names are not unique; `keys create --org` reuses the oldest). */
-  byName(name: string): Organization | undefined {
-    return this.db.prepare('SELECT id, name, created_at FROM organizations WHERE name = ? ORDER BY created_at LIMIT 1').get(name) as Organization | undefined;
+  byName(name: string): Promise<Organization | undefined> {
+    return byName(this.#db, name);
   }
 
   /** Creates an organization (or reuses the one of that name) and a new key; returns the key once. */
-  createKey(orgName: string): { org: Organization; key: string } {
-    return this.db.transaction(() => {
-      let org = this.db.prepare('SELECT id, name, created_at FROM organizations WHERE name = ? ORDER BY created_at LIMIT 1').get(orgName) as
-        | Organization
-        | undefined;
+  createKey(orgName: string): Promise<{ org: Organization; key: string }> {
+    return this.#db.transaction(async (tx) => {
+      let org = await byName(tx, orgName);
       if (!org) {
         org = { id: newId(), name: orgName, created_at: nowIso() };
-        this.#insertOrg.run(org.id, org.name, org.created_at);
+        await tx.run('INSERT INTO organizations (id, name, created_at) VALUES (?, ?, ?)', [org.id, org.name, org.created_at]);
       }
       const key = KEY_PREFIX + randomBytes(24).toString('base64url');
-      this.#insertKey.run(newId(), org.id, hashKey(key), key.slice(0, 10), nowIso());
+      await tx.run('INSERT INTO api_keys (id, org_id, key_hash, prefix, created_at) VALUES (?, ?, ?, ?, ?)', [newId(), org.id, hashKey(key), key.slice(0, 10), nowIso()]);
       return { org, key };
-    })();
+    });
   }
+}
+
+function byName(db: SqlClient, name: string): Promise<Organization | undefined> {
+  return db.get<Organization>('SELECT id, name, created_at FROM organizations WHERE name = ? ORDER BY created_at LIMIT 1', [name]);
 }

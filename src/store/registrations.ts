@@ -9,7 +9,7 @@
  * trunk id belongs to exactly one. What the API shows of bindings goes through the org-scoped
  * trunk reads (SipTrunkRepo), never through here.
  */
-import type { Db } from './db.ts';
+import type { SqlClient } from './sql-client.ts';
 
 export type RegistrationTransport = 'udp' | 'tcp' | 'tls';
 
@@ -29,51 +29,50 @@ export interface StoredRegistration {
 const COLUMNS = 'trunk_id, contact, expires_at, call_id, cseq, transport, source_address, source_port, connection_id, updated_at';
 
 export class RegistrationRepo {
-  readonly #live;
-  readonly #latest;
-  readonly #deleteTrunk;
-  readonly #insert;
-  readonly #counts;
-  readonly #sweep;
-  readonly #db: Db;
-
-  constructor(db: Db) {
-    this.#db = db;
-    this.#live = db.prepare(`SELECT ${COLUMNS} FROM sip_registrations WHERE trunk_id = ? AND expires_at > ? ORDER BY updated_at DESC, contact`);
-    this.#latest = db.prepare(`SELECT ${COLUMNS} FROM sip_registrations WHERE trunk_id = ? AND expires_at > ? ORDER BY updated_at DESC, contact LIMIT 1`);
-    this.#deleteTrunk = db.prepare('DELETE FROM sip_registrations WHERE trunk_id = ?');
-    this.#insert = db.prepare(
-      `INSERT INTO sip_registrations (${COLUMNS}) VALUES (@trunk_id, @contact, @expires_at, @call_id, @cseq, @transport, @source_address, @source_port, @connection_id, @updated_at)`,
-    );
-    this.#counts = db.prepare('SELECT trunk_id, count(*) AS n FROM sip_registrations WHERE expires_at > ? GROUP BY trunk_id');
-    this.#sweep = db.prepare('DELETE FROM sip_registrations WHERE expires_at <= ?');
-  }
+  constructor(private readonly db: SqlClient) {}
 
   /** The trunk's unexpired bindings, most recently registered first. */
-  live(trunkId: string, now: number): StoredRegistration[] {
-    return this.#live.all(trunkId, now) as StoredRegistration[];
+  live(trunkId: string, now: number): Promise<StoredRegistration[]> {
+    return this.db.all<StoredRegistration>(`SELECT ${COLUMNS} FROM sip_registrations WHERE trunk_id = ? AND expires_at > ? ORDER BY updated_at DESC, contact`, [trunkId, now]);
   }
 
   /** The most recently registered unexpired binding of the trunk (where calls to its PBX go). */
-  latest(trunkId: string, now: number): StoredRegistration | undefined {
-    return this.#latest.get(trunkId, now) as StoredRegistration | undefined;
+  latest(trunkId: string, now: number): Promise<StoredRegistration | undefined> {
+    return this.db.get<StoredRegistration>(`SELECT ${COLUMNS} FROM sip_registrations WHERE trunk_id = ? AND expires_at > ? ORDER BY updated_at DESC, contact LIMIT 1`, [
+      trunkId,
+      now,
+    ]);
   }
 
   /** Replaces the trunk's bindings with `bindings` (all of them, expired ones dropped), atomically. */
-  replace(trunkId: string, bindings: readonly StoredRegistration[]): void {
-    this.#db.transaction(() => {
-      this.#deleteTrunk.run(trunkId);
-      for (const b of bindings) this.#insert.run({ ...b, trunk_id: trunkId });
-    })();
+  replace(trunkId: string, bindings: readonly StoredRegistration[]): Promise<void> {
+    return this.db.transaction(async (tx) => {
+      await tx.run('DELETE FROM sip_registrations WHERE trunk_id = ?', [trunkId]);
+      for (const b of bindings) {
+        await tx.run(`INSERT INTO sip_registrations (${COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, [
+          trunkId,
+          b.contact,
+          b.expires_at,
+          b.call_id,
+          b.cseq,
+          b.transport,
+          b.source_address,
+          b.source_port,
+          b.connection_id,
+          b.updated_at,
+        ]);
+      }
+    });
   }
 
   /** Unexpired bindings per trunk (the registrations gauge). */
-  countsByTrunk(now: number): Map<string, number> {
-    return new Map((this.#counts.all(now) as { trunk_id: string; n: number }[]).map((r) => [r.trunk_id, r.n]));
+  async countsByTrunk(now: number): Promise<Map<string, number>> {
+    const rows = await this.db.all<{ trunk_id: string; n: number }>('SELECT trunk_id, count(*) AS n FROM sip_registrations WHERE expires_at > ? GROUP BY trunk_id', [now]);
+    return new Map(rows.map((r) => [r.trunk_id, r.n]));
   }
 
   /** Deletes expired bindings; returns how many went. */
-  sweep(now: number): number {
-    return this.#sweep.run(now).changes;
+  async sweep(now: number): Promise<number> {
+    return (await this.db.run('DELETE FROM sip_registrations WHERE expires_at <= ?', [now])).changes;
   }
 }

@@ -6,7 +6,8 @@
  * Passwords are sealed with the SecretBox (AES-256-GCM) into the *_password_enc columns. No method
  * returns them except credentials(), which exists for the SIP layer only.
  */
-import type { Db } from './db.ts';
+import { randomBytes } from 'node:crypto';
+import type { SqlClient, SqlValue } from './sql-client.ts';
 import type { SecretBox } from './secret-box.ts';
 import type { CallerIdTransform, InboundAuthType, MediaEncryption, Pbx, RegistrationStatus, SipTrunk, SipTrunkSettings } from '../domain/sip-trunk.ts';
 
@@ -161,82 +162,30 @@ function settingsParams(s: SipTrunkWrite) {
 }
 
 export class SipTrunkRepo {
-  readonly #get;
-  readonly #list;
-  readonly #insert;
-  readonly #update;
-  readonly #delete;
-  readonly #byUsername;
-  readonly #secrets;
-  readonly #setStatus;
-  readonly #byAuthType;
-  readonly #withOutbound;
-  readonly #hasLiveBinding;
-  readonly #registering;
-  readonly #byContactUser;
-  readonly #setOutbound;
-
   constructor(
-    db: Db,
+    private readonly db: SqlClient,
     private readonly box: SecretBox,
-  ) {
-    this.#get = db.prepare(`SELECT ${COLUMNS} FROM sip_trunks WHERE id = ? AND org_id = ?`);
-    this.#list = db.prepare(`SELECT ${COLUMNS} FROM sip_trunks WHERE org_id = ? ORDER BY created_at, id LIMIT ? OFFSET ?`);
-    this.#insert = db.prepare(
-      `INSERT INTO sip_trunks (${COLUMNS}, outbound_contact_user) VALUES (@id, @org_id, @pbx, @name, @inbound_auth_type, @inbound_host, @inbound_acl, ` +
-        '@inbound_sip_username, @inbound_enc, @outbound_host, @outbound_sip_username, @outbound_enc, @register, @remain_in_dialog, ' +
-        "@caller_id_transforms, @media_encryption, @header_variables, 'not_registered', 'not_registered', '', NULL, @created_at, @created_at, 'cb' || lower(hex(randomblob(8))))",
-    );
-    // @keep_* = 1 leaves the sealed password as it is; otherwise @*_enc replaces it (NULL clears).
-    this.#update = db.prepare(
-      'UPDATE sip_trunks SET pbx = @pbx, name = @name, inbound_auth_type = @inbound_auth_type, inbound_host = @inbound_host, ' +
-        'inbound_acl = @inbound_acl, inbound_sip_username = @inbound_sip_username, ' +
-        'inbound_sip_password_enc = CASE WHEN @keep_inbound = 1 THEN inbound_sip_password_enc ELSE @inbound_enc END, ' +
-        'outbound_host = @outbound_host, outbound_sip_username = @outbound_sip_username, ' +
-        'outbound_sip_password_enc = CASE WHEN @keep_outbound = 1 THEN outbound_sip_password_enc ELSE @outbound_enc END, ' +
-        'register = @register, remain_in_dialog = @remain_in_dialog, caller_id_transforms = @caller_id_transforms, ' +
-        'media_encryption = @media_encryption, header_variables = @header_variables, ' +
-        // What the registration client reported is about the old host or credentials: it starts over.
-        "outbound_registration_status = CASE WHEN @outbound_changed = 1 THEN 'not_registered' ELSE outbound_registration_status END, " +
-        "outbound_registration_error = CASE WHEN @outbound_changed = 1 THEN '' ELSE outbound_registration_error END, " +
-        'outbound_registration_expires_at = CASE WHEN @outbound_changed = 1 THEN NULL ELSE outbound_registration_expires_at END, ' +
-        'updated_at = @updated_at WHERE id = @id AND org_id = @org_id',
-    );
-    this.#delete = db.prepare('DELETE FROM sip_trunks WHERE id = ? AND org_id = ?');
-    this.#byUsername = db.prepare(`SELECT ${COLUMNS} FROM sip_trunks WHERE inbound_sip_username = ?`);
-    this.#secrets = db.prepare(
-      'SELECT inbound_sip_username, inbound_sip_password_enc, outbound_sip_username, outbound_sip_password_enc FROM sip_trunks WHERE id = ?',
-    );
-    this.#withOutbound = db.prepare(`SELECT ${COLUMNS} FROM sip_trunks WHERE outbound_host != '' ORDER BY created_at, id`);
-    this.#byAuthType = db.prepare(`SELECT ${COLUMNS} FROM sip_trunks WHERE inbound_auth_type = ? ORDER BY created_at, id`);
-    this.#hasLiveBinding = db.prepare('SELECT 1 FROM sip_registrations WHERE trunk_id = ? AND expires_at > ? LIMIT 1');
-    this.#registering = db.prepare(
-      "SELECT id, pbx, outbound_host, outbound_sip_username, outbound_sip_password_enc, outbound_contact_user FROM sip_trunks WHERE register = 1 AND outbound_host != '' " +
-        "AND outbound_sip_username != '' AND outbound_sip_password_enc IS NOT NULL AND outbound_contact_user IS NOT NULL ORDER BY created_at, id",
-    );
-    this.#byContactUser = db.prepare(`SELECT ${COLUMNS} FROM sip_trunks WHERE outbound_contact_user = ? AND register = 1`);
-    this.#setOutbound = db.prepare(
-      'UPDATE sip_trunks SET outbound_registration_status = @status, outbound_registration_error = @error, outbound_registration_expires_at = @expires_at WHERE id = @id',
-    );
-    this.#setStatus = db.prepare(
-      'UPDATE sip_trunks SET inbound_registration_status = COALESCE(@inbound, inbound_registration_status), ' +
-        'outbound_registration_status = COALESCE(@outbound, outbound_registration_status) WHERE id = @id',
-    );
-  }
+  ) {}
 
   /** The organization's trunk, its registration statuses as of now (withLiveStatus). */
-  get(orgId: string, id: string): StoredSipTrunk | undefined {
-    const row = this.#get.get(id, orgId) as SipTrunkRow | undefined;
+  async get(orgId: string, id: string): Promise<StoredSipTrunk | undefined> {
+    const row = await this.db.get<SipTrunkRow>(`SELECT ${COLUMNS} FROM sip_trunks WHERE id = ? AND org_id = ?`, [id, orgId]);
     return row && this.#withLiveStatus(fromRow(row));
   }
 
-  list(orgId: string, limit: number, offset: number): StoredSipTrunk[] {
-    return (this.#list.all(orgId, limit, offset) as SipTrunkRow[]).map((r) => this.#withLiveStatus(fromRow(r)));
+  async list(orgId: string, limit: number, offset: number): Promise<StoredSipTrunk[]> {
+    const rows = await this.db.all<SipTrunkRow>(`SELECT ${COLUMNS} FROM sip_trunks WHERE org_id = ? ORDER BY created_at, id LIMIT ? OFFSET ?`, [orgId, limit, offset]);
+    const out: StoredSipTrunk[] = [];
+    for (const r of rows) out.push(await this.#withLiveStatus(fromRow(r)));
+    return out;
   }
 
   /** Every trunk that is to register with its carrier, in any organization, password decrypted (SIP only). */
-  registeringTrunks(): RegisteringSipTrunk[] {
-    const rows = this.#registering.all() as { id: string; pbx: Pbx; outbound_host: string; outbound_sip_username: string; outbound_sip_password_enc: string; outbound_contact_user: string }[];
+  async registeringTrunks(): Promise<RegisteringSipTrunk[]> {
+    const rows = await this.db.all<{ id: string; pbx: Pbx; outbound_host: string; outbound_sip_username: string; outbound_sip_password_enc: string; outbound_contact_user: string }>(
+      "SELECT id, pbx, outbound_host, outbound_sip_username, outbound_sip_password_enc, outbound_contact_user FROM sip_trunks WHERE register = 1 AND outbound_host != '' " +
+        "AND outbound_sip_username != '' AND outbound_sip_password_enc IS NOT NULL AND outbound_contact_user IS NOT NULL ORDER BY created_at, id",
+    );
     return rows.map((r) => ({
       id: r.id,
       pbx: r.pbx,
@@ -248,22 +197,27 @@ export class SipTrunkRepo {
   }
 
   /** The registering trunk whose Contact user this is (an INVITE the carrier sent to our registered Contact). */
-  byOutboundContactUser(user: string): StoredSipTrunk | undefined {
-    const row = this.#byContactUser.get(user) as SipTrunkRow | undefined;
+  async byOutboundContactUser(user: string): Promise<StoredSipTrunk | undefined> {
+    const row = await this.db.get<SipTrunkRow>(`SELECT ${COLUMNS} FROM sip_trunks WHERE outbound_contact_user = ? AND register = 1`, [user]);
     return row && fromRow(row);
   }
 
   /** What the registration client observed; read back through withLiveStatus. */
-  setOutboundRegistration(id: string, report: OutboundRegistrationReport): void {
-    this.#setOutbound.run({ id, status: report.status, error: report.error, expires_at: report.expiresAt });
+  async setOutboundRegistration(id: string, report: OutboundRegistrationReport): Promise<void> {
+    await this.db.run('UPDATE sip_trunks SET outbound_registration_status = ?, outbound_registration_error = ?, outbound_registration_expires_at = ? WHERE id = ?', [
+      report.status,
+      report.error,
+      report.expiresAt,
+      id,
+    ]);
   }
 
   /**
    * The trunk whose digest username this is, in any organization: SIP picks the trunk by it, and
    * the API checks it before a write to answer 409 instead of a constraint error.
    */
-  byInboundUsername(username: string): StoredSipTrunk | undefined {
-    const row = this.#byUsername.get(username) as SipTrunkRow | undefined;
+  async byInboundUsername(username: string): Promise<StoredSipTrunk | undefined> {
+    const row = await this.db.get<SipTrunkRow>(`SELECT ${COLUMNS} FROM sip_trunks WHERE inbound_sip_username = ?`, [username]);
     return row && fromRow(row);
   }
 
@@ -271,53 +225,104 @@ export class SipTrunkRepo {
    * Every trunk of every organization with this inbound auth type: SIP matches an INVITE's
    * source address against the ACL trunks, since the request names no organization.
    */
-  listByInboundAuth(type: InboundAuthType): StoredSipTrunk[] {
-    return (this.#byAuthType.all(type) as SipTrunkRow[]).map(fromRow);
+  async listByInboundAuth(type: InboundAuthType): Promise<StoredSipTrunk[]> {
+    return (await this.db.all<SipTrunkRow>(`SELECT ${COLUMNS} FROM sip_trunks WHERE inbound_auth_type = ? ORDER BY created_at, id`, [type])).map(fromRow);
   }
 
   /** Every trunk with an outbound host, in any organization (OPTIONS pings). */
-  listWithOutboundHost(): StoredSipTrunk[] {
-    return (this.#withOutbound.all() as SipTrunkRow[]).map(fromRow);
+  async listWithOutboundHost(): Promise<StoredSipTrunk[]> {
+    return (await this.db.all<SipTrunkRow>(`SELECT ${COLUMNS} FROM sip_trunks WHERE outbound_host != '' ORDER BY created_at, id`)).map(fromRow);
   }
 
-  /** @throws the SQLite UNIQUE error when inbound_sip_username is taken (isUniqueViolation). */
-  insert(t: { id: string; org_id: string; settings: SipTrunkWrite; passwords: PasswordChange; created_at: string }): void {
-    this.#insert.run({
-      id: t.id,
-      org_id: t.org_id,
-      ...settingsParams(t.settings),
-      inbound_enc: this.#seal(t.passwords.inbound_sip_password),
-      outbound_enc: this.#seal(t.passwords.outbound_sip_password),
-      created_at: t.created_at,
-    });
+  /** @throws the database's UNIQUE error when inbound_sip_username is taken (isUniqueViolation). */
+  async insert(t: { id: string; org_id: string; settings: SipTrunkWrite; passwords: PasswordChange; created_at: string }): Promise<void> {
+    const p = settingsParams(t.settings);
+    const values: SqlValue[] = [
+      t.id,
+      t.org_id,
+      p.pbx,
+      p.name,
+      p.inbound_auth_type,
+      p.inbound_host,
+      p.inbound_acl,
+      p.inbound_sip_username,
+      this.#seal(t.passwords.inbound_sip_password),
+      p.outbound_host,
+      p.outbound_sip_username,
+      this.#seal(t.passwords.outbound_sip_password),
+      p.register,
+      p.remain_in_dialog,
+      p.caller_id_transforms,
+      p.media_encryption,
+      p.header_variables,
+      t.created_at,
+      t.created_at,
+      // The user part of our Contact in this trunk's REGISTERs: random, so it names no organization.
+      'cb' + randomBytes(8).toString('hex'),
+    ];
+    await this.db.run(
+      `INSERT INTO sip_trunks (${COLUMNS}, outbound_contact_user) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ` +
+        "'not_registered', 'not_registered', '', NULL, ?, ?, ?)",
+      values,
+    );
   }
 
   /** Writes the merged settings; passwords change only when the change names them. */
-  update(t: { id: string; org_id: string; settings: SipTrunkWrite; passwords: PasswordChange; updated_at: string; outboundChanged?: boolean }): void {
+  async update(t: { id: string; org_id: string; settings: SipTrunkWrite; passwords: PasswordChange; updated_at: string; outboundChanged?: boolean }): Promise<void> {
     const { inbound_sip_password: inbound, outbound_sip_password: outbound } = t.passwords;
-    this.#update.run({
-      id: t.id,
-      org_id: t.org_id,
-      ...settingsParams(t.settings),
-      keep_inbound: inbound === undefined ? 1 : 0,
-      inbound_enc: this.#seal(inbound),
-      keep_outbound: outbound === undefined ? 1 : 0,
-      outbound_enc: this.#seal(outbound),
-      outbound_changed: t.outboundChanged === true ? 1 : 0,
-      updated_at: t.updated_at,
-    });
+    const p = settingsParams(t.settings);
+    const outboundChanged = t.outboundChanged === true ? 1 : 0;
+    await this.db.run(
+      'UPDATE sip_trunks SET pbx = ?, name = ?, inbound_auth_type = ?, inbound_host = ?, inbound_acl = ?, inbound_sip_username = ?, ' +
+        // keep = 1 leaves the sealed password as it is; otherwise the new one replaces it (NULL clears).
+        'inbound_sip_password_enc = CASE WHEN ? = 1 THEN inbound_sip_password_enc ELSE ? END, ' +
+        'outbound_host = ?, outbound_sip_username = ?, ' +
+        'outbound_sip_password_enc = CASE WHEN ? = 1 THEN outbound_sip_password_enc ELSE ? END, ' +
+        'register = ?, remain_in_dialog = ?, caller_id_transforms = ?, media_encryption = ?, header_variables = ?, ' +
+        // What the registration client reported is about the old host or credentials: it starts over.
+        "outbound_registration_status = CASE WHEN ? = 1 THEN 'not_registered' ELSE outbound_registration_status END, " +
+        "outbound_registration_error = CASE WHEN ? = 1 THEN '' ELSE outbound_registration_error END, " +
+        'outbound_registration_expires_at = CASE WHEN ? = 1 THEN NULL ELSE outbound_registration_expires_at END, ' +
+        'updated_at = ? WHERE id = ? AND org_id = ?',
+      [
+        p.pbx,
+        p.name,
+        p.inbound_auth_type,
+        p.inbound_host,
+        p.inbound_acl,
+        p.inbound_sip_username,
+        inbound === undefined ? 1 : 0,
+        this.#seal(inbound),
+        p.outbound_host,
+        p.outbound_sip_username,
+        outbound === undefined ? 1 : 0,
+        this.#seal(outbound),
+        p.register,
+        p.remain_in_dialog,
+        p.caller_id_transforms,
+        p.media_encryption,
+        p.header_variables,
+        outboundChanged,
+        outboundChanged,
+        outboundChanged,
+        t.updated_at,
+        t.id,
+        t.org_id,
+      ],
+    );
   }
 
   /** Deletes the trunk; its assignments go with it (ON DELETE CASCADE). */
-  delete(orgId: string, id: string): boolean {
-    return this.#delete.run(id, orgId).changes > 0;
+  async delete(orgId: string, id: string): Promise<boolean> {
+    return (await this.db.run('DELETE FROM sip_trunks WHERE id = ? AND org_id = ?', [id, orgId])).changes > 0;
   }
 
   /** Decrypted credentials of a trunk, for the SIP layer only: never for an API response or a log. */
-  credentials(id: string): SipTrunkCredentials | undefined {
-    const row = this.#secrets.get(id) as
-      | { inbound_sip_username: string | null; inbound_sip_password_enc: string | null; outbound_sip_username: string; outbound_sip_password_enc: string | null }
-      | undefined;
+  async credentials(id: string): Promise<SipTrunkCredentials | undefined> {
+    const row = await this.db.get<{ inbound_sip_username: string | null; inbound_sip_password_enc: string | null; outbound_sip_username: string; outbound_sip_password_enc: string | null }>(
+      'SELECT inbound_sip_username, inbound_sip_password_enc, outbound_sip_username, outbound_sip_password_enc FROM sip_trunks WHERE id = ?',
+      [id],
+    );
     if (!row) return undefined;
     const out: SipTrunkCredentials = {};
     if (row.inbound_sip_username && row.inbound_sip_password_enc) {
@@ -330,8 +335,11 @@ export class SipTrunkRepo {
   }
 
   /** Registration state as SIP observes it; an undefined side is left unchanged. */
-  setRegistrationStatus(id: string, status: { inbound?: RegistrationStatus; outbound?: RegistrationStatus }): void {
-    this.#setStatus.run({ id, inbound: status.inbound ?? null, outbound: status.outbound ?? null });
+  async setRegistrationStatus(id: string, status: { inbound?: RegistrationStatus; outbound?: RegistrationStatus }): Promise<void> {
+    await this.db.run(
+      'UPDATE sip_trunks SET inbound_registration_status = COALESCE(?, inbound_registration_status), outbound_registration_status = COALESCE(?, outbound_registration_status) WHERE id = ?',
+      [status.inbound ?? null, status.outbound ?? null, id],
+    );
   }
 
   /**
@@ -341,8 +349,8 @@ export class SipTrunkRepo {
    * so only a read at the moment can be right. A failed attempt does not hide live bindings: an
    * unauthenticated sender who knows the username must not make a working trunk look broken.
    */
-  #withLiveInboundStatus(t: StoredSipTrunk, now: number): StoredSipTrunk {
-    const live = this.#hasLiveBinding.get(t.id, now) !== undefined;
+  async #withLiveInboundStatus(t: StoredSipTrunk, now: number): Promise<StoredSipTrunk> {
+    const live = (await this.db.get('SELECT 1 AS live FROM sip_registrations WHERE trunk_id = ? AND expires_at > ? LIMIT 1', [t.id, now])) !== undefined;
     const status: RegistrationStatus = live ? 'registered' : t.inbound_registration_status === 'auth_failed' ? 'auth_failed' : 'not_registered';
     return status === t.inbound_registration_status ? t : { ...t, inbound_registration_status: status };
   }
@@ -364,9 +372,9 @@ export class SipTrunkRepo {
     return t;
   }
 
-  #withLiveStatus(t: StoredSipTrunk): StoredSipTrunk {
+  async #withLiveStatus(t: StoredSipTrunk): Promise<StoredSipTrunk> {
     const now = Date.now();
-    return this.#withLiveOutboundStatus(this.#withLiveInboundStatus(t, now), now);
+    return this.#withLiveOutboundStatus(await this.#withLiveInboundStatus(t, now), now);
   }
 
   #seal(password: string | null | undefined): string | null {

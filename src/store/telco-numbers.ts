@@ -4,7 +4,7 @@
  * way in and opened only by credentials(), for the outbound call that needs it; no other read
  * selects the sealed column, so it cannot leak into an API response by accident.
  */
-import type { Db } from './db.ts';
+import type { SqlClient } from './sql-client.ts';
 import type { SecretBox } from './secret-box.ts';
 import { DomainError } from '../domain/errors.ts';
 
@@ -50,43 +50,12 @@ export interface CarrierCredentials {
 const COLUMNS = 'id, phone_number, phone_sid, label, account_sid, created_at, updated_at';
 
 export class TelcoNumberRepo {
+  readonly #db: SqlClient;
   readonly #box: SecretBox;
-  readonly #get;
-  readonly #byPhoneNumber;
-  readonly #list;
-  readonly #insert;
-  readonly #relabel;
-  readonly #secret;
-  readonly #digestRoutable;
-  readonly #accountsOf;
-  readonly #all;
-  readonly #previous;
-  readonly #previousOfSid;
-  readonly #setPrevious;
-  readonly #delete;
 
-  constructor(db: Db, box: SecretBox) {
+  constructor(db: SqlClient, box: SecretBox) {
+    this.#db = db;
     this.#box = box;
-    this.#get = db.prepare(`SELECT ${COLUMNS} FROM telco_numbers WHERE id = ? AND org_id = ?`);
-    this.#byPhoneNumber = db.prepare(`SELECT ${COLUMNS} FROM telco_numbers WHERE org_id = ? AND phone_number = ?`);
-    this.#list = db.prepare(`SELECT ${COLUMNS} FROM telco_numbers WHERE org_id = ? ORDER BY created_at, id`);
-    this.#insert = db.prepare(
-      `INSERT INTO telco_numbers (id, org_id, phone_number, phone_sid, label, account_sid, auth_token_enc, created_at, updated_at, previous_webhook)
-       VALUES (@id, @org_id, @phone_number, @phone_sid, @label, @account_sid, @auth_token_enc, @created_at, @created_at, @previous_webhook)`,
-    );
-    this.#relabel = db.prepare('UPDATE telco_numbers SET label = ?, updated_at = ? WHERE id = ? AND org_id = ?');
-    // A number an agent holds in an organization that has a digest trunk: SIP challenges an ACL
-    // source for it instead of answering 404 (that trunk's credentials would route it).
-    this.#digestRoutable = db.prepare(
-      "SELECT 1 FROM telco_numbers n JOIN agents a ON a.phone_number_id = n.id JOIN sip_trunks t ON t.org_id = n.org_id AND t.inbound_auth_type = 'digest' WHERE n.phone_number = ? LIMIT 1",
-    );
-    this.#secret = db.prepare('SELECT account_sid, auth_token_enc FROM telco_numbers WHERE id = ? AND org_id = ?');
-    this.#all = db.prepare(`SELECT org_id, ${COLUMNS} FROM telco_numbers ORDER BY created_at, id`);
-    this.#previous = db.prepare('SELECT previous_webhook FROM telco_numbers WHERE id = ? AND org_id = ?');
-    this.#previousOfSid = db.prepare('SELECT previous_webhook FROM telco_numbers WHERE phone_sid = ? AND id <> ? AND previous_webhook IS NOT NULL ORDER BY created_at, id LIMIT 1');
-    this.#setPrevious = db.prepare('UPDATE telco_numbers SET previous_webhook = ? WHERE id = ? AND org_id = ?');
-    this.#delete = db.prepare('DELETE FROM telco_numbers WHERE id = ? AND org_id = ?');
-    this.#accountsOf = db.prepare('SELECT id, org_id, phone_number, auth_token_enc FROM telco_numbers WHERE account_sid = ? ORDER BY created_at, id');
   }
 
   /**
@@ -95,8 +64,11 @@ export class TelcoNumberRepo {
    * whether the signed request is the carrier's and which import it is for. Imports whose token
    * cannot be opened are left out (they cannot verify anything).
    */
-  importsOfAccount(accountSid: string): Array<{ id: string; org_id: string; phone_number: string; auth_token: string }> {
-    const rows = this.#accountsOf.all(accountSid) as Array<{ id: string; org_id: string; phone_number: string; auth_token_enc: string }>;
+  async importsOfAccount(accountSid: string): Promise<Array<{ id: string; org_id: string; phone_number: string; auth_token: string }>> {
+    const rows = await this.#db.all<{ id: string; org_id: string; phone_number: string; auth_token_enc: string }>(
+      'SELECT id, org_id, phone_number, auth_token_enc FROM telco_numbers WHERE account_sid = ? ORDER BY created_at, id',
+      [accountSid],
+    );
     return rows.flatMap(({ auth_token_enc, ...r }) => {
       try {
         return [{ ...r, auth_token: this.#box.open(auth_token_enc) }];
@@ -106,39 +78,59 @@ export class TelcoNumberRepo {
     });
   }
 
-  get(orgId: string, id: string): TelcoNumber | undefined {
-    return this.#get.get(id, orgId) as TelcoNumber | undefined;
+  get(orgId: string, id: string): Promise<TelcoNumber | undefined> {
+    return this.#db.get<TelcoNumber>(`SELECT ${COLUMNS} FROM telco_numbers WHERE id = ? AND org_id = ?`, [id, orgId]);
   }
 
   /** The organization's import of an E.164 number (one at most: UNIQUE (org_id, phone_number)). */
-  byPhoneNumber(orgId: string, phoneNumber: string): TelcoNumber | undefined {
-    return this.#byPhoneNumber.get(orgId, phoneNumber) as TelcoNumber | undefined;
+  byPhoneNumber(orgId: string, phoneNumber: string): Promise<TelcoNumber | undefined> {
+    return this.#db.get<TelcoNumber>(`SELECT ${COLUMNS} FROM telco_numbers WHERE org_id = ? AND phone_number = ?`, [orgId, phoneNumber]);
   }
 
   /** Whether an agent holds this number in an organization that has a digest trunk. */
-  digestRoutable(phoneNumber: string): boolean {
-    return this.#digestRoutable.get(phoneNumber) !== undefined;
+  async digestRoutable(phoneNumber: string): Promise<boolean> {
+    // A number an agent holds in an organization that has a digest trunk: SIP challenges an ACL
+    // source for it instead of answering 404 (that trunk's credentials would route it).
+    const row = await this.#db.get(
+      "SELECT 1 AS found FROM telco_numbers n JOIN agents a ON a.phone_number_id = n.id JOIN sip_trunks t ON t.org_id = n.org_id AND t.inbound_auth_type = 'digest' WHERE n.phone_number = ? LIMIT 1",
+      [phoneNumber],
+    );
+    return row !== undefined;
   }
 
   /** Every organization's imports, oldest first (operator tools: `callbridge telco set-voice-urls`). */
-  listAll(): Array<TelcoNumber & { org_id: string }> {
-    return this.#all.all() as Array<TelcoNumber & { org_id: string }>;
+  listAll(): Promise<Array<TelcoNumber & { org_id: string }>> {
+    return this.#db.all<TelcoNumber & { org_id: string }>(`SELECT org_id, ${COLUMNS} FROM telco_numbers ORDER BY created_at, id`);
   }
 
   /** Oldest import first. */
-  list(orgId: string): TelcoNumber[] {
-    return this.#list.all(orgId) as TelcoNumber[];
+  list(orgId: string): Promise<TelcoNumber[]> {
+    return this.#db.all<TelcoNumber>(`SELECT ${COLUMNS} FROM telco_numbers WHERE org_id = ? ORDER BY created_at, id`, [orgId]);
   }
 
-  /** @throws SQLite's UNIQUE constraint error when the org already imported the number. */
-  insert(n: NewTelcoNumber): void {
-    const { auth_token, previous_webhook, ...rest } = n;
-    this.#insert.run({ ...rest, auth_token_enc: this.#box.seal(auth_token), previous_webhook: previous_webhook ? JSON.stringify(previous_webhook) : null });
+  /** @throws the database's UNIQUE constraint error when the org already imported the number. */
+  async insert(n: NewTelcoNumber): Promise<void> {
+    await this.#db.run(
+      `INSERT INTO telco_numbers (id, org_id, phone_number, phone_sid, label, account_sid, auth_token_enc, created_at, updated_at, previous_webhook)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      [
+        n.id,
+        n.org_id,
+        n.phone_number,
+        n.phone_sid,
+        n.label,
+        n.account_sid,
+        this.#box.seal(n.auth_token),
+        n.created_at,
+        n.created_at,
+        n.previous_webhook ? JSON.stringify(n.previous_webhook) : null,
+      ],
+    );
   }
 
   /** The number's webhook before callbridge set it, or undefined when callbridge did not set it. */
-  previousWebhook(orgId: string, id: string): NumberWebhook | undefined {
-    const row = this.#previous.get(id, orgId) as { previous_webhook: string | null } | undefined;
+  async previousWebhook(orgId: string, id: string): Promise<NumberWebhook | undefined> {
+    const row = await this.#db.get<{ previous_webhook: string | null }>('SELECT previous_webhook FROM telco_numbers WHERE id = ? AND org_id = ?', [id, orgId]);
     return parseWebhook(row?.previous_webhook);
   }
 
@@ -146,32 +138,35 @@ export class TelcoNumberRepo {
    * The previous webhook another import of the same carrier number (phone_sid) stored, if any
    * (an import that finds the webhook already pointing at this daemon takes it over).
    */
-  previousWebhookOfSid(phoneSid: string, otherThan: string): NumberWebhook | undefined {
-    const row = this.#previousOfSid.get(phoneSid, otherThan) as { previous_webhook: string | null } | undefined;
+  async previousWebhookOfSid(phoneSid: string, otherThan: string): Promise<NumberWebhook | undefined> {
+    const row = await this.#db.get<{ previous_webhook: string | null }>(
+      'SELECT previous_webhook FROM telco_numbers WHERE phone_sid = ? AND id <> ? AND previous_webhook IS NOT NULL ORDER BY created_at, id LIMIT 1',
+      [phoneSid, otherThan],
+    );
     return parseWebhook(row?.previous_webhook);
   }
 
   /** Records that callbridge set the number's webhook, and what was there before. */
-  setPreviousWebhook(orgId: string, id: string, webhook: NumberWebhook): void {
-    this.#setPrevious.run(JSON.stringify(webhook), id, orgId);
+  async setPreviousWebhook(orgId: string, id: string, webhook: NumberWebhook): Promise<void> {
+    await this.#db.run('UPDATE telco_numbers SET previous_webhook = ? WHERE id = ? AND org_id = ?', [JSON.stringify(webhook), id, orgId]);
   }
 
   /** @returns false when the org has no such number. Agents holding it lose it (ON DELETE SET NULL). */
-  delete(orgId: string, id: string): boolean {
-    return this.#delete.run(id, orgId).changes > 0;
+  async delete(orgId: string, id: string): Promise<boolean> {
+    return (await this.#db.run('DELETE FROM telco_numbers WHERE id = ? AND org_id = ?', [id, orgId])).changes > 0;
   }
 
   /** @returns false when the org has no such number. */
-  relabel(orgId: string, id: string, label: string, at: string): boolean {
-    return this.#relabel.run(label, at, id, orgId).changes > 0;
+  async relabel(orgId: string, id: string, label: string, at: string): Promise<boolean> {
+    return (await this.#db.run('UPDATE telco_numbers SET label = ?, updated_at = ? WHERE id = ? AND org_id = ?', [label, at, id, orgId])).changes > 0;
   }
 
   /**
    * The carrier credentials of a number, auth_token decrypted.
    * @throws DomainError (internal) when the token cannot be opened, e.g. the encryption key changed.
    */
-  credentials(orgId: string, id: string): CarrierCredentials | undefined {
-    const row = this.#secret.get(id, orgId) as { account_sid: string; auth_token_enc: string } | undefined;
+  async credentials(orgId: string, id: string): Promise<CarrierCredentials | undefined> {
+    const row = await this.#db.get<{ account_sid: string; auth_token_enc: string }>('SELECT account_sid, auth_token_enc FROM telco_numbers WHERE id = ? AND org_id = ?', [id, orgId]);
     if (!row) return undefined;
     try {
       return { account_sid: row.account_sid, auth_token: this.#box.open(row.auth_token_enc) };

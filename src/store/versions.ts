@@ -3,7 +3,7 @@
  * tagged snapshot of it; the active version is the one published last.
  * Callers check that the agent belongs to the organization before calling in here.
  */
-import type { Db } from './db.ts';
+import type { SqlClient } from './sql-client.ts';
 
 export type FlowNode = Record<string, unknown> & { id: string; type: string };
 
@@ -40,49 +40,43 @@ export const toVersion = (r: AgentVersion): AgentVersion => ({
 });
 
 export class VersionRepo {
-  readonly #getDraft;
-  readonly #putDraft;
-  readonly #get;
-  readonly #list;
-  readonly #insert;
-  readonly #publish;
+  constructor(private readonly db: SqlClient) {}
 
-  constructor(db: Db) {
-    this.#getDraft = db.prepare('SELECT agent_id, nodes, updated_at FROM agent_drafts WHERE agent_id = ?');
-    this.#putDraft = db.prepare(
-      'INSERT INTO agent_drafts (agent_id, nodes, updated_at) VALUES (?, ?, ?) ON CONFLICT(agent_id) DO UPDATE SET nodes = excluded.nodes, updated_at = excluded.updated_at',
-    );
-    this.#get = db.prepare('SELECT id, agent_id, tag, nodes, created_at, published_at FROM agent_versions WHERE id = ? AND agent_id = ?');
-    this.#list = db.prepare('SELECT id, agent_id, tag, nodes, created_at, published_at FROM agent_versions WHERE agent_id = ? ORDER BY created_at, id');
-    this.#insert = db.prepare('INSERT INTO agent_versions (id, agent_id, tag, nodes, created_at, published_at) VALUES (?, ?, ?, ?, ?, ?)');
-    this.#publish = db.prepare('UPDATE agent_versions SET published_at = ? WHERE id = ? AND published_at IS NULL');
-  }
-
-  getDraft(agentId: string): Draft | undefined {
-    const r = this.#getDraft.get(agentId) as { agent_id: string; nodes: string; updated_at: string } | undefined;
+  async getDraft(agentId: string): Promise<Draft | undefined> {
+    const r = await this.db.get<{ agent_id: string; nodes: string; updated_at: string }>('SELECT agent_id, nodes, updated_at FROM agent_drafts WHERE agent_id = ?', [agentId]);
     return r && { agent_id: r.agent_id, nodes: JSON.parse(r.nodes) as FlowNode[], updated_at: r.updated_at };
   }
 
-  putDraft(agentId: string, nodes: FlowNode[], at: string): Draft {
-    this.#putDraft.run(agentId, JSON.stringify(nodes), at);
+  async putDraft(agentId: string, nodes: FlowNode[], at: string): Promise<Draft> {
+    await this.db.run(
+      'INSERT INTO agent_drafts (agent_id, nodes, updated_at) VALUES (?, ?, ?) ON CONFLICT(agent_id) DO UPDATE SET nodes = excluded.nodes, updated_at = excluded.updated_at',
+      [agentId, JSON.stringify(nodes), at],
+    );
     return { agent_id: agentId, nodes, updated_at: at };
   }
 
-  get(agentId: string, id: string): VersionWithNodes | undefined {
-    const r = this.#get.get(id, agentId) as VersionRow | undefined;
+  async get(agentId: string, id: string): Promise<VersionWithNodes | undefined> {
+    const r = await this.db.get<VersionRow>('SELECT id, agent_id, tag, nodes, created_at, published_at FROM agent_versions WHERE id = ? AND agent_id = ?', [id, agentId]);
     return r && withNodes(r);
   }
 
-  list(agentId: string): AgentVersion[] {
-    return (this.#list.all(agentId) as VersionRow[]).map(toVersion);
+  async list(agentId: string): Promise<AgentVersion[]> {
+    return (await this.db.all<VersionRow>('SELECT id, agent_id, tag, nodes, created_at, published_at FROM agent_versions WHERE agent_id = ? ORDER BY created_at, id', [agentId])).map(toVersion);
   }
 
-  insert(v: VersionWithNodes): void {
-    this.#insert.run(v.id, v.agent_id, v.tag, JSON.stringify(v.nodes), v.created_at, v.published_at);
+  async insert(v: VersionWithNodes): Promise<void> {
+    await this.db.run('INSERT INTO agent_versions (id, agent_id, tag, nodes, created_at, published_at) VALUES (?, ?, ?, ?, ?, ?)', [
+      v.id,
+      v.agent_id,
+      v.tag,
+      JSON.stringify(v.nodes),
+      v.created_at,
+      v.published_at,
+    ]);
   }
 
   /** Marks the version published; false when it already was (the caller answers 409). */
-  markPublished(id: string, at: string): boolean {
-    return this.#publish.run(at, id).changes > 0;
+  async markPublished(id: string, at: string): Promise<boolean> {
+    return (await this.db.run('UPDATE agent_versions SET published_at = ? WHERE id = ? AND published_at IS NULL', [at, id])).changes > 0;
   }
 }

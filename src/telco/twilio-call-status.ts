@@ -66,11 +66,15 @@ export interface StatusCallbackRequest {
 export type StatusCallbackAnswer = { status: 403; error: string } | { status: 400; error: string } | { status: 204; update: CarrierCallStatus };
 
 /** Checks and reads one status callback. */
-export function readStatusCallback(tokensOfAccount: (accountSid: string) => string[], req: StatusCallbackRequest, log: Logger): StatusCallbackAnswer {
+export async function readStatusCallback(
+  tokensOfAccount: (accountSid: string) => string[] | Promise<string[]>,
+  req: StatusCallbackRequest,
+  log: Logger,
+): Promise<StatusCallbackAnswer> {
   const p = new Map(req.params);
   const accountSid = p.get('AccountSid') ?? '';
   const callSid = p.get('CallSid') ?? '';
-  const tokens = accountSid === '' ? [] : [...new Set(tokensOfAccount(accountSid))];
+  const tokens = accountSid === '' ? [] : [...new Set(await tokensOfAccount(accountSid))];
   if (!tokens.some((t) => validTwilioSignature(t, req.url, req.params, req.signature))) {
     log.warn({ url: req.url, callSid, accountSid, signature: req.signature === undefined ? 'missing' : 'present' }, 'call status callback refused (403): the X-Twilio-Signature does not verify with the auth token of any import of that account');
     return { status: 403, error: 'X-Twilio-Signature does not verify for this URL and account' };

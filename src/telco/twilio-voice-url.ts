@@ -40,14 +40,14 @@ export interface VoiceUrlOutcome {
 /** Points every imported number (of one organization, when given) at `voiceUrl`, one after another. */
 export async function setVoiceUrls(store: Store, carrier: CarrierClient, voiceUrl: string, orgId?: string): Promise<VoiceUrlOutcome[]> {
   const out: VoiceUrlOutcome[] = [];
-  for (const n of store.telcoNumbers.listAll()) {
+  for (const n of await store.telcoNumbers.listAll()) {
     if (orgId !== undefined && n.org_id !== orgId) continue;
     const o: VoiceUrlOutcome = { org_id: n.org_id, id: n.id, phone_number: n.phone_number, phone_sid: n.phone_sid };
     try {
-      const creds = store.telcoNumbers.credentials(n.org_id, n.id);
+      const creds = await store.telcoNumbers.credentials(n.org_id, n.id);
       if (creds === undefined) throw new Error('number gone');
       const previous = await pointNumber(store, carrier, creds, n.phone_sid, voiceUrl, { orgId: n.org_id, id: n.id });
-      store.telcoNumbers.setPreviousWebhook(n.org_id, n.id, previous);
+      await store.telcoNumbers.setPreviousWebhook(n.org_id, n.id, previous);
     } catch (err) {
       o.error = err instanceof Error ? err.message : String(err);
     }
@@ -81,9 +81,9 @@ export async function pointNumber(
   existing?: { orgId: string; id: string },
 ): Promise<NumberWebhook> {
   const current = await carrier.getNumberWebhook(creds.account_sid, creds.auth_token, phoneSid);
-  const stored = existing ? store.telcoNumbers.previousWebhook(existing.orgId, existing.id) : undefined;
+  const stored = existing ? await store.telcoNumbers.previousWebhook(existing.orgId, existing.id) : undefined;
   const ours = current.voice_url === voiceUrl || (stored !== undefined && current.voice_url.endsWith(TWILIO_VOICE_PATH));
-  const previous = !ours ? current : (stored ?? store.telcoNumbers.previousWebhookOfSid(phoneSid, existing?.id ?? '') ?? EMPTY_WEBHOOK);
+  const previous = !ours ? current : (stored ?? (await store.telcoNumbers.previousWebhookOfSid(phoneSid, existing?.id ?? '')) ?? EMPTY_WEBHOOK);
   await carrier.setVoiceUrl(creds.account_sid, creds.auth_token, phoneSid, voiceUrl, statusCallbackOf(voiceUrl));
   return previous;
 }
@@ -107,12 +107,12 @@ export async function restoreNumber(
   config: Config,
   number: { org_id: string; id: string; phone_sid: string; phone_number: string; account_sid: string },
 ): Promise<WebhookRestore> {
-  const previous = store.telcoNumbers.previousWebhook(number.org_id, number.id);
+  const previous = await store.telcoNumbers.previousWebhook(number.org_id, number.id);
   if (previous === undefined) return { carrier_webhook_restored: false, carrier_webhook_reason: 'callbridge did not set this number\'s webhook' };
-  const others = store.telcoNumbers.importsOfAccount(number.account_sid).filter((n) => n.phone_number === number.phone_number && n.id !== number.id);
+  const others = (await store.telcoNumbers.importsOfAccount(number.account_sid)).filter((n) => n.phone_number === number.phone_number && n.id !== number.id);
   if (others.length > 0) return { carrier_webhook_restored: false, carrier_webhook_reason: 'another organization still imports this number' };
   try {
-    const creds = store.telcoNumbers.credentials(number.org_id, number.id);
+    const creds = await store.telcoNumbers.credentials(number.org_id, number.id);
     if (creds === undefined) throw new Error('number gone');
     const current = await carrier.getNumberWebhook(creds.account_sid, creds.auth_token, number.phone_sid);
     const ourUrl = config.http.public_url === '' ? undefined : voiceUrlOf(config.http.public_url);

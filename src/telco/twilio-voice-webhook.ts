@@ -30,9 +30,9 @@ export interface NumberImport {
 
 export interface VoiceWebhookDeps {
   /** The imports under a carrier account, tokens opened (TelcoNumberRepo.importsOfAccount). */
-  importsOfAccount(accountSid: string): NumberImport[];
+  importsOfAccount(accountSid: string): NumberImport[] | Promise<NumberImport[]>;
   /** The agent holding an import in its organization, and whether it is active. */
-  holderOf(orgId: string, numberId: string): { id: string; active: boolean } | undefined;
+  holderOf(orgId: string, numberId: string): { id: string; active: boolean } | undefined | Promise<{ id: string; active: boolean } | undefined>;
   /** Whether the bridge can take another call now (bridge.max_calls). */
   hasRoom(): boolean;
   tokens: StreamTokens;
@@ -50,7 +50,7 @@ export interface WebhookRequest {
 
 export type WebhookAnswer = { status: 403; error: string } | { status: 200; twiml: string };
 
-export function answerVoiceWebhook(deps: VoiceWebhookDeps, req: WebhookRequest): WebhookAnswer {
+export async function answerVoiceWebhook(deps: VoiceWebhookDeps, req: WebhookRequest): Promise<WebhookAnswer> {
   const p = new Map(req.params);
   const to = p.get('To') ?? '';
   const accountSid = p.get('AccountSid') ?? '';
@@ -58,7 +58,7 @@ export function answerVoiceWebhook(deps: VoiceWebhookDeps, req: WebhookRequest):
   const from = p.get('From') ?? '';
   const log = deps.log.child({ callSid, to, accountSid });
 
-  const imports = accountSid === '' ? [] : deps.importsOfAccount(accountSid);
+  const imports = accountSid === '' ? [] : await deps.importsOfAccount(accountSid);
   // One check per distinct token: an account's imports usually share one.
   const verifies = new Map<string, boolean>();
   const signedBy = (token: string): boolean => {
@@ -80,10 +80,11 @@ export function answerVoiceWebhook(deps: VoiceWebhookDeps, req: WebhookRequest):
     return { status: 200, twiml: rejectTwiml('rejected') };
   }
 
-  const held = verified.flatMap((n) => {
-    const agent = deps.holderOf(n.org_id, n.id);
-    return agent === undefined ? [] : [{ number: n, agent }];
-  });
+  const held: Array<{ number: NumberImport; agent: { id: string; active: boolean } }> = [];
+  for (const n of verified) {
+    const agent = await deps.holderOf(n.org_id, n.id);
+    if (agent !== undefined) held.push({ number: n, agent });
+  }
   if (held.length !== 1) {
     log.warn({ orgs: verified.map((n) => n.org_id), assigned: held.length }, held.length === 0 ? 'call rejected: the number is not assigned to an agent' : 'call rejected: the number is assigned in more than one organization');
     return { status: 200, twiml: rejectTwiml('rejected') };

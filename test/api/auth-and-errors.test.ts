@@ -26,7 +26,7 @@ describe('authentication, bad input, organization isolation', () => {
   });
 
   it('a second organization gets 404 on everything of the first', async () => {
-    const other = d.newOrgKey('Other Inc');
+    const other = await d.newOrgKey('Other Inc');
     const paths: Array<[string, string, unknown?]> = [
       ['GET', `/v1/agents/${agent.id}`],
       ['PATCH', `/v1/agents/${agent.id}`, { name: 'stolen' }],
@@ -121,7 +121,7 @@ describe('500', () => {
       const v = (await d.api('POST', `/v1/agents/${a.id}/versions`, { tag: 't' })).body;
       // Break the store underneath the running API: auth still works (cached org lookups do
       // not exist, so use a trigger that fails only the agent insert).
-      d.daemon.store.db.exec(`CREATE TRIGGER fail_insert BEFORE INSERT ON agents BEGIN SELECT RAISE(ABORT, 'disk on fire'); END;`);
+      d.daemon.store.sqlite!.exec(`CREATE TRIGGER fail_insert BEFORE INSERT ON agents BEGIN SELECT RAISE(ABORT, 'disk on fire'); END;`);
       const r = await d.api('POST', `/v1/agents/${a.id}/duplicate`, { graph_version_id: v.id });
       expect(r.status).toBe(500);
       expect(r.body).toEqual({ error: 'internal server error' });

@@ -25,7 +25,7 @@ describe('GET /v1/calls', () => {
     d = await startTestDaemon();
     a1 = (await d.api('POST', '/v1/agents', { name: 'One' })).body;
     a2 = (await d.api('POST', '/v1/agents', { name: 'Two' })).body;
-    orgId = d.daemon.store.organizations.byApiKey(d.key)!.id;
+    orgId = (await d.daemon.store.organizations.byApiKey(d.key))!.id;
     const calls = d.daemon.store.calls;
     const at = (day: number, h = 10) => `2026-11-${String(day).padStart(2, '0')}T${String(h).padStart(2, '0')}:00:00.000Z`;
     const add = (name: string, agent: any, direction: 'inbound' | 'outbound' | 'web', day: number, from: string, to: string) => {
@@ -69,8 +69,8 @@ describe('GET /v1/calls', () => {
     calls.end(ids.in4!, { ended_at: at(7, 11), termination_reason: 'agent_hangup' });
 
     // Another organization: never seen, whatever the query says.
-    otherKey = d.newOrgKey('other');
-    const other = d.daemon.store.organizations.byApiKey(otherKey)!.id;
+    otherKey = await d.newOrgKey('other');
+    const other = (await d.daemon.store.organizations.byApiKey(otherKey))!.id;
     ids.foreign = randomUUID();
     calls.insert({ id: ids.foreign, org_id: other, agent_id: null, sip_trunk_id: null, direction: 'inbound', from: '+15550001111', to: 'y', created_at: at(8) });
     calls.addTags(ids.foreign, ['vip']);
@@ -197,7 +197,7 @@ describe('GET /v1/calls', () => {
   });
 
   it('another organization’s calls never appear; organization_id does not widen the scope', async () => {
-    const other = d.daemon.store.organizations.byApiKey(otherKey)!.id;
+    const other = (await d.daemon.store.organizations.byApiKey(otherKey))!.id;
     expect(await list()).not.toContain(ids.foreign);
     expect(await list(`?organization_id=${other}`)).toEqual(newestFirst());
     expect(await list('?tag=vip')).not.toContain(ids.foreign);

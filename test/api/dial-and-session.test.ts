@@ -181,7 +181,7 @@ describe('agent phone_number_id', () => {
 
   it('400 for a number that does not exist or belongs to another organization', async () => {
     expect((await d.api('POST', '/v1/agents', { name: 'x', phone_number_id: MISSING })).status).toBe(400);
-    const other = d.newOrgKey('other');
+    const other = await d.newOrgKey('other');
     const r = await d.api('POST', '/v1/agents', { name: 'x', phone_number_id: number.id }, { key: other });
     expect(r.status).toBe(400);
     expect(r.body.error).toContain('phone_number_id');

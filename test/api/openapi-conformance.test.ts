@@ -287,7 +287,7 @@ describe('conformance to the service OpenAPI document, requests sent as its offi
     mkdirSync(dir, { recursive: true });
     const file = join(dir, `${callId}.wav`);
     writeFileSync(file, wav(800));
-    expect(d.daemon.store.calls.setRecording(callId, file)).toBe(true);
+    expect(await d.daemon.store.calls.setRecording(callId, file)).toBe(true);
     const rec = await check('GET', `/v1/calls/${callId}/recording`, 200);
     expect.soft(rec.bytes.subarray(0, 4).toString('ascii')).toBe('RIFF');
   });
@@ -378,7 +378,7 @@ describe('conformance to the service OpenAPI document, requests sent as its offi
     await check('POST', '/v1/session-token', 404, { body: { agent_id: MISSING } });
     await check('POST', '/v1/session-token', 503, { body: { agent_id: agent, transport: 'webrtc' } });
 
-    const otherKey = d.newOrgKey('other organization');
+    const otherKey = await d.newOrgKey('other organization');
     const theirs = await check('POST', '/v1/agents', 201, { key: otherKey, body: { name: 'Not yours' } });
     const dev = DEVIATIONS.sessionTokenOtherOrganization;
     await check('POST', '/v1/session-token', dev.status, { body: { agent_id: need(theirs.body?.id, 'another organization\'s agent') } });

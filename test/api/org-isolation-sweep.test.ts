@@ -383,7 +383,7 @@ describe('organization isolation, every route of /v1/openapi.json and the voice 
     );
 
     // Organization B: the same set, with its own carrier account and trunk far end.
-    B.key = d.newOrgKey(`Bravo org ${tag}`);
+    B.key = await d.newOrgKey(`Bravo org ${tag}`);
     B.ids.organization = (await must(B.key, 'GET', '/v1/organization', undefined, 200)).id;
     for (const [i, phone] of ['+15558300001', '+15558300002', '+15558300003', ...B_IMPORTS].entries()) {
       carrier.addNumber(B_ACCOUNT, B_TOKEN, phone);

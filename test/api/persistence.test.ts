@@ -8,7 +8,7 @@ describe('restart on the same data directory', () => {
     const carrier = await startFakeCarrier();
     let d = await startTestDaemon({ telco: { api_base_url: carrier.url } });
     try {
-      const other = d.newOrgKey('second');
+      const other = await d.newOrgKey('second');
       carrier.addNumber('AC7', 'tok7', '+15550007777');
       const number = (await d.api('POST', '/v1/telco/numbers', { phone_number: '+15550007777', account_sid: 'AC7', auth_token: 'tok7', label: 'Main' })).body;
       const agent = (await d.api('POST', '/v1/agents', { name: 'Persistent', phone_number_id: number.id, keyterms: ['a', 'b'] })).body;
@@ -52,11 +52,11 @@ describe('restart on the same data directory', () => {
       const after = await snapshot();
       expect(after).toEqual(before);
       // Encrypted secrets still open with the key kept in the data directory.
-      const orgId = d.daemon.store.organizations.byApiKey(d.key)!.id;
-      expect(d.daemon.store.agents.get(orgId, agent.id)!.active_version_id).toBe(v.id);
-      const sealed = d.daemon.store.db.prepare('SELECT auth_token_enc FROM telco_numbers WHERE id = ?').get(number.id) as { auth_token_enc: string };
+      const orgId = (await d.daemon.store.organizations.byApiKey(d.key))!.id;
+      expect((await d.daemon.store.agents.get(orgId, agent.id))!.active_version_id).toBe(v.id);
+      const sealed = d.daemon.store.sqlite!.prepare('SELECT auth_token_enc FROM telco_numbers WHERE id = ?').get(number.id) as { auth_token_enc: string };
       expect(d.daemon.store.secretBox.open(sealed.auth_token_enc)).toBe('tok7');
-      const pw = d.daemon.store.db.prepare('SELECT inbound_sip_password_enc FROM sip_trunks WHERE id = ?').get(trunk.id) as { inbound_sip_password_enc: string };
+      const pw = d.daemon.store.sqlite!.prepare('SELECT inbound_sip_password_enc FROM sip_trunks WHERE id = ?').get(trunk.id) as { inbound_sip_password_enc: string };
       expect(d.daemon.store.secretBox.open(pw.inbound_sip_password_enc)).toBe('pw-123');
     } finally {
       await d.close();

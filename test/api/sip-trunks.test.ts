@@ -27,7 +27,7 @@ describe('SIP trunks API', () => {
 
   beforeAll(async () => {
     d = await startTestDaemon();
-    otherKey = d.newOrgKey('other');
+    otherKey = await d.newOrgKey('other');
   });
   afterAll(() => d?.close());
 
@@ -205,7 +205,7 @@ describe('SIP trunks API', () => {
       } finally {
         db.close();
       }
-      expect(d.daemon.store.sipTrunks.credentials(t.id)).toEqual({
+      expect(await d.daemon.store.sipTrunks.credentials(t.id)).toEqual({
         inbound: { username: t.inbound_sip_username, password: IN_PASSWORD },
         outbound: { username: 'o', password: OUT_PASSWORD },
       });
@@ -214,7 +214,7 @@ describe('SIP trunks API', () => {
 
   describe('read', () => {
     it('lists the organization’s trunks in creation order, with limit and offset', async () => {
-      const key = d.newOrgKey(uniq('lister'));
+      const key = await d.newOrgKey(uniq('lister'));
       const a = await createTrunk(aclTrunk({ name: 'a' }), key);
       const b = await createTrunk(aclTrunk({ name: 'b' }), key);
       const all = await d.api('GET', '/v1/sip-trunks', undefined, { key });
@@ -249,7 +249,7 @@ describe('SIP trunks API', () => {
       expect(r.status).toBe(200);
       expect(r.body).toEqual({ ...t, name: 'renamed', remain_in_dialog: true, updated_at: r.body.updated_at });
       expect(r.body.updated_at > t.updated_at).toBe(true);
-      expect(d.daemon.store.sipTrunks.credentials(t.id)).toEqual({
+      expect(await d.daemon.store.sipTrunks.credentials(t.id)).toEqual({
         inbound: { username: t.inbound_sip_username, password: IN_PASSWORD },
         outbound: { username: 'o', password: OUT_PASSWORD },
       });
@@ -262,13 +262,13 @@ describe('SIP trunks API', () => {
     it('sets a new password, and null clears one when the rules allow it', async () => {
       const t = await createTrunk(digestTrunk({ outbound_sip_username: 'o', outbound_sip_password: OUT_PASSWORD }));
       expect((await d.api('PATCH', `/v1/sip-trunks/${t.id}`, { inbound_sip_password: 'new-pass' })).status).toBe(200);
-      expect(d.daemon.store.sipTrunks.credentials(t.id)?.inbound?.password).toBe('new-pass');
+      expect((await d.daemon.store.sipTrunks.credentials(t.id))?.inbound?.password).toBe('new-pass');
       expect((await d.api('PATCH', `/v1/sip-trunks/${t.id}`, { outbound_sip_password: null })).status).toBe(200);
-      expect(d.daemon.store.sipTrunks.credentials(t.id)?.outbound).toBeUndefined();
+      expect((await d.daemon.store.sipTrunks.credentials(t.id))?.outbound).toBeUndefined();
       const clear = await d.api('PATCH', `/v1/sip-trunks/${t.id}`, { inbound_sip_password: null });
       expect(clear.status).toBe(400);
       expect(clear.body.error).toMatch(/inbound_sip_password is required when inbound_auth_type is digest/);
-      expect(d.daemon.store.sipTrunks.credentials(t.id)?.inbound?.password).toBe('new-pass');
+      expect((await d.daemon.store.sipTrunks.credentials(t.id))?.inbound?.password).toBe('new-pass');
     });
 
     it('checks the cross-field rules on the merged record', async () => {
@@ -340,7 +340,7 @@ describe('SIP trunks API', () => {
         caller_id_transforms: [],
         inbound_auth_type: 'digest',
       });
-      expect(d.daemon.store.sipTrunks.credentials(t.id)?.outbound).toBeUndefined();
+      expect((await d.daemon.store.sipTrunks.credentials(t.id))?.outbound).toBeUndefined();
       // inbound_auth_type null goes back to the preset too, and the rules run on the result.
       const acl = await createTrunk(aclTrunk({ pbx: 'webex', register: false }));
       const reset = await d.api('PATCH', `/v1/sip-trunks/${acl.id}`, { pbx: 'generic', inbound_auth_type: null });
@@ -538,7 +538,7 @@ describe('SIP trunks API', () => {
 
   describe('media_encryption and header_variables (fields of ours)', () => {
     it('stores both on create, returns them on GET and list, PATCH changes them and null resets them', async () => {
-      const key = d.newOrgKey('fields of ours'); // an organization of its own: the list holds this trunk alone
+      const key = await d.newOrgKey('fields of ours'); // an organization of its own: the list holds this trunk alone
       const t = await createTrunk(digestTrunk({ media_encryption: 'allow', header_variables: ['X-Customer-Id', 'Diversion'] }), key);
       expect(t).toMatchObject({ media_encryption: 'allow', header_variables: ['X-Customer-Id', 'Diversion'] });
       expect((await d.api('GET', `/v1/sip-trunks/${t.id}`, undefined, { key })).body).toEqual(t);
@@ -677,7 +677,7 @@ describe('SIP trunks survive a restart', () => {
       d = await d.restart();
       expect((await d.api('GET', `/v1/sip-trunks/${t.id}`)).body).toEqual(t);
       expect((await d.api('GET', `/v1/sip-trunks/${t.id}/assignments`)).body).toEqual([a]);
-      expect(d.daemon.store.sipTrunks.credentials(t.id)).toEqual({
+      expect(await d.daemon.store.sipTrunks.credentials(t.id)).toEqual({
         inbound: { username: t.inbound_sip_username, password: IN_PASSWORD },
         outbound: { username: 'o', password: OUT_PASSWORD },
       });

@@ -222,7 +222,7 @@ describe('telco numbers', () => {
 
     it('lets another organization import the same number', async () => {
       const { phone } = await importNew();
-      const other = d.newOrgKey('importer-b');
+      const other = await d.newOrgKey('importer-b');
       const r = await d.api('POST', '/v1/telco/numbers', { phone_number: phone, account_sid: ACCOUNT, auth_token: TOKEN }, { key: other });
       expect(r.status).toBe(201);
     });
@@ -247,7 +247,7 @@ describe('telco numbers', () => {
 
     it('shows another organization none of them', async () => {
       await importNew();
-      const other = d.newOrgKey('lister-b');
+      const other = await d.newOrgKey('lister-b');
       const r = await d.api('GET', '/v1/telco/numbers', undefined, { key: other });
       expect(r.status).toBe(200);
       expect(r.body).toEqual([]);
@@ -276,7 +276,7 @@ describe('telco numbers', () => {
 
     it('answers 404 for another organization’s number and leaves it unchanged', async () => {
       const { body } = await importNew({ label: 'mine' });
-      const other = d.newOrgKey('other');
+      const other = await d.newOrgKey('other');
       const r = await d.api('PATCH', `/v1/telco/numbers/${body.id}`, { label: 'theirs' }, { key: other });
       expect(r.status).toBe(404);
       const listed = (await d.api('GET', '/v1/telco/numbers')).body.find((n: { id: string }) => n.id === body.id);
@@ -331,7 +331,7 @@ describe('telco numbers', () => {
       expect(bad.body.error).toContain('body.phone_number');
       expect((await d.api('PATCH', `/v1/twilio/numbers/${MISSING_ID}`, { label: 'x' })).status).toBe(404);
       const { body } = await importNew({ label: 'org a' });
-      const other = d.newOrgKey('alias-other');
+      const other = await d.newOrgKey('alias-other');
       expect((await d.api('PATCH', `/v1/twilio/numbers/${body.id}`, { label: 'theirs' }, { key: other })).status).toBe(404);
       expect((await d.api('GET', '/v1/twilio/numbers', undefined, { key: other })).body).toEqual([]);
       expect((await d.api('GET', '/v1/twilio/numbers', undefined, { key: null })).status).toBe(401);
@@ -370,9 +370,9 @@ describe('telco numbers', () => {
     } finally {
       db.close();
     }
-    const org = d.daemon.store.organizations.byApiKey(d.key)!;
-    expect(d.daemon.store.telcoNumbers.credentials(org.id, body.id)).toEqual({ account_sid: ACCOUNT, auth_token: TOKEN });
-    expect(d.daemon.store.telcoNumbers.credentials(org.id, MISSING_ID)).toBeUndefined();
+    const org = (await d.daemon.store.organizations.byApiKey(d.key))!;
+    expect(await d.daemon.store.telcoNumbers.credentials(org.id, body.id)).toEqual({ account_sid: ACCOUNT, auth_token: TOKEN });
+    expect(await d.daemon.store.telcoNumbers.credentials(org.id, MISSING_ID)).toBeUndefined();
   });
 
   it('documents the routes in /v1/openapi.json', async () => {
@@ -398,8 +398,8 @@ describe('telco numbers', () => {
     const after = await d.api('GET', '/v1/telco/numbers');
     expect(after.status).toBe(200);
     expect(after.body).toEqual(before);
-    const org = d.daemon.store.organizations.byApiKey(d.key)!;
-    expect(d.daemon.store.telcoNumbers.credentials(org.id, body.id)?.auth_token).toBe(TOKEN);
+    const org = (await d.daemon.store.organizations.byApiKey(d.key))!;
+    expect((await d.daemon.store.telcoNumbers.credentials(org.id, body.id))?.auth_token).toBe(TOKEN);
   });
 });
 

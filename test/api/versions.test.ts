@@ -59,7 +59,7 @@ describe('drafts, versions, publish', () => {
   it('makes the last published version the active one', async () => {
     const v2 = (await d.api('POST', `/v1/agents/${agent.id}/versions`, { tag: 'v2' })).body;
     await d.api('POST', `/v1/agents/${agent.id}/versions/${v2.id}/publish`);
-    const row = d.daemon.store.agents.get(d.daemon.store.organizations.byApiKey(d.key)!.id, agent.id)!;
+    const row = (await d.daemon.store.agents.get((await d.daemon.store.organizations.byApiKey(d.key))!.id, agent.id))!;
     expect(row.active_version_id).toBe(v2.id);
     const list = await d.api('GET', `/v1/agents/${agent.id}/versions`);
     expect(list.body.map((v: any) => v.tag)).toEqual(['v1', 'v2']);
@@ -114,8 +114,8 @@ describe('duplicate', () => {
     expect(versions).toHaveLength(1);
     expect(versions[0].published_at).not.toBeNull();
     expect((await d.api('GET', `/v1/agents/${r.body.id}/versions/${versions[0].id}`)).body.nodes).toEqual(NODES);
-    const orgId = d.daemon.store.organizations.byApiKey(d.key)!.id;
-    expect(d.daemon.store.agents.get(orgId, r.body.id)!.active_version_id).toBe(versions[0].id);
+    const orgId = (await d.daemon.store.organizations.byApiKey(d.key))!.id;
+    expect((await d.daemon.store.agents.get(orgId, r.body.id))!.active_version_id).toBe(versions[0].id);
   });
 
   it('400: invalid ids, missing graph_version_id, a version with no nodes', async () => {
@@ -153,25 +153,25 @@ describe('duplicate', () => {
     expect((await dup({ graph_version_id: ov.id })).status).toBe(404);
   });
 
-  it('409: the destination already has a draft (and nothing is created)', () => {
+  it('409: the destination already has a draft (and nothing is created)', async () => {
     // A fresh uuid never has a draft, so this branch is reached here through the store with a
     // destination that exists and has one.
     const store = d.daemon.store;
-    const orgId = store.organizations.byApiKey(d.key)!.id;
-    const count = store.agents.list(orgId, 1000, 0).length;
+    const orgId = (await store.organizations.byApiKey(d.key))!.id;
+    const count = (await store.agents.list(orgId, 1000, 0)).length;
     let err: unknown;
     try {
-      duplicateAgent(store, orgId, source.id, { graph_version_id: version.id }, source.id);
+      await duplicateAgent(store, orgId, source.id, { graph_version_id: version.id }, source.id);
     } catch (e) {
       err = e;
     }
     expect(err).toBeInstanceOf(DomainError);
     expect((err as DomainError).kind).toBe('conflict');
-    expect(store.agents.list(orgId, 1000, 0).length).toBe(count);
+    expect((await store.agents.list(orgId, 1000, 0)).length).toBe(count);
   });
 
   it('another organization sees 404', async () => {
-    const other = d.newOrgKey('other-org');
+    const other = await d.newOrgKey('other-org');
     expect((await dup({ graph_version_id: version.id }, { key: other })).status).toBe(404);
   });
 });

@@ -87,7 +87,7 @@ describe('voice catalog in the daemon, with Cartesia and MiniMax configured', ()
 
   it("another organization's agent is a 404 even with a bad voice in the PATCH", async () => {
     const mine = await d.api('POST', '/v1/agents', { name: 'mine' });
-    const other = d.newOrgKey('other');
+    const other = await d.newOrgKey('other');
     const r = await d.api('PATCH', `/v1/agents/${mine.body.id}`, { voice_settings: { id: 'x', provider: 'hume' } }, { key: other });
     expect(r.status).toBe(404);
   });

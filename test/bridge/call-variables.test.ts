@@ -104,7 +104,7 @@ describe.skipIf(!sipp.ok)('call variables end to end (SIPp into a real daemon)',
     ).body;
     expect((await d.api('POST', `/v1/sip-trunks/${trunkA.id}/assignments`, { agent_id: agentA.id, alternate_number: NUMBER_A })).status).toBe(201);
     // Another organization, its ACL trunk on the same source, mapping X-Not-Mapped (and not X-Customer-Id).
-    keyB = d.newOrgKey('org b');
+    keyB = await d.newOrgKey('org b');
     agentB = (await d.api('POST', '/v1/agents', { name: 'Desk B', first_message: 'Note {{sip_x_not_mapped}}.' }, { key: keyB })).body;
     const trunkB = (
       await d.api('POST', '/v1/sip-trunks', { pbx: 'generic', name: 'pbx b', inbound_auth_type: 'acl', inbound_acl: ['127.0.0.0/8'], header_variables: ['X-Not-Mapped'] }, { key: keyB })
@@ -133,7 +133,7 @@ describe.skipIf(!sipp.ok)('call variables end to end (SIPp into a real daemon)',
     const rec = await call(NUMBER_A);
     expect(rec).toMatchObject({ agent_id: agentA.id, sip_trunk_id: trunkA.id, from: CALLER, to: NUMBER_A });
     expect(rec.transcript.entries[0]).toMatchObject({ role: 'assistant', message: `Customer C42 from ${CALLER}.` });
-    const session = d.daemon.store.sessions.get(rec.id)!;
+    const session = (await d.daemon.store.sessions.get(rec.id))!;
     expect(session.variables).toEqual([
       { key: 'caller_number', value: CALLER },
       { key: 'called_number', value: NUMBER_A },
@@ -148,7 +148,7 @@ describe.skipIf(!sipp.ok)('call variables end to end (SIPp into a real daemon)',
     const rec = await call(NUMBER_B, keyB);
     expect(rec.agent_id).toBe(agentB.id);
     expect(rec.transcript.entries[0]).toMatchObject({ role: 'assistant', message: 'Note N7.' });
-    const keys = d.daemon.store.sessions.get(rec.id)!.variables.map((v) => v.key);
+    const keys = (await d.daemon.store.sessions.get(rec.id))!.variables.map((v) => v.key);
     expect(keys).toContain('sip_x_not_mapped');
     expect(keys).not.toContain('sip_x_customer_id');
     expect(keys).not.toContain('sip_diversion');
@@ -185,7 +185,7 @@ describe.skipIf(!sipp.ok)('call variables end to end (SIPp into a real daemon)',
         return rec?.ended_at !== undefined && rec?.ended_at !== null;
       }, 'an ended outbound call record');
       expect(rec.transcript.entries[0]).toMatchObject({ role: 'assistant', message: 'From 701 to 702, my label.' });
-      const vars = d.daemon.store.sessions.get(rec.id)!.variables;
+      const vars = (await d.daemon.store.sessions.get(rec.id))!.variables;
       expect(vars).toEqual([
         { key: 'caller_number', value: '701' },
         { key: 'called_number', value: '702' },

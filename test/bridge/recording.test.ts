@@ -74,18 +74,18 @@ describe('GET /v1/calls/{id}/recording (route)', () => {
 
   beforeAll(async () => {
     d = await startTestDaemon({ sip: { enabled: false } });
-    other = d.newOrgKey('someone else');
+    other = await d.newOrgKey('someone else');
     const orgId = (await d.api('GET', '/v1/organization')).body.id as string;
     const created_at = new Date().toISOString();
     for (const id of [withFile, without]) {
-      d.daemon.store.calls.insert({ id, org_id: orgId, agent_id: null, sip_trunk_id: null, direction: 'inbound', from: CALLER, to: NUMBER, created_at });
-      d.daemon.store.calls.end(id, { ended_at: created_at, termination_reason: 'client_closed' });
+      await d.daemon.store.calls.insert({ id, org_id: orgId, agent_id: null, sip_trunk_id: null, direction: 'inbound', from: CALLER, to: NUMBER, created_at });
+      await d.daemon.store.calls.end(id, { ended_at: created_at, termination_reason: 'client_closed' });
     }
     // Two seconds of a known pattern, written the way the bridge writes it.
     const rec = new CallRecorder({ dir: join(d.dataDir, 'recordings'), callId: withFile, sampleRate: 24_000 });
     for (let t = 0; t < 100; t++) rec.tick(new Int16Array(INPUT_FRAME).fill(t + 1), t % 2 ? null : new Int16Array(INPUT_FRAME).fill(-(t + 1)));
     path = rec.close()!;
-    expect(d.daemon.store.calls.setRecording(withFile, path)).toBe(true);
+    expect(await d.daemon.store.calls.setRecording(withFile, path)).toBe(true);
   });
   afterAll(async () => {
     await d?.close();
@@ -237,7 +237,7 @@ describe.skipIf(!sipp.ok)(`call recording end to end (SIPp + RTP peer)${sipp.ok 
       expect(rmsDb(wav.left, s0, s1), ctx).toBeLessThan(-60);
 
       // Another organization: the call and its recording do not exist for it.
-      const otherKey = d.newOrgKey('another org');
+      const otherKey = await d.newOrgKey('another org');
       expect((await fetchRecording(d, rec.id, otherKey)).status).toBe(404);
       expect((await d.api('GET', `/v1/calls/${rec.id}`, undefined, { key: otherKey })).status).toBe(404);
     } finally {

@@ -29,25 +29,25 @@ function anonKiB(): number {
   return Number(kib);
 }
 
-const store = openStore(dir!, '');
+const store = await openStore(dir!, '');
 // The store bounds its page cache when it opens; `default` undoes that to measure the old behaviour.
-if (mode === 'default') store.db.pragma('cache_size = -16000');
-const { org } = store.organizations.createKey('memory');
+if (mode === 'default') store.sqlite!.pragma('cache_size = -16000');
+const { org } = await store.organizations.createKey('memory');
 const agentId = randomUUID();
-store.agents.insert({ id: agentId, org_id: org.id, name: 'agent', status: 'active', phone_number_id: null, settings: {} as never, created_at: new Date().toISOString() });
+await store.agents.insert({ id: agentId, org_id: org.id, name: 'agent', status: 'active', phone_number_id: null, settings: {} as never, created_at: new Date().toISOString() });
 // The first records settle SQLite's own structures (schema, statements) and fill a 2 MB page cache.
-const write = (i: number) => {
+const write = async (i: number) => {
   const id = randomUUID();
   const now = () => new Date().toISOString();
-  store.calls.insert({ id, org_id: org.id, agent_id: agentId, sip_trunk_id: null, direction: 'inbound', from: `+1555200${String(i % 10_000).padStart(4, '0')}`, to: '+15550004000', created_at: now() } as never);
-  store.calls.markAnswered(id, now());
-  store.calls.end(id, { ended_at: now(), termination_reason: 'caller side ended: remote_bye' } as never);
+  await store.calls.insert({ id, org_id: org.id, agent_id: agentId, sip_trunk_id: null, direction: 'inbound', from: `+1555200${String(i % 10_000).padStart(4, '0')}`, to: '+15550004000', created_at: now() } as never);
+  await store.calls.markAnswered(id, now());
+  await store.calls.end(id, { ended_at: now(), termination_reason: 'caller side ended: remote_bye' } as never);
 };
 const WARM = 1500;
-for (let i = 0; i < WARM; i++) write(i);
+for (let i = 0; i < WARM; i++) await write(i);
 const before = anonKiB();
 const calls = Number(callsArg);
-for (let i = 0; i < calls; i++) write(WARM + i);
+for (let i = 0; i < calls; i++) await write(WARM + i);
 const after = anonKiB();
-store.close();
+await store.close();
 process.stdout.write(`${JSON.stringify({ growthKiB: after - before, beforeKiB: before, cacheSize: mode })}\n`);

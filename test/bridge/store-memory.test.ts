@@ -42,7 +42,7 @@ describe.skipIf(process.platform !== 'linux')('call records and the daemon\'s na
 
   it('the daemon bounds its store\'s SQLite page cache', () => {
     expect(PAGE_CACHE_KIB).toBeLessThanOrEqual(2048);
-    expect(d.daemon.store.db.pragma('cache_size', { simple: true })).toBe(-PAGE_CACHE_KIB);
+    expect(d.daemon.store.sqlite!.pragma('cache_size', { simple: true })).toBe(-PAGE_CACHE_KIB);
   });
 
   it('3,000 calls\' records cost ~1.5 KiB a call more native memory without the bound than with it', () => {

@@ -44,7 +44,7 @@ const sipp = sippAvailable();
 async function mirrorAgent(a: TestDaemon, agent: Record<string, any>): Promise<void> {
   const orgId = (await a.api('GET', '/v1/organization')).body.id as string;
   const { id, name, status, phone_number_id: _p, created_at, updated_at: _u, ...settings } = agent;
-  a.daemon.store.agents.insert({ id, org_id: orgId, name, status, phone_number_id: null, settings: { ...settings, first_message: A_FIRST } as any, created_at });
+  await a.daemon.store.agents.insert({ id, org_id: orgId, name, status, phone_number_id: null, settings: { ...settings, first_message: A_FIRST } as any, created_at });
 }
 
 async function waitFor<T>(what: string, timeoutMs: number, probe: () => Promise<T | undefined>): Promise<T> {
@@ -127,7 +127,7 @@ describe.skipIf(!sipp.ok)(`call bridge to an upstream voice server (two daemons)
     expect(upstream.started_at).toBeDefined();
     expect(upstream.transcript.entries[0]).toMatchObject({ role: 'assistant', message: B_FIRST });
     // The call's session variables went to B with the session-token request (docs/bridge.md).
-    expect(b.daemon.store.sessions.get(upstream.id)?.variables).toEqual([
+    expect((await b.daemon.store.sessions.get(upstream.id))?.variables).toEqual([
       { key: 'caller_number', value: CALLER },
       { key: 'called_number', value: NUMBER },
       { key: 'trunk_id', value: trunkId },
@@ -146,7 +146,7 @@ describe.skipIf(!sipp.ok)(`call bridge to an upstream voice server (two daemons)
     expect(local[0]).not.toHaveProperty('graph_version_id');
     // No session row: A's /v1/connection (which only admits tokens of its own session rows) was
     // never used; A's session server would also have written the transcript on the end.
-    expect(a.daemon.store.sessions.get(upstream.id)).toBeUndefined();
+    expect(await a.daemon.store.sessions.get(upstream.id)).toBeUndefined();
     expect(a.daemon.bridge.active).toBe(0);
   }, 40_000);
 });
@@ -194,7 +194,7 @@ describe.skipIf(!sipp.ok)(`call bridge: upstream refuses${sipp.ok ? '' : `: skip
     const agent = (await b.api('POST', '/v1/agents', { name: 'Upstream desk' })).body;
     const orgId = (await api('GET', '/v1/organization')).body.id as string;
     const { id, name, status, phone_number_id: _p, created_at, updated_at: _u, ...settings } = agent;
-    c!.store.agents.insert({ id, org_id: orgId, name, status, phone_number_id: null, settings, created_at });
+    await c!.store.agents.insert({ id, org_id: orgId, name, status, phone_number_id: null, settings, created_at });
     const trunk = (await api('POST', '/v1/sip-trunks', { pbx: 'generic', name: 'acl', inbound_auth_type: 'acl', inbound_acl: ['127.0.0.1/32'] })).body;
     expect((await api('POST', `/v1/sip-trunks/${trunk.id}/assignments`, { agent_id: id, alternate_number: NUMBER })).status).toBe(201);
 

@@ -24,7 +24,7 @@ export interface TestDaemon {
   key: string;
   api<T = any>(method: string, path: string, body?: unknown, opts?: { key?: string | null; headers?: Record<string, string>; rawBody?: string }): Promise<ApiResponse<T>>;
   /** A second organization with its own key (for isolation tests). */
-  newOrgKey(name: string): string;
+  newOrgKey(name: string): Promise<string>;
   /** Stops the daemon, keeping the data directory (for restart tests). */
   stop(): Promise<void>;
   /** Starts a new daemon on the same data directory. */
@@ -74,8 +74,8 @@ export async function startTestDaemon(overrides: Record<string, unknown> = {}, d
       if (text && (res.headers.get('content-type') ?? '').includes('json')) parsed = JSON.parse(text);
       return { status: res.status, body: parsed as any, text, headers: res.headers };
     },
-    newOrgKey(name) {
-      return daemon.store.organizations.createKey(name).key;
+    async newOrgKey(name) {
+      return (await daemon.store.organizations.createKey(name)).key;
     },
     stop: () => daemon.close(),
     async restart() {

@@ -198,7 +198,7 @@ describe.skipIf(!bs.ok || !hasOpenssl)(`SDES-SRTP over TLS vs baresip${bs.ok ? `
     expect(trunk.status, trunk.text).toBe(201);
     expect(trunk.body.media_encryption).toBe('require');
     trunkId = trunk.body.id;
-    orgId = d.daemon.store.sipTrunks.listByInboundAuth('digest').find((t) => t.id === trunkId)!.org_id;
+    orgId = (await d.daemon.store.sipTrunks.listByInboundAuth('digest')).find((t) => t.id === trunkId)!.org_id;
     const asg = await d.api('POST', `/v1/sip-trunks/${trunkId}/assignments`, { agent_id: agent.id, number: NUMBER });
     expect(asg.status, asg.text).toBe(201);
   }, 30_000);
@@ -258,7 +258,7 @@ describe.skipIf(!bs.ok || !hasOpenssl)(`SDES-SRTP over TLS vs baresip${bs.ok ? `
       await phone.ready;
       const patch = await d.api('PATCH', `/v1/sip-trunks/${trunkId}`, { outbound_host: `127.0.0.1:${phone.sipPort + 1};transport=tls` });
       expect(patch.status, patch.text).toBe(200);
-      const trunk = outboundTrunkFromStore(d.daemon.store, orgId, trunkId)!;
+      const trunk = (await outboundTrunkFromStore(d.daemon.store, orgId, trunkId))!;
       expect(trunk.media_encryption).toBe('require');
       const result = await d.daemon.sip!.ua.dial({ trunk, to: 'baresip', callerId: '+15559990000' });
       expect(result.ok, JSON.stringify(result)).toBe(true);
@@ -416,7 +416,7 @@ describe.skipIf(!bs.ok || !hasOpenssl)(`SDES-SRTP over TLS vs baresip${bs.ok ? `
         await phone.ready;
         const host = secure ? `127.0.0.1:${phone.sipPort + 1};transport=tls` : `127.0.0.1:${phone.sipPort}`;
         expect((await d.api('PATCH', `/v1/sip-trunks/${trunk.body.id}`, { outbound_host: host })).status).toBe(200);
-        const t = outboundTrunkFromStore(d.daemon.store, orgId, trunk.body.id)!;
+        const t = (await outboundTrunkFromStore(d.daemon.store, orgId, trunk.body.id))!;
         const result = await d.daemon.sip!.ua.dial({ trunk: t, to: 'baresip', callerId: '+15559990000' });
         expect(result.ok, JSON.stringify(result)).toBe(true);
         if (!result.ok) return;
@@ -434,7 +434,7 @@ describe.skipIf(!bs.ok || !hasOpenssl)(`SDES-SRTP over TLS vs baresip${bs.ok ? `
   it('a dial of a require trunk whose outbound_host is not TLS is refused at dial time, naming why', async () => {
     const patch = await d.api('PATCH', `/v1/sip-trunks/${trunkId}`, { outbound_host: '127.0.0.1:5999' });
     expect(patch.status, patch.text).toBe(200);
-    const trunk = outboundTrunkFromStore(d.daemon.store, orgId, trunkId)!;
+    const trunk = (await outboundTrunkFromStore(d.daemon.store, orgId, trunkId))!;
     const result = await d.daemon.sip!.ua.dial({ trunk, to: '+15550009999', callerId: '+15559990000' });
     expect(result.ok).toBe(false);
     if (result.ok) return;

@@ -33,8 +33,8 @@ async function trunkFor(port: number, extra: Record<string, unknown> = {}): Prom
   });
   expect(r.status, r.text).toBe(201);
   // The API does not show org_id; the store's cross-org listing does (inbound_auth_type none).
-  const stored = d.daemon.store.sipTrunks.listByInboundAuth('none').find((t) => t.id === r.body.id)!;
-  const creds = d.daemon.store.sipTrunks.credentials(stored.id)?.outbound;
+  const stored = (await d.daemon.store.sipTrunks.listByInboundAuth('none')).find((t) => t.id === r.body.id)!;
+  const creds = (await d.daemon.store.sipTrunks.credentials(stored.id))?.outbound;
   return { id: stored.id, orgId: stored.org_id, name: stored.name, pbx: stored.pbx, outbound_host: stored.outbound_host, caller_id_transforms: stored.caller_id_transforms, ...(creds ? { credentials: creds } : {}) };
 }
 

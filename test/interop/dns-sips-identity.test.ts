@@ -95,7 +95,7 @@ async function startTlsPeer(pem: Pem): Promise<Peer> {
 async function trunkFor(d: TestDaemon, outbound_host: string): Promise<OutboundTrunk> {
   const r = await d.api('POST', '/v1/sip-trunks', { pbx: 'generic', name: outbound_host, inbound_auth_type: 'none', outbound_host });
   expect(r.status, r.text).toBe(201);
-  const stored = d.daemon.store.sipTrunks.listByInboundAuth('none').find((t) => t.id === r.body.id)!;
+  const stored = (await d.daemon.store.sipTrunks.listByInboundAuth('none')).find((t) => t.id === r.body.id)!;
   return { id: stored.id, orgId: stored.org_id, name: stored.name, pbx: stored.pbx, outbound_host: stored.outbound_host, caller_id_transforms: stored.caller_id_transforms };
 }
 

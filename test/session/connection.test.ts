@@ -49,12 +49,12 @@ describe('GET /v1/connection', () => {
       nodes: [{ id: 'n1', type: 'tool', name: 'lookup', description: 'd', parameters: [] }],
     });
     expect(s.ctx.agent.id).toBe(agent.id);
-    expect(s.ctx.orgId).toBe(d.daemon.store.organizations.byApiKey(d.key)!.id);
+    expect(s.ctx.orgId).toBe((await d.daemon.store.organizations.byApiKey(d.key))!.id);
     const rec = await call(id);
     expect(rec.status).toBe('in_progress');
     expect(rec.started_at).toBeDefined();
     expect(rec).toMatchObject({ source: 'api', party_number: 'web-user', graph_version_id: version.id, outbound: false });
-    expect(d.daemon.store.sessions.get(id)!.connected_at).not.toBeNull();
+    expect((await d.daemon.store.sessions.get(id))!.connected_at).not.toBeNull();
     c.ws.close();
     await c.closed;
   });
@@ -302,8 +302,8 @@ describe('GET /v1/connection', () => {
     // the first one would: only the claim after the upgrade can stop it now.
     const repo = d.daemon.store.sessions;
     const realGet = repo.get.bind(repo);
-    repo.get = (sid: string) => {
-      const r = realGet(sid);
+    repo.get = async (sid: string) => {
+      const r = await realGet(sid);
       return r && sid === id ? { ...r, connected_at: null } : r;
     };
     try {
@@ -471,8 +471,8 @@ describe('GET /v1/connection: runtime failures, liveness, slow clients, shutdown
       (cs.ws as any)._socket.pause();
       const ss = await rt.session(silent.id);
       await waitFor(() => ss.closeCalls === 1, 5000, 'ping timeout');
-      expect(d.daemon.store.calls.get(ss.ctx.orgId, silent.id)).toMatchObject({ termination_reason: 'client_closed', status: 'ended', end_status: 'completed' });
-      expect(d.daemon.store.calls.get(ss.ctx.orgId, alive.id)!.ended_at).toBeNull();
+      expect(await d.daemon.store.calls.get(ss.ctx.orgId, silent.id)).toMatchObject({ termination_reason: 'client_closed', status: 'ended', end_status: 'completed' });
+      expect((await d.daemon.store.calls.get(ss.ctx.orgId, alive.id))!.ended_at).toBeNull();
 
       // Stopped reading while the runtime keeps sending: bounded, then ended with reason error.
       const slow = await issue(d, { agent_id: agent.id });
@@ -486,8 +486,8 @@ describe('GET /v1/connection: runtime failures, liveness, slow clients, shutdown
         if (i % 20 === 19) await new Promise((r) => setTimeout(r, 1));
       }
       await waitFor(() => sl.closeCalls === 1, 5000, 'slow client end');
-      expect(d.daemon.store.calls.get(sl.ctx.orgId, slow.id)).toMatchObject({ termination_reason: 'error', status: 'ended', end_status: 'failed' });
-      expect(d.daemon.store.calls.get(ss.ctx.orgId, alive.id)!.ended_at).toBeNull();
+      expect(await d.daemon.store.calls.get(sl.ctx.orgId, slow.id)).toMatchObject({ termination_reason: 'error', status: 'ended', end_status: 'failed' });
+      expect((await d.daemon.store.calls.get(ss.ctx.orgId, alive.id))!.ended_at).toBeNull();
       ca.ws.close();
       await ca.closed;
     } finally {

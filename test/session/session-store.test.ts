@@ -19,16 +19,16 @@ describe('SessionRepo and the call end', () => {
   let store: Store;
   let orgId: string;
   let agentId: string;
-  beforeAll(() => {
+  beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'callbridge-sessions-'));
-    store = openStore(dir, '');
-    orgId = store.organizations.createKey('o').org.id;
+    store = await openStore(dir, '');
+    orgId = (await store.organizations.createKey('o')).org.id;
     agentId = randomUUID();
     // The settings JSON is not read here; the call row's agent_id needs a real agent row.
-    store.agents.insert({ id: agentId, org_id: orgId, name: 'Agent', status: 'active', phone_number_id: null, settings: {} as never, created_at: '2026-01-01T00:00:00.000Z' });
+    await store.agents.insert({ id: agentId, org_id: orgId, name: 'Agent', status: 'active', phone_number_id: null, settings: {} as never, created_at: '2026-01-01T00:00:00.000Z' });
   });
-  afterAll(() => {
-    store.close();
+  afterAll(async () => {
+    await store.close();
     rmSync(dir, { recursive: true, force: true });
   });
 
@@ -51,43 +51,44 @@ describe('SessionRepo and the call end', () => {
     ...over,
   });
 
-  it('create writes the session and a started web call row together', () => {
-    const s = store.sessions.create(newSession());
+  it('create writes the session and a started web call row together', async () => {
+    const s = await store.sessions.create(newSession());
     expect(s.connected_at).toBeNull();
     expect(s.variables).toEqual([{ key: 'k', value: 'v' }]);
-    expect(store.calls.get(orgId, s.id)).toMatchObject({ direction: 'web', source: 'api', status: 'started', from: 'api-client', to: 'Agent', party_number: 'api-client', created_at: '2026-01-01T00:00:00.000Z', started_at: null });
+    expect(await store.calls.get(orgId, s.id)).toMatchObject({ direction: 'web', source: 'api', status: 'started', from: 'api-client', to: 'Agent', party_number: 'api-client', created_at: '2026-01-01T00:00:00.000Z', started_at: null });
     // The session's agent version is the call's graph_version_id.
-    const versioned = store.sessions.create(newSession({ version_id: '7c9e6679-7425-40de-944b-e07fc1f90ae7' }));
-    expect(store.calls.get(orgId, versioned.id)!.graph_version_id).toBe('7c9e6679-7425-40de-944b-e07fc1f90ae7');
-    expect(store.calls.get(orgId, s.id)!.graph_version_id).toBeNull();
+    const versioned = await store.sessions.create(newSession({ version_id: '7c9e6679-7425-40de-944b-e07fc1f90ae7' }));
+    expect((await store.calls.get(orgId, versioned.id))!.graph_version_id).toBe('7c9e6679-7425-40de-944b-e07fc1f90ae7');
+    expect((await store.calls.get(orgId, s.id))!.graph_version_id).toBeNull();
     // A failing session insert leaves no call row behind (one transaction).
     const dup = newSession({ id: s.id });
-    expect(() => store.sessions.create(dup)).toThrow();
+    await expect(store.sessions.create(dup)).rejects.toThrow();
     const orphan = newSession({ transport: 'carrier-pigeon' as never });
-    expect(() => store.sessions.create(orphan)).toThrow();
-    expect(store.calls.get(orgId, orphan.id)).toBeUndefined();
+    await expect(store.sessions.create(orphan)).rejects.toThrow();
+    expect(await store.calls.get(orgId, orphan.id)).toBeUndefined();
   });
 
-  it('claim: exactly one winner, only with the right jti, only before expiry', () => {
-    const s = store.sessions.create(newSession());
+  it('claim: exactly one winner, only with the right jti, only before expiry', async () => {
+    const s = await store.sessions.create(newSession());
     const before = '2026-01-01T00:05:00.000Z';
-    expect(store.sessions.claim(s.id, 'other-jti', before)).toBe(false);
-    expect(store.sessions.claim(s.id, 'jti-1', '2026-01-01T00:10:00.000Z')).toBe(false);
-    const results = Array.from({ length: 5 }, () => store.sessions.claim(s.id, 'jti-1', before));
+    expect(await store.sessions.claim(s.id, 'other-jti', before)).toBe(false);
+    expect(await store.sessions.claim(s.id, 'jti-1', '2026-01-01T00:10:00.000Z')).toBe(false);
+    // Five claims made at once (none awaited before the next is made): one wins.
+    const results = await Promise.all(Array.from({ length: 5 }, () => store.sessions.claim(s.id, 'jti-1', before)));
     expect(results).toEqual([true, false, false, false, false]);
-    expect(store.sessions.get(s.id)!.connected_at).toBe(before);
+    expect((await store.sessions.get(s.id))!.connected_at).toBe(before);
   });
 
-  it('end: ended, end_status and outcome from the reason, only the first end counts; summary any time', () => {
-    const a = store.sessions.create(newSession());
-    expect(store.calls.markAnswered(a.id, '2026-01-01T00:00:01.000Z')).toBe(true);
-    expect(store.calls.get(orgId, a.id)).toMatchObject({ status: 'in_progress', started_at: '2026-01-01T00:00:01.000Z' });
+  it('end: ended, end_status and outcome from the reason, only the first end counts; summary any time', async () => {
+    const a = await store.sessions.create(newSession());
+    expect(await store.calls.markAnswered(a.id, '2026-01-01T00:00:01.000Z')).toBe(true);
+    expect(await store.calls.get(orgId, a.id)).toMatchObject({ status: 'in_progress', started_at: '2026-01-01T00:00:01.000Z' });
     const bye = [{ index: 0, role: 'assistant', message: 'bye', type: 'message' as const }];
-    expect(store.calls.end(a.id, { ended_at: '2026-01-01T00:01:00.000Z', termination_reason: 'agent_hangup', transcript: bye })).toBe(true);
-    expect(store.calls.end(a.id, { ended_at: '2026-01-01T00:02:00.000Z', termination_reason: 'error', transcript: [] })).toBe(false);
-    expect(store.calls.markAnswered(a.id, '2026-01-01T00:03:00.000Z')).toBe(false);
-    expect(store.calls.setSummary(a.id, 'short call')).toBe(true);
-    expect(store.calls.get(orgId, a.id)).toMatchObject({
+    expect(await store.calls.end(a.id, { ended_at: '2026-01-01T00:01:00.000Z', termination_reason: 'agent_hangup', transcript: bye })).toBe(true);
+    expect(await store.calls.end(a.id, { ended_at: '2026-01-01T00:02:00.000Z', termination_reason: 'error', transcript: [] })).toBe(false);
+    expect(await store.calls.markAnswered(a.id, '2026-01-01T00:03:00.000Z')).toBe(false);
+    expect(await store.calls.setSummary(a.id, 'short call')).toBe(true);
+    expect(await store.calls.get(orgId, a.id)).toMatchObject({
       status: 'ended',
       end_status: 'completed',
       outcome: 'ended_by_agent',
@@ -96,24 +97,24 @@ describe('SessionRepo and the call end', () => {
       transcript: { entries: bye },
       summary: 'short call',
     });
-    const b = store.sessions.create(newSession());
-    store.calls.end(b.id, { ended_at: '2026-01-01T00:01:00.000Z', termination_reason: 'error', transcript: [] });
-    expect(store.calls.get(orgId, b.id)).toMatchObject({ status: 'ended', end_status: 'failed', outcome: null });
+    const b = await store.sessions.create(newSession());
+    await store.calls.end(b.id, { ended_at: '2026-01-01T00:01:00.000Z', termination_reason: 'error', transcript: [] });
+    expect(await store.calls.get(orgId, b.id)).toMatchObject({ status: 'ended', end_status: 'failed', outcome: null });
   });
 
-  it('expireUnused marks unused expired tokens; endAbandoned ends sessions a stopped daemon left open', () => {
-    const unused = store.sessions.create(newSession({ token_expires_at: '2026-02-01T00:10:00.000Z' }));
-    const later = store.sessions.create(newSession({ token_expires_at: '2026-02-01T00:20:00.000Z' }));
-    const open = store.sessions.create(newSession({ token_expires_at: '2026-02-01T00:10:00.000Z' }));
-    expect(store.sessions.claim(open.id, 'jti-1', '2026-02-01T00:01:00.000Z')).toBe(true);
-    store.calls.markAnswered(open.id, '2026-02-01T00:01:00.000Z');
-    expect(store.sessions.expireUnused('2026-02-01T00:15:00.000Z')).toBeGreaterThanOrEqual(1);
-    expect(store.calls.get(orgId, unused.id)).toMatchObject({ status: 'ended', end_status: 'expired', termination_reason: 'token_expired', ended_at: '2026-02-01T00:10:00.000Z' });
-    expect(store.calls.get(orgId, later.id)!.status).toBe('started');
-    expect(store.calls.get(orgId, open.id)!.status).toBe('in_progress');
-    expect(store.sessions.endAbandoned('2026-02-01T01:00:00.000Z')).toBe(1);
-    expect(store.calls.get(orgId, open.id)).toMatchObject({ status: 'ended', end_status: 'failed', termination_reason: 'error', ended_at: '2026-02-01T01:00:00.000Z' });
-    expect(store.calls.get(orgId, later.id)!.status).toBe('started');
+  it('expireUnused marks unused expired tokens; endAbandoned ends sessions a stopped daemon left open', async () => {
+    const unused = await store.sessions.create(newSession({ token_expires_at: '2026-02-01T00:10:00.000Z' }));
+    const later = await store.sessions.create(newSession({ token_expires_at: '2026-02-01T00:20:00.000Z' }));
+    const open = await store.sessions.create(newSession({ token_expires_at: '2026-02-01T00:10:00.000Z' }));
+    expect(await store.sessions.claim(open.id, 'jti-1', '2026-02-01T00:01:00.000Z')).toBe(true);
+    await store.calls.markAnswered(open.id, '2026-02-01T00:01:00.000Z');
+    expect(await store.sessions.expireUnused('2026-02-01T00:15:00.000Z')).toBeGreaterThanOrEqual(1);
+    expect(await store.calls.get(orgId, unused.id)).toMatchObject({ status: 'ended', end_status: 'expired', termination_reason: 'token_expired', ended_at: '2026-02-01T00:10:00.000Z' });
+    expect((await store.calls.get(orgId, later.id))!.status).toBe('started');
+    expect((await store.calls.get(orgId, open.id))!.status).toBe('in_progress');
+    expect(await store.sessions.endAbandoned('2026-02-01T01:00:00.000Z')).toBe(1);
+    expect(await store.calls.get(orgId, open.id)).toMatchObject({ status: 'ended', end_status: 'failed', termination_reason: 'error', ended_at: '2026-02-01T01:00:00.000Z' });
+    expect((await store.calls.get(orgId, later.id))!.status).toBe('started');
   });
 });
 

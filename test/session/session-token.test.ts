@@ -31,7 +31,7 @@ describe('POST /v1/session-token', () => {
     expect(call.status).toBe(200);
     expect(call.body).toMatchObject({ id, agent_id: agent.id, direction: 'web', source: 'api', status: 'started', party_number: 'api-client', from: 'api-client', to: 'Talker', outbound: false, transcript: { entries: [] } });
     for (const k of ['started_at', 'ended_at', 'termination_reason', 'graph_version_id']) expect(call.body, k).not.toHaveProperty(k);
-    const s = d.daemon.store.sessions.get(id)!;
+    const s = (await d.daemon.store.sessions.get(id))!;
     expect(s).toMatchObject({ agent_id: agent.id, version_id: null, caller_id: 'api-client', transport: 'websocket', chat_id: null, first_message: null, prompt: null, variables: [], scopes: ['voice'], connected_at: null });
     expect((await d.api('GET', '/v1/calls?source=api&outbound=false')).body.calls.map((c: any) => c.id)).toContain(id);
   });
@@ -39,7 +39,7 @@ describe('POST /v1/session-token', () => {
   it('keeps the overrides, variables, caller_id and chat_id of the request', async () => {
     const chatId = '11111111-1111-4111-8111-111111111111';
     const t = await issue(d, { agent_id: agent.id, caller_id: '+15551234567', first_message: 'Hi there', prompt: 'Be brief', chat_id: chatId, variables: [{ key: 'name', value: 'Ada' }] });
-    expect(d.daemon.store.sessions.get(t.id)).toMatchObject({ caller_id: '+15551234567', first_message: 'Hi there', prompt: 'Be brief', chat_id: chatId, variables: [{ key: 'name', value: 'Ada' }] });
+    expect(await d.daemon.store.sessions.get(t.id)).toMatchObject({ caller_id: '+15551234567', first_message: 'Hi there', prompt: 'Be brief', chat_id: chatId, variables: [{ key: 'name', value: 'Ada' }] });
     expect((await d.api('GET', `/v1/calls/${t.id}`)).body.from).toBe('+15551234567');
   });
 
@@ -50,7 +50,7 @@ describe('POST /v1/session-token', () => {
     expect((await d.api('POST', `/v1/agents/${a.id}/versions/${v1.id}/publish`)).status).toBe(200);
     const byDefault = await issue(d, { agent_id: a.id });
     expect(byDefault.claims.version).toBe(v1.id);
-    expect(d.daemon.store.sessions.get(byDefault.id)!.version_id).toBe(v1.id);
+    expect((await d.daemon.store.sessions.get(byDefault.id))!.version_id).toBe(v1.id);
     const chosen = await issue(d, { agent_id: a.id, version_id: v2.id });
     expect(chosen.claims.version).toBe(v2.id);
     // The call record names the version as graph_version_id.
@@ -71,7 +71,7 @@ describe('POST /v1/session-token', () => {
     const v = (await d.api('POST', `/v1/agents/${other.id}/versions`, { tag: 'x' })).body;
     expect((await d.api('POST', '/v1/session-token', { agent_id: agent.id, version_id: v.id })).status).toBe(404);
     // another organization's agent is not found either
-    expect((await d.api('POST', '/v1/session-token', { agent_id: agent.id }, { key: d.newOrgKey('other') })).status).toBe(404);
+    expect((await d.api('POST', '/v1/session-token', { agent_id: agent.id }, { key: await d.newOrgKey('other') })).status).toBe(404);
     expect((await d.api('GET', '/v1/calls')).body.pagination.total).toBe(before);
   });
 
@@ -82,14 +82,14 @@ describe('POST /v1/session-token', () => {
     expect(plain.claims.scopes).toEqual(['voice']);
     expect(noChat.claims.scopes).toEqual(['voice']);
     expect(chat.claims.scopes).toEqual(['voice', 'chat']);
-    expect(d.daemon.store.sessions.get(chat.id)!.scopes).toEqual(['voice', 'chat']);
-    const orgId = d.daemon.store.organizations.byApiKey(d.key)!.id;
+    expect((await d.daemon.store.sessions.get(chat.id))!.scopes).toEqual(['voice', 'chat']);
+    const orgId = (await d.daemon.store.organizations.byApiKey(d.key))!.id;
     expect(plain.claims).toMatchObject({ org: orgId, agent: agent.id, version: null });
     expect(plain.claims.exp - plain.claims.iat).toBe(SESSION_TOKEN_TTL_SECS);
     expect(SESSION_TOKEN_TTL_SECS).toBe(600);
     expect(plain.claims.jti).not.toBe(chat.claims.jti);
     expect(decodeProtectedHeader(plain.token).alg).toBe('HS256');
-    const s = d.daemon.store.sessions.get(plain.id)!;
+    const s = (await d.daemon.store.sessions.get(plain.id))!;
     expect(s.token_jti).toBe(plain.claims.jti);
     expect(s.token_expires_at).toBe(new Date(plain.claims.exp * 1000).toISOString());
     const v = await daemonTokens(d).verify(plain.token);
@@ -139,12 +139,12 @@ describe('POST /v1/session-token with a WebRTC media server and a configured tok
     expect(protectedHeader.alg).toBe('HS256');
     expect(payload.video).toEqual({ room, roomJoin: true, canPublish: true, canSubscribe: true });
     expect(payload.exp! - payload.nbf!).toBe(600);
-    expect(d.daemon.store.sessions.get(id)).toMatchObject({ transport: 'webrtc', caller_id: identity });
+    expect(await d.daemon.store.sessions.get(id)).toMatchObject({ transport: 'webrtc', caller_id: identity });
     expect((await d.api('GET', `/v1/calls/${id}`)).body.from).toBe(identity);
     // An explicit caller_id wins; identities differ per request.
     const r2 = await d.api('POST', '/v1/session-token', { agent_id: agent.id, transport: 'webrtc', caller_id: '+4930123' });
     expect(r2.body.identity).not.toBe(identity);
-    expect(d.daemon.store.sessions.get(decodeJwt(r2.body.token).sub as string)!.caller_id).toBe('+4930123');
+    expect((await d.daemon.store.sessions.get(decodeJwt(r2.body.token).sub as string))!.caller_id).toBe('+4930123');
   });
 
   it('signs session tokens with the configured security.token_secret', async () => {

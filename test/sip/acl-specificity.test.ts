@@ -63,7 +63,7 @@ const decide = (user: string, source: string): Promise<InboundDecision> =>
 beforeAll(async () => {
   carrier = await startFakeCarrier();
   d = await startLoggedDaemon({ telco: { api_base_url: carrier.url } });
-  const b = d.daemon.store.organizations.createKey('Org B');
+  const b = await d.daemon.store.organizations.createKey('Org B');
   keyB = b.key;
   orgB = b.org.id;
   orgA = (await ok(d.api('GET', '/v1/organization'), 200)).id;
@@ -73,7 +73,7 @@ beforeAll(async () => {
   ids.agentB = await carrierAgent('B desk', NUMBER, ACCOUNT_B, keyB);
   ids.agentB2 = await carrierAgent('B other desk', NUMBER_B_ONLY, ACCOUNT_B, keyB);
   ids.wideB = newId();
-  d.daemon.store.sipTrunks.insert({
+  await d.daemon.store.sipTrunks.insert({
     id: ids.wideB,
     org_id: orgB,
     settings: trunkForCreate({ pbx: 'generic', name: 'B everything', inbound_auth_type: 'acl', inbound_acl: ['0.0.0.0/0'] }),

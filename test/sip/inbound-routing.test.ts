@@ -134,7 +134,7 @@ beforeAll(async () => {
   carrier = await startFakeCarrier();
   // No SIP listener: decideInbound runs against the store directly.
   d = await startTestDaemon({ telco: { api_base_url: carrier.url }, sip: { enabled: false } });
-  keyB = d.newOrgKey('Other organization');
+  keyB = await d.newOrgKey('Other organization');
 
   // Organization A.
   ids.front = (await ok(d.api('POST', '/v1/agents', { name: 'Front desk' }))).id;

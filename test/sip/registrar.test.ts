@@ -34,8 +34,8 @@ async function client(address: string, protocol: 'udp' | 'tcp' = 'udp', daemon =
 }
 
 /** The organization of the daemon's initial key (the one that owns `trunkId`). */
-function orgIdOf(): string {
-  return d.daemon.store.organizations.byApiKey(d.key)!.id;
+async function orgIdOf(): Promise<string> {
+  return (await d.daemon.store.organizations.byApiKey(d.key))!.id;
 }
 
 async function inboundStatus(id = trunkId, key?: string): Promise<string> {
@@ -296,7 +296,7 @@ describe('callbridge as a SIP registrar for PBXs on digest trunks', () => {
     const c = await client('127.0.0.27');
     const dialTransfer = trunkTransferDialer(() => d.daemon.sip!.ua, d.daemon.store, createLogger('silent'));
     // The call being transferred: only what the fallback reads of it (its trunk and caller).
-    const call = { id: 'transferred-call', from: '+15559990001', trunk: { id: trunkId, orgId: orgIdOf(), name: '' } } as unknown as SipCall;
+    const call = { id: 'transferred-call', from: '+15559990001', trunk: { id: trunkId, orgId: await orgIdOf(), name: '' } } as unknown as SipCall;
     // No PBX registered: no leg is placed.
     expect(await dialTransfer(call, '+15557770005')).toBeUndefined();
     expect(c.received).toEqual([]);
@@ -314,7 +314,7 @@ describe('callbridge as a SIP registrar for PBXs on digest trunks', () => {
   it('another organization sees neither the trunk nor its bindings, and cannot dial through it', async () => {
     const c = await client('127.0.0.26');
     expect((await c.register({ user: USER, password: PASSWORD, expires: 60 })).final.status).toBe(200);
-    const otherKey = d.newOrgKey('Other org');
+    const otherKey = await d.newOrgKey('Other org');
     const own = await createTrunk(d, 'other-org-pbx', otherKey);
     expect(await inboundStatus(own, otherKey)).toBe('not_registered');
     expect((await d.api('GET', `/v1/sip-trunks/${trunkId}`, undefined, { key: otherKey })).status).toBe(404);

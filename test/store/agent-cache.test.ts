@@ -15,46 +15,55 @@ describe('AgentRepo cache', () => {
   const defaults: AgentDefaults = agentDefaults(loadConfig({}, {}));
   const settings = settingsForCreate(defaults, {});
 
-  beforeEach(() => {
+  beforeEach(async () => {
     dir = mkdtempSync(join(tmpdir(), 'agent-cache-'));
-    store = openStore(dir, '');
-    orgId = store.organizations.createKey('o').org.id;
-    store.agents.insert({ id: 'a1', org_id: orgId, name: 'before', status: 'active', phone_number_id: null, settings, created_at: '2026-01-01T00:00:00.000Z' });
+    store = await openStore(dir, '');
+    orgId = (await store.organizations.createKey('o')).org.id;
+    await store.agents.insert({ id: 'a1', org_id: orgId, name: 'before', status: 'active', phone_number_id: null, settings, created_at: '2026-01-01T00:00:00.000Z' });
   });
-  afterEach(() => {
-    store.close();
+  afterEach(async () => {
+    await store.close();
     rmSync(dir, { recursive: true, force: true });
   });
 
-  const update = (name: string) =>
-    store.agents.update({ id: 'a1', org_id: orgId, name, status: 'active', phone_number_id: null, settings, updated_at: new Date().toISOString() });
+  const update = (name: string, s: Store = store) =>
+    s.agents.update({ id: 'a1', org_id: orgId, name, status: 'active', phone_number_id: null, settings, updated_at: new Date().toISOString() });
 
-  it('a rolled-back write is never cached', () => {
-    expect(store.agents.get(orgId, 'a1')!.name).toBe('before');
-    expect(() =>
-      store.tx(() => {
-        update('uncommitted');
-        expect(store.agents.get(orgId, 'a1')!.name).toBe('uncommitted');
+  it('a rolled-back write is never cached', async () => {
+    expect((await store.agents.get(orgId, 'a1'))!.name).toBe('before');
+    await expect(
+      store.tx(async (tx) => {
+        await update('uncommitted', tx);
+        expect((await tx.agents.get(orgId, 'a1'))!.name).toBe('uncommitted');
         throw new Error('roll back');
       }),
-    ).toThrow('roll back');
-    expect(store.agents.get(orgId, 'a1')!.name).toBe('before');
+    ).rejects.toThrow('roll back');
+    expect((await store.agents.get(orgId, 'a1'))!.name).toBe('before');
   });
 
-  it('a committed write is seen at once; delete is seen at once; another org never hits', () => {
-    store.agents.get(orgId, 'a1');
-    update('after');
-    expect(store.agents.get(orgId, 'a1')!.name).toBe('after');
-    expect(store.agents.get('other-org', 'a1')).toBeUndefined();
-    store.agents.delete(orgId, 'a1');
-    expect(store.agents.get(orgId, 'a1')).toBeUndefined();
+  it('a committed write is seen at once; delete is seen at once; another org never hits', async () => {
+    await store.agents.get(orgId, 'a1');
+    await update('after');
+    expect((await store.agents.get(orgId, 'a1'))!.name).toBe('after');
+    expect(await store.agents.get('other-org', 'a1')).toBeUndefined();
+    await store.agents.delete(orgId, 'a1');
+    expect(await store.agents.get(orgId, 'a1')).toBeUndefined();
   });
 
-  it('hands out frozen objects, so a caller cannot change the cached copy', () => {
-    const a = store.agents.get(orgId, 'a1')!;
+  it("a transaction's committed write is seen after it, though the old row was cached before", async () => {
+    expect((await store.agents.get(orgId, 'a1'))!.name).toBe('before');
+    await store.tx(async (tx) => {
+      await update('in a transaction', tx);
+      expect((await tx.agents.get(orgId, 'a1'))!.name).toBe('in a transaction');
+    });
+    expect((await store.agents.get(orgId, 'a1'))!.name).toBe('in a transaction');
+  });
+
+  it('hands out frozen objects, so a caller cannot change the cached copy', async () => {
+    const a = (await store.agents.get(orgId, 'a1'))!;
     expect(() => {
       (a.vad_settings as { stop_secs: number }).stop_secs = 99;
     }).toThrow(TypeError);
-    expect(store.agents.get(orgId, 'a1')!.vad_settings.stop_secs).toBe(0.8);
+    expect((await store.agents.get(orgId, 'a1'))!.vad_settings.stop_secs).toBe(0.8);
   });
 });

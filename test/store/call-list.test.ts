@@ -28,29 +28,30 @@ describe('call list queries', () => {
   const agents: string[][] = [];
   let records: CallRecord[] = [];
 
-  beforeAll(() => {
+  beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'call-list-'));
-    store = openStore(dir, '');
+    store = await openStore(dir, '');
     const settings = settingsForCreate(agentDefaults(loadConfig({}, {})), {});
     const rand = prng(7);
     const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rand() * xs.length)] as T;
     for (let o = 0; o < 3; o++) {
-      orgs.push(store.organizations.createKey(`org-${o}`).org.id);
+      orgs.push((await store.organizations.createKey(`org-${o}`)).org.id);
       agents.push([]);
       for (let a = 0; a < 4; a++) {
         const id = uuid(o + 1, a + 1);
-        store.agents.insert({ id, org_id: orgs[o]!, name: `a${a}`, status: 'active', phone_number_id: null, settings, created_at: '2026-01-01T00:00:00.000Z' });
+        await store.agents.insert({ id, org_id: orgs[o]!, name: `a${a}`, status: 'active', phone_number_id: null, settings, created_at: '2026-01-01T00:00:00.000Z' });
         agents[o]!.push(id);
       }
     }
-    store.tx(() => {
+    // One transaction for the 900 calls; every write goes through the transaction's store.
+    await store.tx(async (tx) => {
       for (let i = 0; i < 900; i++) {
         const o = i % 7 === 0 ? 1 : i % 11 === 0 ? 2 : 0;
         const direction = pick(['inbound', 'outbound', 'web'] as const);
         // Several calls share a created_at: the list then orders them by id.
         const created = new Date(Date.UTC(2026, 0, 1) + Math.floor(i / 3) * 3_600_000).toISOString();
         const id = uuid(9, i);
-        store.calls.insert({
+        await tx.calls.insert({
           id,
           org_id: orgs[o]!,
           agent_id: pick([...agents[o]!, null]),
@@ -63,19 +64,20 @@ describe('call list queries', () => {
         const fate = rand();
         if (fate < 0.1) continue; // started
         if (fate < 0.15 && direction === 'outbound') {
-          store.calls.end(id, { ended_at: created, ...failedDialEnd(pick(['busy', 'auth_failed', 'no_answer']), 486) });
+          await tx.calls.end(id, { ended_at: created, ...failedDialEnd(pick(['busy', 'auth_failed', 'no_answer']), 486) });
           continue;
         }
-        store.calls.markAnswered(id, created);
+        await tx.calls.markAnswered(id, created);
         if (fate < 0.25) continue; // in progress
-        store.calls.end(id, { ended_at: created, termination_reason: pick(REASONS) });
-        if (rand() < 0.3) store.calls.addTags(id, [pick(TAGS), pick(TAGS)]);
+        await tx.calls.end(id, { ended_at: created, termination_reason: pick(REASONS) });
+        if (rand() < 0.3) await tx.calls.addTags(id, [pick(TAGS), pick(TAGS)]);
       }
     });
-    records = orgs.flatMap((org) => store.calls.list(org, {}, 10_000, 0).calls);
+    records = [];
+    for (const org of orgs) records.push(...(await store.calls.list(org, {}, 10_000, 0)).calls);
   });
-  afterAll(() => {
-    store.close();
+  afterAll(async () => {
+    await store.close();
     rmSync(dir, { recursive: true, force: true });
   });
 
@@ -101,11 +103,11 @@ describe('call list queries', () => {
   const run = (org: string, f: CallListFilter, plan: SearchPlan, limit: number, offset: number) => {
     const q = callListSql(org, f, plan, limit, offset);
     return {
-      ids: store.db.prepare(q.page.sql).pluck().all(...q.page.args) as string[],
-      total: store.db.prepare(q.count.sql).pluck().get(...q.count.args) as number,
+      ids: store.sqlite!.prepare(q.page.sql).pluck().all(...q.page.args) as string[],
+      total: store.sqlite!.prepare(q.count.sql).pluck().get(...q.count.args) as number,
     };
   };
-  const plan = (sql: string, args: unknown[]) => (store.db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(...args) as { detail: string }[]).map((r) => r.detail);
+  const plan = (sql: string, args: unknown[]) => (store.sqlite!.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(...args) as { detail: string }[]).map((r) => r.detail);
 
   it('seeded a mix (sanity of the oracle)', () => {
     expect(records.length).toBe(900);
@@ -197,7 +199,7 @@ describe('call list queries', () => {
     );
   });
 
-  it('CallRepo.list (counters for the totals, older pages read from the oldest end): any filter, any page, as by hand', () => {
+  it('CallRepo.list (counters for the totals, older pages read from the oldest end): any filter, any page, as by hand', async () => {
     const allAgents = agents.flat();
     const arb = fc.record(
       {
@@ -217,10 +219,10 @@ describe('call list queries', () => {
       const keys = Object.keys(f) as Array<keyof typeof f>;
       return keys.length ? { [keys[k % keys.length]!]: f[keys[k % keys.length]!] } : {};
     });
-    fc.assert(
-      fc.property(fc.integer({ min: 0, max: 2 }), fc.oneof(arb, single), fc.integer({ min: 1, max: 25 }), fc.integer({ min: 0, max: 40 }), (o, f, limit, pageNo) => {
+    await fc.assert(
+      fc.asyncProperty(fc.integer({ min: 0, max: 2 }), fc.oneof(arb, single), fc.integer({ min: 1, max: 25 }), fc.integer({ min: 0, max: 40 }), async (o, f, limit, pageNo) => {
         const want = byHand(orgs[o]!, f);
-        const got = store.calls.list(orgs[o]!, f, limit, pageNo * limit);
+        const got = await store.calls.list(orgs[o]!, f, limit, pageNo * limit);
         expect(got.total).toBe(want.length);
         expect(got.calls.map((c) => c.id)).toEqual(want.slice(pageNo * limit, pageNo * limit + limit));
       }),
@@ -228,10 +230,10 @@ describe('call list queries', () => {
     );
   });
 
-  it('the counters equal a count after every kind of write, an agent deleted included', () => {
-    const counts = () => store.db.prepare("SELECT org_id, dim, val, n FROM call_counts WHERE n <> 0 ORDER BY 1, 2, 3").all();
+  it('the counters equal a count after every kind of write, an agent deleted included', async () => {
+    const counts = () => store.sqlite!.prepare("SELECT org_id, dim, val, n FROM call_counts WHERE n <> 0 ORDER BY 1, 2, 3").all();
     const byGroup = () =>
-      store.db
+      store.sqlite!
         .prepare(
           `SELECT org_id, dim, val, n FROM (
              SELECT org_id, 'all' AS dim, '' AS val, count(*) AS n FROM calls GROUP BY org_id
@@ -247,37 +249,38 @@ describe('call list queries', () => {
     // A new call, answered, ended; its agent deleted (ON DELETE SET NULL is an update).
     const settings = settingsForCreate(agentDefaults(loadConfig({}, {})), {});
     const agent = uuid(7, 7);
-    store.agents.insert({ id: agent, org_id: orgs[2]!, name: 'gone', status: 'active', phone_number_id: null, settings, created_at: '2026-01-01T00:00:00.000Z' });
+    await store.agents.insert({ id: agent, org_id: orgs[2]!, name: 'gone', status: 'active', phone_number_id: null, settings, created_at: '2026-01-01T00:00:00.000Z' });
     const id = uuid(8, 1);
-    store.calls.insert({ id, org_id: orgs[2]!, agent_id: agent, sip_trunk_id: null, direction: 'outbound', from: 'a', to: '+15550000000', created_at: '2026-03-01T00:00:00.000Z' });
+    await store.calls.insert({ id, org_id: orgs[2]!, agent_id: agent, sip_trunk_id: null, direction: 'outbound', from: 'a', to: '+15550000000', created_at: '2026-03-01T00:00:00.000Z' });
     expect(counts()).toEqual(byGroup());
-    store.calls.markAnswered(id, '2026-03-01T00:00:01.000Z');
-    store.calls.end(id, { ended_at: '2026-03-01T00:01:00.000Z', termination_reason: 'transfer' });
+    await store.calls.markAnswered(id, '2026-03-01T00:00:01.000Z');
+    await store.calls.end(id, { ended_at: '2026-03-01T00:01:00.000Z', termination_reason: 'transfer' });
     expect(counts()).toEqual(byGroup());
-    expect(store.calls.list(orgs[2]!, { agentIds: [agent] }, 20, 0).total).toBe(1);
-    store.agents.delete(orgs[2]!, agent);
+    expect((await store.calls.list(orgs[2]!, { agentIds: [agent] }, 20, 0)).total).toBe(1);
+    await store.agents.delete(orgs[2]!, agent);
     expect(counts()).toEqual(byGroup());
-    expect(store.calls.list(orgs[2]!, { agentIds: [agent] }, 20, 0).total).toBe(0);
-    expect(store.calls.get(orgs[2]!, id)!.agent_id).toBeNull();
-    records = orgs.flatMap((org) => store.calls.list(org, {}, 10_000, 0).calls);
+    expect((await store.calls.list(orgs[2]!, { agentIds: [agent] }, 20, 0)).total).toBe(0);
+    expect((await store.calls.get(orgs[2]!, id))!.agent_id).toBeNull();
+    records = [];
+    for (const org of orgs) records.push(...(await store.calls.list(org, {}, 10_000, 0)).calls);
   });
 
-  it('CallRepo.list: the counter for the unfiltered total, pages past the end empty', () => {
+  it('CallRepo.list: the counter for the unfiltered total, pages past the end empty', async () => {
     const org = orgs[0]!;
     const n = records.filter((r) => r.org_id === org).length;
-    expect(store.calls.orgTotal(org)).toBe(n);
-    expect(store.calls.list(org, {}, 20, 0).total).toBe(n);
-    expect(store.calls.list(org, {}, 20, n).calls).toEqual([]);
-    expect(store.calls.list(org, {}, 20, n - 1).calls.map((c) => c.id)).toEqual(byHand(org, {}).slice(n - 1));
-    expect(store.calls.list(org, { search: 'nowhere' }, 20, 0)).toEqual({ calls: [], total: 0 });
+    expect(await store.calls.orgTotal(org)).toBe(n);
+    expect((await store.calls.list(org, {}, 20, 0)).total).toBe(n);
+    expect((await store.calls.list(org, {}, 20, n)).calls).toEqual([]);
+    expect((await store.calls.list(org, {}, 20, n - 1)).calls.map((c) => c.id)).toEqual(byHand(org, {}).slice(n - 1));
+    expect(await store.calls.list(org, { search: 'nowhere' }, 20, 0)).toEqual({ calls: [], total: 0 });
   });
 
-  it('CallRepo.searchPlan: the trigram index only when the match is selective', () => {
+  it('CallRepo.searchPlan: the trigram index only when the match is selective', async () => {
     const org = orgs[0]!;
     const one = records.find((r) => r.org_id === org && r.party_number.startsWith('+1555'))!;
-    expect(store.calls.searchPlan(org, one.party_number)).toBe('fts');
-    expect(store.calls.searchPlan(org, '+1555')).toBe('scan');
-    expect(store.calls.searchPlan(org, '55')).toBe('scan');
-    expect(store.calls.list(org, { search: one.party_number }, 20, 0).calls.map((c) => c.id)).toEqual(byHand(org, { search: one.party_number }));
+    expect(await store.calls.searchPlan(org, one.party_number)).toBe('fts');
+    expect(await store.calls.searchPlan(org, '+1555')).toBe('scan');
+    expect(await store.calls.searchPlan(org, '55')).toBe('scan');
+    expect((await store.calls.list(org, { search: one.party_number }, 20, 0)).calls.map((c) => c.id)).toEqual(byHand(org, { search: one.party_number }));
   });
 });

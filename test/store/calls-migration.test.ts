@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { Database } from '../../src/store/sqlite-driver.ts';
 import { migrate, type Db } from '../../src/store/db.ts';
+import { SqliteClient } from '../../src/store/sqlite-client.ts';
 import { MIGRATIONS } from '../../src/store/migrations.ts';
 import { CallRepo } from '../../src/store/calls.ts';
 import { endStatusOf, outcomeOf, transcriptFromRuntime, type RuntimeTranscriptLine } from '../../src/domain/call.ts';
@@ -50,11 +51,11 @@ const OLD: Array<[string, 'inbound' | 'outbound' | 'web', string, string | null,
 describe('migration 3: calls in the shape of the service document', () => {
   let dir: string;
   let db: Db;
-  beforeEach(() => {
+  beforeEach(async () => {
     dir = mkdtempSync(join(tmpdir(), 'calls-migration-'));
     db = new Database(join(dir, 'db.sqlite'));
     db.pragma('foreign_keys = ON');
-    migrate(db, MIGRATIONS.filter((m) => m.version <= 2));
+    await migrate(new SqliteClient(db), MIGRATIONS.filter((m) => m.version <= 2));
   });
   afterEach(() => {
     db.close();
@@ -102,11 +103,11 @@ describe('migration 3: calls in the shape of the service document', () => {
     insert.run({ id: id(99), org: OTHER_ORG, agent: null, trunk: null, direction: 'inbound', status: 'completed', from: '+15550000099', to: '+1', started: '2026-01-02T00:00:00.000Z', answered: null, ended: '2026-01-02T00:01:00.000Z', reason: 'client_closed', transcript: '[]', summary: null, recording: null });
   }
 
-  it('keeps every value, in the new names and enums', () => {
+  it('keeps every value, in the new names and enums', async () => {
     seedVersion2();
-    migrate(db, MIGRATIONS);
-    const calls = new CallRepo(db);
-    const byName = Object.fromEntries(OLD.map(([name], i) => [name, calls.get(ORG, id(i))!]));
+    await migrate(new SqliteClient(db), MIGRATIONS);
+    const calls = new CallRepo(new SqliteClient(db));
+    const byName = Object.fromEntries(await Promise.all(OLD.map(async ([name], i) => [name, (await calls.get(ORG, id(i)))!] as const)));
 
     for (const [name, direction, status, reason, answered, ended] of OLD) {
       const r = byName[name]!;
@@ -132,7 +133,7 @@ describe('migration 3: calls in the shape of the service document', () => {
       expect(r.agent_id, name).toBe(AGENT);
     }
     expect(byName['completed inbound']).toMatchObject({ summary: 'The caller booked a table.', has_recording: true, graph_version_id: VERSION });
-    expect(calls.recordingPath(ORG, id(2))).toBe('/data/recordings/x.wav');
+    expect(await calls.recordingPath(ORG, id(2))).toBe('/data/recordings/x.wav');
     expect(byName['pending web']!.graph_version_id).toBeNull();
     expect(byName['completed inbound']!.from).toBe('+15550000002');
     expect(byName['completed inbound']!.to).toBe('+15559990002');
@@ -152,31 +153,31 @@ describe('migration 3: calls in the shape of the service document', () => {
     expect(endStatusOf('error')).toBe(byName['failed error']!.end_status);
   });
 
-  it('fills the counters, the search index and the list indexes', () => {
+  it('fills the counters, the search index and the list indexes', async () => {
     seedVersion2();
-    migrate(db, MIGRATIONS);
-    const calls = new CallRepo(db);
-    expect(calls.orgTotal(ORG)).toBe(OLD.length);
-    expect(calls.orgTotal(OTHER_ORG)).toBe(1);
-    const all = calls.list(ORG, {}, 100, 0);
+    await migrate(new SqliteClient(db), MIGRATIONS);
+    const calls = new CallRepo(new SqliteClient(db));
+    expect(await calls.orgTotal(ORG)).toBe(OLD.length);
+    expect(await calls.orgTotal(OTHER_ORG)).toBe(1);
+    const all = await calls.list(ORG, {}, 100, 0);
     expect(all.total).toBe(OLD.length);
     expect(all.calls.map((c) => c.id)).toEqual(OLD.map((_, i) => id(i)).reverse());
-    expect(calls.list(ORG, { search: '9990002' }, 100, 0).calls.map((c) => c.id)).toEqual([]); // the callee of an inbound call is not its party
-    expect(calls.list(ORG, { search: '0000002' }, 100, 0).calls.map((c) => c.id)).toEqual([id(2)]);
-    expect(calls.list(ORG, { search: '9990008' }, 100, 0).calls.map((c) => c.id)).toEqual([id(8)]);
-    expect(calls.list(ORG, { status: 'auth_failed' }, 100, 0).calls.map((c) => c.id)).toEqual([id(10)]);
-    expect(calls.list(ORG, { outcome: 'ended_by_agent' }, 100, 0).calls.map((c) => c.id)).toEqual([id(6), id(5), id(4)]);
+    expect((await calls.list(ORG, { search: '9990002' }, 100, 0)).calls.map((c) => c.id)).toEqual([]); // the callee of an inbound call is not its party
+    expect((await calls.list(ORG, { search: '0000002' }, 100, 0)).calls.map((c) => c.id)).toEqual([id(2)]);
+    expect((await calls.list(ORG, { search: '9990008' }, 100, 0)).calls.map((c) => c.id)).toEqual([id(8)]);
+    expect((await calls.list(ORG, { status: 'auth_failed' }, 100, 0)).calls.map((c) => c.id)).toEqual([id(10)]);
+    expect((await calls.list(ORG, { outcome: 'ended_by_agent' }, 100, 0)).calls.map((c) => c.id)).toEqual([id(6), id(5), id(4)]);
     // New rows after the migration are counted and indexed by the triggers.
-    calls.insert({ id: id(50), org_id: ORG, agent_id: AGENT, sip_trunk_id: null, direction: 'web', from: 'caller-xyz', to: 'A', created_at: '2026-02-01T00:00:00.000Z' });
-    expect(calls.orgTotal(ORG)).toBe(OLD.length + 1);
-    expect(calls.list(ORG, { search: 'caller-x' }, 100, 0).calls.map((c) => c.id)).toEqual([id(50)]);
+    await calls.insert({ id: id(50), org_id: ORG, agent_id: AGENT, sip_trunk_id: null, direction: 'web', from: 'caller-xyz', to: 'A', created_at: '2026-02-01T00:00:00.000Z' });
+    expect(await calls.orgTotal(ORG)).toBe(OLD.length + 1);
+    expect((await calls.list(ORG, { search: 'caller-x' }, 100, 0)).calls.map((c) => c.id)).toEqual([id(50)]);
     expect(db.pragma('foreign_key_check')).toEqual([]);
     expect(db.pragma('integrity_check', { simple: true })).toBe('ok');
     db.prepare("INSERT INTO call_search_fts (call_search_fts) VALUES ('integrity-check')").run();
   });
 
-  it('migrates an empty database', () => {
-    migrate(db, MIGRATIONS);
+  it('migrates an empty database', async () => {
+    await migrate(new SqliteClient(db), MIGRATIONS);
     expect(db.prepare('SELECT max(version) FROM schema_migrations').pluck().get()).toBe(Math.max(...MIGRATIONS.map((m) => m.version)));
     expect(db.prepare('SELECT name FROM pragma_table_info(?) ORDER BY cid').pluck().all('calls')).toEqual(
       expect.arrayContaining(['created_at', 'started_at', 'termination_reason', 'source', 'outbound', 'party_number', 'end_status', 'outcome', 'graph_version_id']),

@@ -8,7 +8,7 @@ import { Database } from '../../src/store/sqlite-driver.ts';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { openDatabase } from '../../src/store/db.ts';
+import { openSqliteClient } from '../../src/store/db.ts';
 
 const root = mkdtempSync(join(tmpdir(), 'callbridge-perms-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -16,11 +16,11 @@ const mode = (p: string) => statSync(p).mode & 0o777;
 const FILES = ['callbridge.sqlite', 'callbridge.sqlite-wal', 'callbridge.sqlite-shm'];
 
 describe('data directory permissions', () => {
-  it('a new data directory is 0700 and its database files 0600 under umask 022', () => {
+  it('a new data directory is 0700 and its database files 0600 under umask 022', async () => {
     const old = process.umask(0o022);
     try {
       const dir = join(root, 'fresh');
-      const db = openDatabase(dir);
+      const db = (await openSqliteClient(dir)).db;
       db.prepare("INSERT INTO organizations (id, name, created_at) VALUES ('o1', 'org', '2026-01-01T00:00:00.000Z')").run();
       expect(mode(dir)).toBe(0o700);
       for (const f of FILES) {
@@ -33,7 +33,7 @@ describe('data directory permissions', () => {
     }
   });
 
-  it('an existing installation with 0755 / 0644 is tightened at start, its data kept', () => {
+  it('an existing installation with 0755 / 0644 is tightened at start, its data kept', async () => {
     const old = process.umask(0o022);
     try {
       const dir = join(root, 'older');
@@ -45,7 +45,7 @@ describe('data directory permissions', () => {
       before.exec('CREATE TABLE keep (v TEXT); INSERT INTO keep VALUES (\'transcript\')');
       for (const f of FILES) expect(mode(join(dir, f)).toString(8), f).toBe('644');
       before.close();
-      const db = openDatabase(dir);
+      const db = (await openSqliteClient(dir)).db;
       expect(mode(dir).toString(8)).toBe('700');
       for (const f of FILES.filter((x) => existsSync(join(dir, x)))) expect(mode(join(dir, f)).toString(8), f).toBe('600');
       expect(db.prepare('SELECT v FROM keep').get()).toEqual({ v: 'transcript' });

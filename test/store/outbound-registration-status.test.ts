@@ -14,17 +14,18 @@ import { join } from 'node:path';
 import { openStore } from '../../src/store/index.ts';
 import { Database } from '../../src/store/sqlite-driver.ts';
 import { migrate } from '../../src/store/db.ts';
+import { SqliteClient } from '../../src/store/sqlite-client.ts';
 import { MIGRATIONS } from '../../src/store/migrations.ts';
 import type { SipTrunkSettings } from '../../src/domain/sip-trunk.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'callbridge-outbound-registration-'));
-const store = openStore(dir, '');
-afterAll(() => {
-  store.close();
+const store = await openStore(dir, '');
+afterAll(async () => {
+  await store.close();
   rmSync(dir, { recursive: true, force: true });
 });
 
-const { org } = store.organizations.createKey('Carrier org');
+const { org } = await store.organizations.createKey('Carrier org');
 const registering: SipTrunkSettings = {
   pbx: 'generic',
   name: 'carrier',
@@ -41,20 +42,20 @@ const registering: SipTrunkSettings = {
   header_variables: [],
 };
 
-function insert(settings: SipTrunkSettings): string {
+async function insert(settings: SipTrunkSettings): Promise<string> {
   const id = randomUUID();
-  store.sipTrunks.insert({ id, org_id: org.id, settings, passwords: { outbound_sip_password: 'carrier-pw' }, created_at: new Date().toISOString() });
+  await store.sipTrunks.insert({ id, org_id: org.id, settings, passwords: { outbound_sip_password: 'carrier-pw' }, created_at: new Date().toISOString() });
   return id;
 }
 
-const status = (id: string) => store.sipTrunks.get(org.id, id)!;
+const status = async (id: string) => (await store.sipTrunks.get(org.id, id))!;
 
 describe('outbound registration columns of sip_trunks', () => {
-  it('gives every trunk its own random Contact user, and lists the registering trunks with their password', () => {
-    const a = insert(registering);
-    const b = insert(registering);
-    const off = insert({ ...registering, register: false });
-    const list = store.sipTrunks.registeringTrunks().filter((t) => [a, b, off].includes(t.id));
+  it('gives every trunk its own random Contact user, and lists the registering trunks with their password', async () => {
+    const a = await insert(registering);
+    const b = await insert(registering);
+    const off = await insert({ ...registering, register: false });
+    const list = (await store.sipTrunks.registeringTrunks()).filter((t) => [a, b, off].includes(t.id));
     // Order is created_at then id: two trunks made in the same millisecond come in id order, so
     // compare as a set.
     expect(list.map((t) => t.id).sort()).toEqual([a, b].sort());
@@ -64,76 +65,76 @@ describe('outbound registration columns of sip_trunks', () => {
     }
     expect(list[0]!.outbound_contact_user).not.toBe(list[1]!.outbound_contact_user);
     const first = list.find((t) => t.id === a)!;
-    expect(store.sipTrunks.byOutboundContactUser(first.outbound_contact_user)?.id).toBe(a);
-    expect(JSON.stringify(status(a))).not.toContain('carrier-pw');
+    expect((await store.sipTrunks.byOutboundContactUser(first.outbound_contact_user))?.id).toBe(a);
+    expect(JSON.stringify(await status(a))).not.toContain('carrier-pw');
   });
 
-  it('finds a trunk by its Contact user only while it registers', () => {
-    const id = insert(registering);
-    const user = store.sipTrunks.registeringTrunks().find((t) => t.id === id)!.outbound_contact_user;
-    store.sipTrunks.update({ id, org_id: org.id, settings: { ...registering, register: false }, passwords: {}, updated_at: new Date().toISOString(), outboundChanged: true });
-    expect(store.sipTrunks.byOutboundContactUser(user)).toBeUndefined();
+  it('finds a trunk by its Contact user only while it registers', async () => {
+    const id = await insert(registering);
+    const user = (await store.sipTrunks.registeringTrunks()).find((t) => t.id === id)!.outbound_contact_user;
+    await store.sipTrunks.update({ id, org_id: org.id, settings: { ...registering, register: false }, passwords: {}, updated_at: new Date().toISOString(), outboundChanged: true });
+    expect(await store.sipTrunks.byOutboundContactUser(user)).toBeUndefined();
   });
 
-  it('computes the status on read: pending before a report, as reported, failed once a registration expired unrefreshed', () => {
-    const id = insert(registering);
-    expect(status(id).outbound_registration_status).toBe('pending');
+  it('computes the status on read: pending before a report, as reported, failed once a registration expired unrefreshed', async () => {
+    const id = await insert(registering);
+    expect((await status(id)).outbound_registration_status).toBe('pending');
     const soon = Date.now() + 60_000;
-    store.sipTrunks.setOutboundRegistration(id, { status: 'registered', error: '', expiresAt: soon });
-    expect(status(id)).toMatchObject({ outbound_registration_status: 'registered', outbound_registration_error: '', outbound_registration_expires_at: new Date(soon).toISOString() });
-    store.sipTrunks.setOutboundRegistration(id, { status: 'registered', error: '', expiresAt: Date.now() - 1 });
-    expect(status(id)).toMatchObject({ outbound_registration_status: 'failed', outbound_registration_error: 'the registration expired without a refresh' });
-    store.sipTrunks.setOutboundRegistration(id, { status: 'auth_failed', error: '401 Unauthorized: credentials refused', expiresAt: null });
-    expect(status(id)).toMatchObject({ outbound_registration_status: 'auth_failed', outbound_registration_expires_at: null });
+    await store.sipTrunks.setOutboundRegistration(id, { status: 'registered', error: '', expiresAt: soon });
+    expect(await status(id)).toMatchObject({ outbound_registration_status: 'registered', outbound_registration_error: '', outbound_registration_expires_at: new Date(soon).toISOString() });
+    await store.sipTrunks.setOutboundRegistration(id, { status: 'registered', error: '', expiresAt: Date.now() - 1 });
+    expect(await status(id)).toMatchObject({ outbound_registration_status: 'failed', outbound_registration_error: 'the registration expired without a refresh' });
+    await store.sipTrunks.setOutboundRegistration(id, { status: 'auth_failed', error: '401 Unauthorized: credentials refused', expiresAt: null });
+    expect(await status(id)).toMatchObject({ outbound_registration_status: 'auth_failed', outbound_registration_expires_at: null });
   });
 
-  it('reads not_registered with register off, and starts over when the outbound settings change', () => {
-    const id = insert(registering);
-    store.sipTrunks.setOutboundRegistration(id, { status: 'failed', error: '503 Service Unavailable', expiresAt: null });
-    store.sipTrunks.update({ id, org_id: org.id, settings: { ...registering, name: 'renamed' }, passwords: {}, updated_at: new Date().toISOString() });
-    expect(status(id)).toMatchObject({ outbound_registration_status: 'failed', outbound_registration_error: '503 Service Unavailable' });
-    store.sipTrunks.update({ id, org_id: org.id, settings: registering, passwords: { outbound_sip_password: 'new-pw' }, updated_at: new Date().toISOString(), outboundChanged: true });
-    expect(status(id)).toMatchObject({ outbound_registration_status: 'pending', outbound_registration_error: '' });
-    store.sipTrunks.update({ id, org_id: org.id, settings: { ...registering, register: false }, passwords: {}, updated_at: new Date().toISOString(), outboundChanged: true });
-    expect(status(id)).toMatchObject({ outbound_registration_status: 'not_registered', outbound_registration_error: '', outbound_registration_expires_at: null });
+  it('reads not_registered with register off, and starts over when the outbound settings change', async () => {
+    const id = await insert(registering);
+    await store.sipTrunks.setOutboundRegistration(id, { status: 'failed', error: '503 Service Unavailable', expiresAt: null });
+    await store.sipTrunks.update({ id, org_id: org.id, settings: { ...registering, name: 'renamed' }, passwords: {}, updated_at: new Date().toISOString() });
+    expect(await status(id)).toMatchObject({ outbound_registration_status: 'failed', outbound_registration_error: '503 Service Unavailable' });
+    await store.sipTrunks.update({ id, org_id: org.id, settings: registering, passwords: { outbound_sip_password: 'new-pw' }, updated_at: new Date().toISOString(), outboundChanged: true });
+    expect(await status(id)).toMatchObject({ outbound_registration_status: 'pending', outbound_registration_error: '' });
+    await store.sipTrunks.update({ id, org_id: org.id, settings: { ...registering, register: false }, passwords: {}, updated_at: new Date().toISOString(), outboundChanged: true });
+    expect(await status(id)).toMatchObject({ outbound_registration_status: 'not_registered', outbound_registration_error: '', outbound_registration_expires_at: null });
   });
 });
 
 describe('media_encryption and header_variables columns of sip_trunks (migration 6)', () => {
-  it('stores and reads both, and a PATCH-style update replaces them', () => {
-    const id = insert({ ...registering, media_encryption: 'require', header_variables: ['X-Customer-Id', 'Diversion'] });
-    expect(status(id)).toMatchObject({ media_encryption: 'require', header_variables: ['X-Customer-Id', 'Diversion'] });
-    store.sipTrunks.update({
+  it('stores and reads both, and a PATCH-style update replaces them', async () => {
+    const id = await insert({ ...registering, media_encryption: 'require', header_variables: ['X-Customer-Id', 'Diversion'] });
+    expect(await status(id)).toMatchObject({ media_encryption: 'require', header_variables: ['X-Customer-Id', 'Diversion'] });
+    await store.sipTrunks.update({
       id,
       org_id: org.id,
       settings: { ...registering, media_encryption: 'allow', header_variables: [] },
       passwords: {},
       updated_at: new Date().toISOString(),
     });
-    expect(status(id)).toMatchObject({ media_encryption: 'allow', header_variables: [] });
+    expect(await status(id)).toMatchObject({ media_encryption: 'allow', header_variables: [] });
   });
 
-  it('gives a write that leaves them out the defaults: none and []', () => {
-    const id = insert(registering);
-    expect(status(id)).toMatchObject({ media_encryption: 'none', header_variables: [] });
+  it('gives a write that leaves them out the defaults: none and []', async () => {
+    const id = await insert(registering);
+    expect(await status(id)).toMatchObject({ media_encryption: 'none', header_variables: [] });
   });
 
-  it('refuses a media_encryption outside none/allow/require at the database too', () => {
-    expect(() => insert({ ...registering, media_encryption: 'sometimes' as never })).toThrow(/CHECK constraint/);
+  it('refuses a media_encryption outside none/allow/require at the database too', async () => {
+    await expect(insert({ ...registering, media_encryption: 'sometimes' as never })).rejects.toThrow(/CHECK constraint/);
   });
 
-  it('gives the trunks of a version-5 database the defaults when it is upgraded', () => {
+  it('gives the trunks of a version-5 database the defaults when it is upgraded', async () => {
     const d = mkdtempSync(join(tmpdir(), 'callbridge-migration-6-'));
     try {
       const db = new Database(join(d, 'db.sqlite'));
       db.pragma('foreign_keys = ON');
-      migrate(db, MIGRATIONS.filter((m) => m.version <= 5));
+      await migrate(new SqliteClient(db), MIGRATIONS.filter((m) => m.version <= 5));
       db.prepare("INSERT INTO organizations (id, name, created_at) VALUES ('0a000000-0000-4000-8000-000000000001', 'old', '2026-01-01T00:00:00.000Z')").run();
       db.prepare(
         "INSERT INTO sip_trunks (id, org_id, pbx, name, inbound_auth_type, inbound_host, inbound_acl, outbound_host, outbound_sip_username, register, remain_in_dialog, caller_id_transforms, inbound_registration_status, outbound_registration_status, created_at, updated_at) " +
           "VALUES ('0d000000-0000-4000-8000-000000000001', '0a000000-0000-4000-8000-000000000001', 'generic', 'old trunk', 'none', '', '[]', '', '', 0, 0, '[]', 'not_registered', 'not_registered', '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z')",
       ).run();
-      migrate(db, MIGRATIONS);
+      await migrate(new SqliteClient(db), MIGRATIONS);
       expect(db.prepare('SELECT media_encryption, header_variables FROM sip_trunks').get()).toEqual({ media_encryption: 'none', header_variables: '[]' });
       // Upgraded through every migration there is (later ones add to other tables).
       expect(db.prepare('SELECT max(version) AS v FROM schema_migrations').get()).toEqual({ v: MIGRATIONS.at(-1)!.version });

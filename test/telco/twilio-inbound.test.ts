@@ -296,7 +296,7 @@ describe('inbound carrier calls (Twilio voice webhook + media streams)', () => {
   });
   it("never routes one organization's call to another's agent", async () => {
     // Organization B imports the same number under its own account and token, and assigns it.
-    const bKey = d.newOrgKey('bravo');
+    const bKey = await d.newOrgKey('bravo');
     const B_ACCOUNT = sid('AC');
     const B_TOKEN = 'bravo-token-' + sid('');
     carrier.addNumber(B_ACCOUNT, B_TOKEN, NUMBER);
@@ -330,7 +330,7 @@ describe('inbound carrier calls (Twilio voice webhook + media streams)', () => {
       expect((other.body.calls as any[]).some((c) => c.carrier_call_id === g.callSid)).toBe(false);
     }
     // Both organizations able to sign for the number (same account and token) and both assigned: rejected.
-    const cKey = d.newOrgKey('charlie');
+    const cKey = await d.newOrgKey('charlie');
     const cNum = await d.api('POST', '/v1/telco/numbers', { phone_number: NUMBER, account_sid: ACCOUNT, auth_token: AUTH_TOKEN }, { key: cKey });
     expect(cNum.status, cNum.text).toBe(201);
     expect((await d.api('POST', '/v1/agents', { name: 'Charlie desk', phone_number_id: cNum.body.id }, { key: cKey })).status).toBe(201);

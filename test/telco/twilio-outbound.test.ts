@@ -271,7 +271,7 @@ describe('outbound carrier calls (Twilio call API + status callbacks + media str
   });
 
   it('another organization can neither dial the agent nor assign the number', async () => {
-    const otherKey = d.newOrgKey('other org');
+    const otherKey = await d.newOrgKey('other org');
     const before = carrier.calls.length;
     const r = await dial(agents.caller, CALLEE, otherKey);
     expect(r.status).toBe(404);

@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrate } from '../../src/store/db.ts';
+import { SqliteClient } from '../../src/store/sqlite-client.ts';
 import { MIGRATIONS } from '../../src/store/migrations.ts';
 import { twilioSignature, validTwilioSignature } from '../../src/telco/twilio-signature.ts';
 import { StreamTokens, type StreamGrant } from '../../src/telco/twilio-stream-tokens.ts';
@@ -68,16 +69,16 @@ describe('one-time stream tokens', () => {
 });
 
 describe('calls.carrier_call_id (migration 7)', () => {
-  it('is added as null to the calls of a version-6 database', () => {
+  it('is added as null to the calls of a version-6 database', async () => {
     const d = mkdtempSync(join(tmpdir(), 'callbridge-mig7-'));
     try {
       const db = new Database(join(d, 'db.sqlite'));
-      migrate(db, MIGRATIONS.filter((m) => m.version <= 6));
+      await migrate(new SqliteClient(db), MIGRATIONS.filter((m) => m.version <= 6));
       db.prepare("INSERT INTO organizations (id, name, created_at) VALUES ('0a000000-0000-4000-8000-000000000001', 'old', '2026-01-01T00:00:00.000Z')").run();
       db.prepare(
         "INSERT INTO calls (id, org_id, direction, source, outbound, status, from_number, to_number, party_number, created_at) VALUES ('0c000000-0000-4000-8000-000000000001', '0a000000-0000-4000-8000-000000000001', 'inbound', 'sip', 0, 'started', '+1', '+2', '+1', '2026-01-01T00:00:00.000Z')",
       ).run();
-      migrate(db, MIGRATIONS);
+      await migrate(new SqliteClient(db), MIGRATIONS);
       expect(db.prepare('SELECT carrier_call_id FROM calls').get()).toEqual({ carrier_call_id: null });
       db.close();
     } finally {

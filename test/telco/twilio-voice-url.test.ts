@@ -134,7 +134,7 @@ describe('delete gives the number back the webhook it had before import', () => 
 
   it("another organization's delete is 404 and writes nothing to the carrier", async () => {
     const { phoneSid, id } = await imported('+15550105004');
-    const other = d.newOrgKey('intruder');
+    const other = await d.newOrgKey('intruder');
     for (const prefix of ['/v1/telco/numbers', '/v1/twilio/numbers']) {
       const r = await d.api('DELETE', `${prefix}/${id}`, undefined, { key: other });
       expect(r.status, r.text).toBe(404);

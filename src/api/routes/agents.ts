@@ -64,12 +64,12 @@ async function checkVoice(deps: ApiDeps, log: { info(o: object, m: string): void
  * phone_number_id must name a number of the same organization, held by no other agent (an
  * imported number routes to exactly one agent).
  */
-function checkPhoneNumber(store: Store, orgId: string, agentId: string, phoneNumberId: string | null): void {
+async function checkPhoneNumber(store: Store, orgId: string, agentId: string, phoneNumberId: string | null): Promise<void> {
   if (phoneNumberId === null) return;
-  if (!store.telcoNumbers.get(orgId, phoneNumberId)) {
+  if (!(await store.telcoNumbers.get(orgId, phoneNumberId))) {
     throw validation('phone_number_id does not name a telco number of this organization');
   }
-  const holder = store.agents.holderOfPhoneNumber(phoneNumberId);
+  const holder = await store.agents.holderOfPhoneNumber(phoneNumberId);
   if (holder && holder !== agentId) throw conflict(`phone_number_id is already assigned to agent ${holder}`);
 }
 
@@ -88,9 +88,9 @@ export async function agentRoutes(app: FastifyInstance, deps: ApiDeps): Promise<
       checkSettings(settings);
       await checkVoice(deps, req.log, input.voice_settings);
       const id = newId();
-      const agent = store.tx(() => {
-        checkPhoneNumber(store, req.org.id, id, input.phone_number_id ?? null);
-        store.agents.insert({
+      const agent = await store.tx(async (tx) => {
+        await checkPhoneNumber(tx, req.org.id, id, input.phone_number_id ?? null);
+        await tx.agents.insert({
           id,
           org_id: req.org.id,
           name: input.name,
@@ -99,7 +99,7 @@ export async function agentRoutes(app: FastifyInstance, deps: ApiDeps): Promise<
           settings,
           created_at: nowIso(),
         });
-        return store.agents.get(req.org.id, id);
+        return tx.agents.get(req.org.id, id);
       });
       req.log.info({ agentId: id }, 'agent created');
       return reply.code(201).send(toAgentResource(agent!));
@@ -111,13 +111,13 @@ export async function agentRoutes(app: FastifyInstance, deps: ApiDeps): Promise<
     { schema: { tags, querystring: Pagination(config.limits.max_page_size), response: { 200: Type.Array(Agent), ...errorResponses(400, 401) } } },
     async (req) => {
       const q = req.query as { limit?: number; offset?: number };
-      return store.agents.list(req.org.id, q.limit ?? 100, q.offset ?? 0).map(toAgentResource);
+      return (await store.agents.list(req.org.id, q.limit ?? 100, q.offset ?? 0)).map(toAgentResource);
     },
   );
 
   app.get('/v1/agents/:id', { schema: { tags, params: IdParams, response: { 200: Agent, ...errorResponses(400, 401, 404) } } }, async (req) => {
     const { id } = req.params as { id: string };
-    const agent = store.agents.get(req.org.id, id);
+    const agent = await store.agents.get(req.org.id, id);
     if (!agent) throw notFound('agent');
     return toAgentResource(agent);
   });
@@ -129,16 +129,16 @@ export async function agentRoutes(app: FastifyInstance, deps: ApiDeps): Promise<
       const { id } = req.params as { id: string };
       const input = foldAgentAliases(req.body as AgentInput);
       // 404 before 400, so another organization's agent id answers as if it did not exist.
-      if (input.voice_settings && !store.agents.get(req.org.id, id)) throw notFound('agent');
+      if (input.voice_settings && !(await store.agents.get(req.org.id, id))) throw notFound('agent');
       await checkVoice(deps, req.log, input.voice_settings);
-      const updated = store.tx(() => {
-        const current = store.agents.get(req.org.id, id);
+      const updated = await store.tx(async (tx) => {
+        const current = await tx.agents.get(req.org.id, id);
         if (!current) throw notFound('agent');
         const settings = applyPatch(current, input);
         checkSettings(settings);
         const phone = input.phone_number_id === undefined ? current.phone_number_id || null : input.phone_number_id;
-        if (input.phone_number_id !== undefined) checkPhoneNumber(store, req.org.id, id, phone);
-        store.agents.update({
+        if (input.phone_number_id !== undefined) await checkPhoneNumber(tx, req.org.id, id, phone);
+        await tx.agents.update({
           id,
           org_id: req.org.id,
           name: input.name ?? current.name,
@@ -147,7 +147,7 @@ export async function agentRoutes(app: FastifyInstance, deps: ApiDeps): Promise<
           settings,
           updated_at: nowIso(),
         });
-        return store.agents.get(req.org.id, id)!;
+        return (await tx.agents.get(req.org.id, id))!;
       });
       return toAgentResource(updated);
     },
@@ -155,7 +155,7 @@ export async function agentRoutes(app: FastifyInstance, deps: ApiDeps): Promise<
 
   app.delete('/v1/agents/:id', { schema: { tags, params: IdParams, response: { 204: Type.Null(), ...errorResponses(400, 401, 404) } } }, async (req, reply) => {
     const { id } = req.params as { id: string };
-    if (!store.agents.delete(req.org.id, id)) throw notFound('agent');
+    if (!(await store.agents.delete(req.org.id, id))) throw notFound('agent');
     req.log.info({ agentId: id }, 'agent deleted');
     return reply.code(204).send();
   });

@@ -197,14 +197,14 @@ export async function callRoutes(app: FastifyInstance, deps: ApiDeps): Promise<v
       const pageSize = q.page_size ?? DEFAULT_PAGE_SIZE;
       // organization_id is accepted for clients of the service document and ignored: an API key
       // belongs to one organization, and a parameter must never widen what a key can read.
-      const { calls, total } = store.calls.list(req.org.id, listFilter(q), pageSize, (page - 1) * pageSize);
+      const { calls, total } = await store.calls.list(req.org.id, listFilter(q), pageSize, (page - 1) * pageSize);
       return { calls: calls.map(toCall), pagination: pagination(page, pageSize, total) };
     },
   );
 
   app.get('/v1/calls/:id', { schema: { tags, params: IdParams, response: { 200: Call, ...errorResponses(400, 401, 404) } } }, async (req) => {
     const { id } = req.params as { id: string };
-    const call = store.calls.get(req.org.id, id);
+    const call = await store.calls.get(req.org.id, id);
     if (!call) throw notFound('call');
     return toCall(call);
   });
@@ -221,8 +221,8 @@ export async function callRoutes(app: FastifyInstance, deps: ApiDeps): Promise<v
     },
     async (req, reply) => {
       const { id } = req.params as { id: string };
-      if (!store.calls.get(req.org.id, id)) throw notFound('call');
-      const path = store.calls.recordingPath(req.org.id, id);
+      if (!(await store.calls.get(req.org.id, id))) throw notFound('call');
+      const path = await store.calls.recordingPath(req.org.id, id);
       if (path === undefined) throw notFoundWith('call has no recording (recording is off, or the call was never answered)');
       let size: number;
       try {

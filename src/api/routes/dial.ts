@@ -72,7 +72,7 @@ export function foldDialAliases(q: Record<string, string | undefined>): Record<s
 const Body = Obj({ variables: Type.Optional(Type.Array(Variable, { maxItems: 100 })) });
 
 /** Resolves and checks everything a dial needs; throws the documented error otherwise. */
-export function resolveDial(store: Store, orgId: string, agentId: string, query: Record<string, string | undefined>, variables: DialRequest['variables']): DialRequest {
+export async function resolveDial(store: Store, orgId: string, agentId: string, query: Record<string, string | undefined>, variables: DialRequest['variables']): Promise<DialRequest> {
   const q = foldDialAliases(query);
   if (q.number !== undefined && q.destination !== undefined && normalizeDialString(q.number) !== normalizeDialString(q.destination)) {
     throw validation('querystring: number and destination name different numbers; send one of them');
@@ -80,7 +80,7 @@ export function resolveDial(store: Store, orgId: string, agentId: string, query:
   const raw = q.number ?? q.destination;
   if (raw === undefined || raw === '') throw validation('querystring.number (or destination) is required');
   if (!isDialString(raw)) throw validation('querystring.number must be an E.164 number or a dial string of digits, * and #');
-  const agent = store.agents.get(orgId, agentId);
+  const agent = await store.agents.get(orgId, agentId);
   if (!agent) throw notFound('agent');
   if (agent.status !== 'active') throw notFound('active agent');
   const req: DialRequest = {
@@ -93,8 +93,8 @@ export function resolveDial(store: Store, orgId: string, agentId: string, query:
     variables,
   };
   if (q.sipTrunkId) {
-    if (!store.sipTrunks.get(orgId, q.sipTrunkId)) throw notFound('sip trunk');
-    if (!store.assignments.listByTrunk(q.sipTrunkId).some((a) => a.agent_id === agentId)) {
+    if (!(await store.sipTrunks.get(orgId, q.sipTrunkId))) throw notFound('sip trunk');
+    if (!(await store.assignments.listByTrunk(q.sipTrunkId)).some((a) => a.agent_id === agentId)) {
       throw forbidden('the agent has no assignment on that SIP trunk');
     }
     req.sipTrunkId = q.sipTrunkId;
@@ -109,8 +109,8 @@ export function resolveDial(store: Store, orgId: string, agentId: string, query:
  * Without callerId: the agent's number on that trunk (what a callback would dial), else the
  * agent id, as the service's document says of this parameter.
  */
-function defaultCallerId(store: Store, trunkId: string, agentId: string): string {
-  const a = store.assignments.listByTrunk(trunkId).find((x) => x.agent_id === agentId);
+async function defaultCallerId(store: Store, trunkId: string, agentId: string): Promise<string> {
+  const a = (await store.assignments.listByTrunk(trunkId)).find((x) => x.agent_id === agentId);
   return a?.number || a?.alternate_number || agentId;
 }
 
@@ -133,11 +133,11 @@ export async function dialRoutes(app: FastifyInstance, deps: ApiDeps): Promise<v
     async (req) => {
       const { id } = req.params as { id: string };
       const body = (req.body ?? {}) as { variables?: DialRequest['variables'] };
-      const dial = resolveDial(deps.store, req.org.id, id, req.query as Record<string, string | undefined>, body.variables ?? []);
+      const dial = await resolveDial(deps.store, req.org.id, id, req.query as Record<string, string | undefined>, body.variables ?? []);
       if (dial.sipTrunkId === undefined) {
         // The carrier-number route: through the trunk configured for the number's carrier
         // account, presenting that number as the caller ID unless one was given.
-        const number = deps.store.telcoNumbers.get(dial.orgId, dial.telcoNumberId ?? '');
+        const number = await deps.store.telcoNumbers.get(dial.orgId, dial.telcoNumberId ?? '');
         if (!number) throw notFound('phone number');
         const route = deps.config.telco.outbound_trunks.find((t) => t.account_sid === number.account_sid);
         if (!route) {
@@ -153,7 +153,7 @@ export async function dialRoutes(app: FastifyInstance, deps: ApiDeps): Promise<v
           req.log.info({ agentId: id, callId, telcoNumberId: number.id }, 'outbound call placed through the carrier call API');
           return { success: true };
         }
-        if (!deps.store.sipTrunks.get(dial.orgId, route.sip_trunk_id)) throw unavailable(`telco.outbound_trunks names SIP trunk ${route.sip_trunk_id} for account ${number.account_sid}, which this organization does not have`);
+        if (!(await deps.store.sipTrunks.get(dial.orgId, route.sip_trunk_id))) throw unavailable(`telco.outbound_trunks names SIP trunk ${route.sip_trunk_id} for account ${number.account_sid}, which this organization does not have`);
         dial.sipTrunkId = route.sip_trunk_id;
         dial.callerId ??= number.phone_number;
       }
@@ -163,7 +163,7 @@ export async function dialRoutes(app: FastifyInstance, deps: ApiDeps): Promise<v
         agentId: dial.agentId,
         sipTrunkId: dial.sipTrunkId,
         number: dial.number,
-        callerId: dial.callerId ?? defaultCallerId(deps.store, dial.sipTrunkId, dial.agentId),
+        callerId: dial.callerId ?? (await defaultCallerId(deps.store, dial.sipTrunkId, dial.agentId)),
         firstMessage: dial.firstMessage,
         prompt: dial.prompt,
         variables: dial.variables,

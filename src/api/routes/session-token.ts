@@ -38,11 +38,11 @@ const Credentials = Type.Object(
 );
 
 /** The version a session runs: the one asked for (it must be the agent's), else the active one. */
-export function resolveSessionVersion(store: Store, orgId: string, body: { agent_id: string; version_id?: string }): { agent: StoredAgent; versionId: string | null } {
-  const agent = store.agents.get(orgId, body.agent_id);
+export async function resolveSessionVersion(store: Store, orgId: string, body: { agent_id: string; version_id?: string }): Promise<{ agent: StoredAgent; versionId: string | null }> {
+  const agent = await store.agents.get(orgId, body.agent_id);
   if (!agent || agent.status !== 'active') throw notFound('active agent');
   if (body.version_id) {
-    if (!store.versions.get(agent.id, body.version_id)) throw notFound('version of that agent');
+    if (!(await store.versions.get(agent.id, body.version_id))) throw notFound('version of that agent');
     return { agent, versionId: body.version_id };
   }
   return { agent, versionId: agent.active_version_id };
@@ -67,7 +67,7 @@ export async function sessionTokenRoutes(app: FastifyInstance, deps: ApiDeps): P
     { schema: { tags: ['sessions'], body: SessionTokenBody, response: { 200: Credentials, ...errorResponses(400, 401, 404, 503) } } },
     async (req) => {
       const body = req.body as SessionTokenRequest;
-      const { agent, versionId } = resolveSessionVersion(store, req.org.id, body);
+      const { agent, versionId } = await resolveSessionVersion(store, req.org.id, body);
       const webrtc = body.transport === 'webrtc';
       const { url, api_key: apiKey, api_secret: apiSecret } = config.webrtc;
       if (webrtc && !(url && apiKey && apiSecret)) {

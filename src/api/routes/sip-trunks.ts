@@ -145,9 +145,9 @@ const AssignmentParams = Obj({ assignmentId: Uuid('id of the assignment') });
  * Runs a write, turning a UNIQUE failure that slipped past the checks (a concurrent writer) into
  * the same 409 the checks give.
  */
-function withConflicts<T>(fn: () => T): T {
+async function withConflicts<T>(fn: () => Promise<T>): Promise<T> {
   try {
-    return fn();
+    return await fn();
   } catch (err) {
     if (isUniqueViolation(err, 'inbound_sip_username')) throw usernameTaken();
     if (isUniqueViolation(err, 'alternate_number')) throw alternateTaken();
@@ -161,19 +161,19 @@ const usernameTaken = () => conflict('inbound_sip_username is already used by an
 const numberTaken = () => conflict('number is already assigned on this SIP trunk', 'SIP_NUMBER_TAKEN');
 const alternateTaken = () => conflict('alternate_number is already assigned (alternate numbers are unique across all SIP trunks)', 'SIP_ALTERNATE_NUMBER_TAKEN');
 
-function checkUsernameFree(store: Store, username: string, trunkId: string): void {
+async function checkUsernameFree(store: Store, username: string, trunkId: string): Promise<void> {
   if (!username) return;
-  const holder = store.sipTrunks.byInboundUsername(username);
+  const holder = await store.sipTrunks.byInboundUsername(username);
   if (holder && holder.id !== trunkId) throw usernameTaken();
 }
 
-function checkNumbersFree(store: Store, trunkId: string, assignmentId: string, number: string | null, alternate: string | null): void {
+async function checkNumbersFree(store: Store, trunkId: string, assignmentId: string, number: string | null, alternate: string | null): Promise<void> {
   if (number !== null) {
-    const holder = store.assignments.byTrunkNumber(trunkId, number);
+    const holder = await store.assignments.byTrunkNumber(trunkId, number);
     if (holder && holder.id !== assignmentId) throw numberTaken();
   }
   if (alternate !== null) {
-    const holder = store.assignments.byAlternateNumber(alternate);
+    const holder = await store.assignments.byAlternateNumber(alternate);
     if (holder && holder.id !== assignmentId) throw alternateTaken();
   }
 }
@@ -199,17 +199,17 @@ export async function sipTrunkRoutes(app: FastifyInstance, deps: ApiDeps): Promi
       checkAclWidth(settings.inbound_acl, aclLimit);
       checkTrunk(settings, { inbound: Boolean(input.inbound_sip_password), outbound: Boolean(input.outbound_sip_password) });
       const id = newId();
-      const trunk = withConflicts(() =>
-        store.tx(() => {
-          checkUsernameFree(store, settings.inbound_sip_username, id);
-          store.sipTrunks.insert({
+      const trunk = await withConflicts(() =>
+        store.tx(async (tx) => {
+          await checkUsernameFree(tx, settings.inbound_sip_username, id);
+          await tx.sipTrunks.insert({
             id,
             org_id: req.org.id,
             settings,
             passwords: { inbound_sip_password: input.inbound_sip_password, outbound_sip_password: input.outbound_sip_password },
             created_at: nowIso(),
           });
-          return store.sipTrunks.get(req.org.id, id)!;
+          return (await tx.sipTrunks.get(req.org.id, id))!;
         }),
       );
       req.log.info({ sipTrunkId: id, pbx: settings.pbx }, 'sip trunk created');
@@ -229,7 +229,7 @@ export async function sipTrunkRoutes(app: FastifyInstance, deps: ApiDeps): Promi
     },
     async (req) => {
       const q = req.query as { limit?: number; offset?: number };
-      return store.sipTrunks.list(req.org.id, q.limit ?? 100, q.offset ?? 0).map(toSipTrunkResource);
+      return (await store.sipTrunks.list(req.org.id, q.limit ?? 100, q.offset ?? 0)).map(toSipTrunkResource);
     },
   );
 
@@ -239,7 +239,7 @@ export async function sipTrunkRoutes(app: FastifyInstance, deps: ApiDeps): Promi
     { schema: { tags, summary: 'Get an assignment', params: AssignmentParams, response: { 200: Assignment, ...errorResponses(400, 401, 404) } } },
     async (req) => {
       const { assignmentId } = req.params as { assignmentId: string };
-      const assignment = store.assignments.get(req.org.id, assignmentId);
+      const assignment = await store.assignments.get(req.org.id, assignmentId);
       if (!assignment) throw notFound('assignment');
       return assignment;
     },
@@ -260,15 +260,15 @@ export async function sipTrunkRoutes(app: FastifyInstance, deps: ApiDeps): Promi
       const { assignmentId } = req.params as { assignmentId: string };
       const input = req.body as { number?: string | null; alternate_number?: string | null };
       return withConflicts(() =>
-        store.tx(() => {
-          const current = store.assignments.get(req.org.id, assignmentId);
+        store.tx(async (tx) => {
+          const current = await tx.assignments.get(req.org.id, assignmentId);
           if (!current) throw notFound('assignment');
           const number = input.number === undefined ? current.number || null : input.number;
           const alternate = input.alternate_number === undefined ? current.alternate_number || null : input.alternate_number;
           checkHasNumber(number, alternate);
-          checkNumbersFree(store, current.sip_trunk_id, assignmentId, number, alternate);
-          store.assignments.update(assignmentId, { number, alternate_number: alternate });
-          return store.assignments.get(req.org.id, assignmentId)!;
+          await checkNumbersFree(tx, current.sip_trunk_id, assignmentId, number, alternate);
+          await tx.assignments.update(assignmentId, { number, alternate_number: alternate });
+          return (await tx.assignments.get(req.org.id, assignmentId))!;
         }),
       );
     },
@@ -279,7 +279,7 @@ export async function sipTrunkRoutes(app: FastifyInstance, deps: ApiDeps): Promi
     { schema: { tags, summary: 'Delete an assignment', params: AssignmentParams, response: { 204: Type.Null(), ...errorResponses(400, 401, 404) } } },
     async (req, reply) => {
       const { assignmentId } = req.params as { assignmentId: string };
-      if (!store.tx(() => store.assignments.delete(req.org.id, assignmentId))) throw notFound('assignment');
+      if (!(await store.tx((tx) => tx.assignments.delete(req.org.id, assignmentId)))) throw notFound('assignment');
       req.log.info({ assignmentId }, 'sip trunk assignment deleted');
       return reply.code(204).send();
     },
@@ -290,7 +290,7 @@ export async function sipTrunkRoutes(app: FastifyInstance, deps: ApiDeps): Promi
     { schema: { tags, summary: 'Get a SIP trunk', params: IdParams, response: { 200: SipTrunk, ...errorResponses(400, 401, 404) } } },
     async (req) => {
       const { id } = req.params as { id: string };
-      const trunk = store.sipTrunks.get(req.org.id, id);
+      const trunk = await store.sipTrunks.get(req.org.id, id);
       if (!trunk) throw notFound('sip trunk');
       return toSipTrunkResource(trunk);
     },
@@ -312,9 +312,9 @@ export async function sipTrunkRoutes(app: FastifyInstance, deps: ApiDeps): Promi
       const input = req.body as SipTrunkInput;
       // The service's document: "400 Validation error or no fields to update".
       if (Object.keys(input).length === 0) throw validation('body has no fields to update');
-      const updated = withConflicts(() =>
-        store.tx(() => {
-          const current = store.sipTrunks.get(req.org.id, id);
+      const updated = await withConflicts(() =>
+        store.tx(async (tx) => {
+          const current = await tx.sipTrunks.get(req.org.id, id);
           if (!current) throw notFound('sip trunk');
           const settings = applyTrunkPatch(current, input);
           // Only a sent list is checked: a PATCH of another field leaves an older, wider ACL as it
@@ -324,8 +324,8 @@ export async function sipTrunkRoutes(app: FastifyInstance, deps: ApiDeps): Promi
             inbound: input.inbound_sip_password === undefined ? current.has_inbound_sip_password : Boolean(input.inbound_sip_password),
             outbound: input.outbound_sip_password === undefined ? current.has_outbound_sip_password : Boolean(input.outbound_sip_password),
           });
-          checkUsernameFree(store, settings.inbound_sip_username, id);
-          store.sipTrunks.update({
+          await checkUsernameFree(tx, settings.inbound_sip_username, id);
+          await tx.sipTrunks.update({
             id,
             org_id: req.org.id,
             settings,
@@ -339,7 +339,7 @@ export async function sipTrunkRoutes(app: FastifyInstance, deps: ApiDeps): Promi
               settings.pbx !== current.pbx ||
               input.outbound_sip_password !== undefined,
           });
-          return store.sipTrunks.get(req.org.id, id)!;
+          return (await tx.sipTrunks.get(req.org.id, id))!;
         }),
       );
       req.log.info({ sipTrunkId: id }, 'sip trunk updated');
@@ -354,7 +354,7 @@ export async function sipTrunkRoutes(app: FastifyInstance, deps: ApiDeps): Promi
     },
     async (req, reply) => {
       const { id } = req.params as { id: string };
-      if (!store.tx(() => store.sipTrunks.delete(req.org.id, id))) throw notFound('sip trunk');
+      if (!(await store.tx((tx) => tx.sipTrunks.delete(req.org.id, id)))) throw notFound('sip trunk');
       req.log.info({ sipTrunkId: id }, 'sip trunk deleted');
       return reply.code(204).send();
     },
@@ -378,13 +378,13 @@ export async function sipTrunkRoutes(app: FastifyInstance, deps: ApiDeps): Promi
       const alternate = input.alternate_number ?? null;
       checkHasNumber(number, alternate);
       const assignmentId = newId();
-      const assignment = withConflicts(() =>
-        store.tx(() => {
-          if (!store.sipTrunks.get(req.org.id, id)) throw notFound('sip trunk');
-          if (!store.agents.get(req.org.id, input.agent_id)) throw validation('body.agent_id does not name an agent of this organization');
-          checkNumbersFree(store, id, assignmentId, number, alternate);
-          store.assignments.insert({ id: assignmentId, sip_trunk_id: id, agent_id: input.agent_id, number, alternate_number: alternate, created_at: nowIso() });
-          return store.assignments.get(req.org.id, assignmentId)!;
+      const assignment = await withConflicts(() =>
+        store.tx(async (tx) => {
+          if (!(await tx.sipTrunks.get(req.org.id, id))) throw notFound('sip trunk');
+          if (!(await tx.agents.get(req.org.id, input.agent_id))) throw validation('body.agent_id does not name an agent of this organization');
+          await checkNumbersFree(tx, id, assignmentId, number, alternate);
+          await tx.assignments.insert({ id: assignmentId, sip_trunk_id: id, agent_id: input.agent_id, number, alternate_number: alternate, created_at: nowIso() });
+          return (await tx.assignments.get(req.org.id, assignmentId))!;
         }),
       );
       req.log.info({ sipTrunkId: id, assignmentId, agentId: input.agent_id }, 'sip trunk assignment created');
@@ -397,7 +397,7 @@ export async function sipTrunkRoutes(app: FastifyInstance, deps: ApiDeps): Promi
     { schema: { tags, summary: 'List the assignments of a trunk', params: IdParams, response: { 200: Type.Array(Assignment), ...errorResponses(400, 401, 404) } } },
     async (req) => {
       const { id } = req.params as { id: string };
-      if (!store.sipTrunks.get(req.org.id, id)) throw notFound('sip trunk');
+      if (!(await store.sipTrunks.get(req.org.id, id))) throw notFound('sip trunk');
       return store.assignments.listByTrunk(id);
     },
   );

@@ -88,7 +88,7 @@ function registerTelcoRoutes(app: FastifyInstance, deps: ApiDeps, schemas: Retur
       const input = req.body as { phone_number: string; account_sid: string; auth_token: string; label?: string };
       const orgId = req.org.id;
       // Checked before the carrier round trip so a repeated import costs the carrier nothing.
-      const existing = store.telcoNumbers.byPhoneNumber(orgId, input.phone_number);
+      const existing = await store.telcoNumbers.byPhoneNumber(orgId, input.phone_number);
       if (existing) throw alreadyImported(input.phone_number, existing.id);
 
       const found = await carrier.lookupNumber(input.account_sid, input.auth_token, input.phone_number);
@@ -103,9 +103,9 @@ function registerTelcoRoutes(app: FastifyInstance, deps: ApiDeps, schemas: Retur
       }
 
       const id = newId();
-      const created = store.tx(() => {
+      const created = await store.tx(async (tx) => {
         try {
-          store.telcoNumbers.insert({
+          await tx.telcoNumbers.insert({
             id,
             org_id: orgId,
             phone_number: input.phone_number,
@@ -121,7 +121,7 @@ function registerTelcoRoutes(app: FastifyInstance, deps: ApiDeps, schemas: Retur
           if (isUniqueViolation(err, 'phone_number')) throw alreadyImported(input.phone_number);
           throw err;
         }
-        return store.telcoNumbers.get(orgId, id)!;
+        return (await tx.telcoNumbers.get(orgId, id))!;
       });
       req.log.info({ telcoNumberId: id, phoneSid: found.phone_sid }, 'telco number imported');
       return reply.code(201).send(toResource(created));
@@ -131,7 +131,7 @@ function registerTelcoRoutes(app: FastifyInstance, deps: ApiDeps, schemas: Retur
   app.get(
     prefix,
     { schema: { tags, ...alias, response: { 200: Type.Array(TelcoNumberResource), ...errorResponses(401) } } },
-    async (req) => store.telcoNumbers.list(req.org.id).map(toResource),
+    async (req) => (await store.telcoNumbers.list(req.org.id)).map(toResource),
   );
 
   app.patch(
@@ -140,9 +140,9 @@ function registerTelcoRoutes(app: FastifyInstance, deps: ApiDeps, schemas: Retur
     async (req) => {
       const { id } = req.params as { id: string };
       const { label } = req.body as { label: string };
-      const updated = store.tx(() => {
-        if (!store.telcoNumbers.relabel(req.org.id, id, label, nowIso())) throw notFound('telco number');
-        return store.telcoNumbers.get(req.org.id, id)!;
+      const updated = await store.tx(async (tx) => {
+        if (!(await tx.telcoNumbers.relabel(req.org.id, id, label, nowIso()))) throw notFound('telco number');
+        return (await tx.telcoNumbers.get(req.org.id, id))!;
       });
       return toResource(updated);
     },
@@ -156,10 +156,10 @@ function registerTelcoRoutes(app: FastifyInstance, deps: ApiDeps, schemas: Retur
     { schema: { tags, ...alias, params: IdParams, response: { 200: TelcoNumberDeleted, ...errorResponses(400, 401, 404) } } },
     async (req) => {
       const { id } = req.params as { id: string };
-      const n = store.telcoNumbers.get(req.org.id, id);
+      const n = await store.telcoNumbers.get(req.org.id, id);
       if (!n) throw notFound('telco number');
       const outcome = await restoreNumber(store, carrier, deps.config, { ...n, org_id: req.org.id });
-      if (!store.tx(() => store.telcoNumbers.delete(req.org.id, id))) throw notFound('telco number');
+      if (!(await store.tx((tx) => tx.telcoNumbers.delete(req.org.id, id)))) throw notFound('telco number');
       req.log.info({ telcoNumberId: id, phoneSid: n.phone_sid, carrierWebhookRestored: outcome.carrier_webhook_restored, reason: outcome.carrier_webhook_reason }, 'telco number deleted');
       return { id, deleted: true, ...outcome };
     },

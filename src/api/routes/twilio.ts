@@ -43,12 +43,12 @@ export async function twilioRoutes(app: FastifyInstance, deps: ApiDeps): Promise
     const params = Array.isArray(req.body) ? (req.body as Array<[string, string]>) : [];
     const base = publicBase(deps.config.http.public_url, req);
     const signature = req.headers['x-twilio-signature'];
-    const answer = answerVoiceWebhook(
+    const answer = await answerVoiceWebhook(
       {
         importsOfAccount: (accountSid) => deps.store.telcoNumbers.importsOfAccount(accountSid),
-        holderOf: (orgId, numberId) => {
-          const id = deps.store.agents.holderOfPhoneNumber(numberId);
-          const agent = id === undefined ? undefined : deps.store.agents.get(orgId, id);
+        holderOf: async (orgId, numberId) => {
+          const id = await deps.store.agents.holderOfPhoneNumber(numberId);
+          const agent = id === undefined ? undefined : await deps.store.agents.get(orgId, id);
           return agent === undefined ? undefined : { id: agent.id, active: agent.status === 'active' };
         },
         hasRoom: () => deps.carrierStreams?.hasRoom() ?? false,
@@ -69,8 +69,8 @@ export async function twilioRoutes(app: FastifyInstance, deps: ApiDeps): Promise
   app.post(TWILIO_STATUS_PATH, { config: { public: true }, schema: { hide: true } }, async (req, reply) => {
     const params = Array.isArray(req.body) ? (req.body as Array<[string, string]>) : [];
     const signature = req.headers['x-twilio-signature'];
-    const answer = readStatusCallback(
-      (accountSid) => deps.store.telcoNumbers.importsOfAccount(accountSid).map((n) => n.auth_token),
+    const answer = await readStatusCallback(
+      async (accountSid) => (await deps.store.telcoNumbers.importsOfAccount(accountSid)).map((n) => n.auth_token),
       { url: publicBase(deps.config.http.public_url, req) + req.url, params, signature: typeof signature === 'string' ? signature : undefined },
       log,
     );

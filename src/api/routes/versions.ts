@@ -39,8 +39,8 @@ function checkNodeIds(nodes: FlowNode[]): void {
   }
 }
 
-function requireAgent(store: Store, orgId: string, id: string): StoredAgent {
-  const agent = store.agents.get(orgId, id);
+async function requireAgent(store: Store, orgId: string, id: string): Promise<StoredAgent> {
+  const agent = await store.agents.get(orgId, id);
   if (!agent) throw notFound('agent');
   return agent;
 }
@@ -52,8 +52,8 @@ export async function versionRoutes(app: FastifyInstance, deps: ApiDeps): Promis
 
   app.get('/v1/agents/:id/draft', { schema: { tags, params: IdParams, response: { 200: Draft, ...errorResponses(400, 401, 404) } } }, async (req) => {
     const { id } = req.params as { id: string };
-    requireAgent(store, req.org.id, id);
-    const draft = store.versions.getDraft(id);
+    await requireAgent(store, req.org.id, id);
+    const draft = await store.versions.getDraft(id);
     return { nodes: draft?.nodes ?? [], updated_at: draft?.updated_at ?? null };
   });
 
@@ -64,9 +64,9 @@ export async function versionRoutes(app: FastifyInstance, deps: ApiDeps): Promis
       const { id } = req.params as { id: string };
       const { nodes } = req.body as { nodes: FlowNode[] };
       checkNodeIds(nodes);
-      return store.tx(() => {
-        requireAgent(store, req.org.id, id);
-        const d = store.versions.putDraft(id, nodes, nowIso());
+      return store.tx(async (tx) => {
+        await requireAgent(tx, req.org.id, id);
+        const d = await tx.versions.putDraft(id, nodes, nowIso());
         return { nodes: d.nodes, updated_at: d.updated_at };
       });
     },
@@ -74,7 +74,7 @@ export async function versionRoutes(app: FastifyInstance, deps: ApiDeps): Promis
 
   app.get('/v1/agents/:id/versions', { schema: { tags, params: IdParams, response: { 200: Type.Array(Version), ...errorResponses(400, 401, 404) } } }, async (req) => {
     const { id } = req.params as { id: string };
-    requireAgent(store, req.org.id, id);
+    await requireAgent(store, req.org.id, id);
     return store.versions.list(id);
   });
 
@@ -84,10 +84,10 @@ export async function versionRoutes(app: FastifyInstance, deps: ApiDeps): Promis
     async (req, reply) => {
       const { id } = req.params as { id: string };
       const { tag } = req.body as { tag: string };
-      const version = store.tx(() => {
-        requireAgent(store, req.org.id, id);
-        const v = { id: newId(), agent_id: id, tag, nodes: store.versions.getDraft(id)?.nodes ?? [], created_at: nowIso(), published_at: null };
-        store.versions.insert(v);
+      const version = await store.tx(async (tx) => {
+        await requireAgent(tx, req.org.id, id);
+        const v = { id: newId(), agent_id: id, tag, nodes: (await tx.versions.getDraft(id))?.nodes ?? [], created_at: nowIso(), published_at: null };
+        await tx.versions.insert(v);
         return toVersion(v);
       });
       return reply.code(201).send(version);
@@ -99,8 +99,8 @@ export async function versionRoutes(app: FastifyInstance, deps: ApiDeps): Promis
     { schema: { tags, params: VersionParams, response: { 200: Type.Object({ version: Version, nodes: Nodes }), ...errorResponses(400, 401, 404) } } },
     async (req) => {
       const { id, versionId } = req.params as { id: string; versionId: string };
-      requireAgent(store, req.org.id, id);
-      const v = store.versions.get(id, versionId);
+      await requireAgent(store, req.org.id, id);
+      const v = await store.versions.get(id, versionId);
       if (!v) throw notFound('version');
       return { version: toVersion(v), nodes: v.nodes };
     },
@@ -111,15 +111,16 @@ export async function versionRoutes(app: FastifyInstance, deps: ApiDeps): Promis
     { schema: { tags, params: VersionParams, response: { 200: Version, ...errorResponses(400, 401, 404, 409) } } },
     async (req) => {
       const { id, versionId } = req.params as { id: string; versionId: string };
-      return store.tx(() => {
-        requireAgent(store, req.org.id, id);
-        if (!store.versions.get(id, versionId)) throw notFound('version');
+      const published = await store.tx(async (tx) => {
+        await requireAgent(tx, req.org.id, id);
+        if (!(await tx.versions.get(id, versionId))) throw notFound('version');
         const at = nowIso();
-        if (!store.versions.markPublished(versionId, at)) throw conflict('version is already published');
-        store.agents.setActiveVersion(id, versionId, at);
-        req.log.info({ agentId: id, versionId }, 'version published');
-        return toVersion(store.versions.get(id, versionId)!);
+        if (!(await tx.versions.markPublished(versionId, at))) throw conflict('version is already published');
+        await tx.agents.setActiveVersion(id, versionId, at);
+        return toVersion((await tx.versions.get(id, versionId))!);
       });
+      req.log.info({ agentId: id, versionId }, 'version published');
+      return published;
     },
   );
 
@@ -137,7 +138,7 @@ export async function versionRoutes(app: FastifyInstance, deps: ApiDeps): Promis
     async (req, reply) => {
       const { id } = req.params as { id: string };
       const body = req.body as { graph_version_id: string; name?: string; publish?: boolean };
-      const created = duplicateAgent(store, req.org.id, id, body, newId());
+      const created = await duplicateAgent(store, req.org.id, id, body, newId());
       req.log.info({ sourceAgentId: id, agentId: created.id, published: body.publish === true }, 'agent duplicated');
       return reply.code(201).send(toAgentResource(created));
     },
@@ -158,15 +159,15 @@ export function duplicateAgent(
   sourceId: string,
   body: { graph_version_id: string; name?: string; publish?: boolean },
   destinationId: string,
-): StoredAgent {
-  return store.tx(() => {
-    const source = requireAgent(store, orgId, sourceId);
-    const version = store.versions.get(sourceId, body.graph_version_id);
+): Promise<StoredAgent> {
+  return store.tx(async (tx) => {
+    const source = await requireAgent(tx, orgId, sourceId);
+    const version = await tx.versions.get(sourceId, body.graph_version_id);
     if (!version) throw notFound('graph version');
     if (version.nodes.length === 0) throw validation('the source version has no nodes');
-    if (store.versions.getDraft(destinationId)) throw conflict('the destination agent already has a draft');
+    if (await tx.versions.getDraft(destinationId)) throw conflict('the destination agent already has a draft');
     const at = nowIso();
-    store.agents.insert({
+    await tx.agents.insert({
       id: destinationId,
       org_id: orgId,
       name: body.name ?? `${source.name} (Copy)`,
@@ -175,12 +176,12 @@ export function duplicateAgent(
       settings: settingsOf(source),
       created_at: at,
     });
-    store.versions.putDraft(destinationId, version.nodes, at);
+    await tx.versions.putDraft(destinationId, version.nodes, at);
     if (body.publish) {
       const published = { id: newId(), agent_id: destinationId, tag: version.tag, nodes: version.nodes, created_at: at, published_at: at };
-      store.versions.insert(published);
-      store.agents.setActiveVersion(destinationId, published.id, at);
+      await tx.versions.insert(published);
+      await tx.agents.setActiveVersion(destinationId, published.id, at);
     }
-    return store.agents.get(orgId, destinationId)!;
+    return (await tx.agents.get(orgId, destinationId))!;
   });
 }

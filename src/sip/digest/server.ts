@@ -137,6 +137,9 @@ export interface DigestAccount<T> {
   data: T;
 }
 
+/** What a username lookup answers: its password, or an account, or undefined when unknown. */
+export type DigestLookup<T> = string | DigestAccount<T> | undefined;
+
 export interface DigestVerifyInput<T> {
   /** The method of the request line. */
   method: string;
@@ -145,7 +148,7 @@ export interface DigestVerifyInput<T> {
   /** The Authorization (or Proxy-Authorization) values of the request; undefined when none. */
   authorization: string | readonly string[] | undefined;
   /** Looks up a username: its password, or an account, or undefined when unknown. */
-  password: (username: string) => string | DigestAccount<T> | undefined;
+  password: (username: string) => DigestLookup<T>;
   /** The message body, needed only for qop=auth-int. */
   body?: string | Uint8Array;
   /** The value the nonce was bound to in challenge() (e.g. the source address), if any. */
@@ -412,6 +415,19 @@ export class DigestServer {
 
     const account = found !== undefined && typeof found !== 'string' ? found.data : undefined;
     return { ok: true, username, algorithm, nc, account };
+  }
+
+  /**
+   * verify() with a password lookup that may be asynchronous (a store on the network): the
+   * username the credentials claim is looked up first, then verify() runs with the answer.
+   * Rejects when the lookup does; never on peer input.
+   */
+  async verifyAsync<T = undefined>(
+    input: Omit<DigestVerifyInput<T>, 'password'> & { password: (username: string) => DigestLookup<T> | Promise<DigestLookup<T>> },
+  ): Promise<DigestVerifyResult<T>> {
+    const picked = this.#pickCredentials(input.authorization);
+    const found = picked.ok ? await input.password(picked.cred.username) : undefined;
+    return this.verify({ ...input, password: () => found });
   }
 
   #issueNonce(binding: string): string {

@@ -65,22 +65,31 @@ export interface InboundRoute {
   agentActive: boolean;
 }
 
-/** What routing needs from the store (bridge/sip-store-directory.ts implements it). */
+/** A digest trunk and its password (for verification only). */
+export interface DigestAccountOf {
+  trunk: InboundTrunk;
+  password: string;
+}
+
+/**
+ * What routing needs from the store (bridge/sip-store-directory.ts implements it). A lookup may
+ * answer at once or through a promise (the store is asynchronous); routing awaits either.
+ */
 export interface InboundDirectory {
   /** ACL trunks whose inbound_host (resolved) or inbound_acl CIDRs contain the address, with their `specificity`. */
   aclTrunksFor(address: string): InboundTrunk[] | Promise<InboundTrunk[]>;
   /** The digest trunk with this inbound username, and its password (for verification only). */
-  digestAccount(username: string): { trunk: InboundTrunk; password: string } | undefined;
+  digestAccount(username: string): DigestAccountOf | undefined | Promise<DigestAccountOf | undefined>;
   /** ACL route: a global alternate_number on one of `trunks`, then their organizations' carrier numbers. */
-  routeAcl(trunks: readonly InboundTrunk[], user: string): InboundRoute | undefined;
+  routeAcl(trunks: readonly InboundTrunk[], user: string): InboundRoute | undefined | Promise<InboundRoute | undefined>;
   /** Digest route: the trunk's assignment `number`, then its organization's carrier numbers. */
-  routeDigest(trunk: InboundTrunk, user: string): InboundRoute | undefined;
+  routeDigest(trunk: InboundTrunk, user: string): InboundRoute | undefined | Promise<InboundRoute | undefined>;
   /** Whether some digest trunk could route this user (then an ACL miss is challenged, not 404). */
-  digestRouteMayExist(user: string): boolean;
+  digestRouteMayExist(user: string): boolean | Promise<boolean>;
   /** The trunk registered with its carrier under this Contact user, if any (see the file comment). */
-  registeredContactTrunk?(contactUser: string): InboundTrunk | undefined;
+  registeredContactTrunk?(contactUser: string): InboundTrunk | undefined | Promise<InboundTrunk | undefined>;
   /** Route on a registered trunk: its assignment `number` or `alternate_number`, then carrier numbers. */
-  routeRegistered?(trunk: InboundTrunk, user: string): InboundRoute | undefined;
+  routeRegistered?(trunk: InboundTrunk, user: string): InboundRoute | undefined | Promise<InboundRoute | undefined>;
 }
 
 export interface InboundRequestInfo {
@@ -186,7 +195,7 @@ type AclPick =
  * numbers, as routeAcl does); routes from two organizations are a tie. One trunk (the common
  * case) costs one routeAcl call, as before.
  */
-function pickAclRoute(directory: InboundDirectory, trunks: readonly InboundTrunk[], user: string): AclPick {
+async function pickAclRoute(directory: InboundDirectory, trunks: readonly InboundTrunk[], user: string): Promise<AclPick> {
   const ranked = trunks.length === 1 ? trunks : [...trunks].sort((x, y) => (y.specificity ?? 0) - (x.specificity ?? 0));
   for (let i = 0; i < ranked.length; ) {
     const prefix = ranked[i]!.specificity ?? 0;
@@ -202,7 +211,7 @@ function pickAclRoute(directory: InboundDirectory, trunks: readonly InboundTrunk
     let found: { trunk: InboundTrunk; route: InboundRoute } | undefined;
     const tied: string[] = [];
     for (const group of byOrg.values()) {
-      const route = directory.routeAcl(group, user);
+      const route = await directory.routeAcl(group, user);
       if (route === undefined) continue;
       const trunk = group.find((t) => t.id === route.trunkId) ?? group[0]!;
       tied.push(trunk.id);
@@ -228,18 +237,18 @@ export async function decideInbound(a: InboundAuthorizer, req: InboundRequestInf
   const user = req.user;
   const aclTrunks = await a.directory.aclTrunksFor(src);
   const base: Record<string, unknown> = { source: src, user };
-  const registered = a.directory.registeredContactTrunk?.(user);
+  const registered = await a.directory.registeredContactTrunk?.(user);
   if (registered !== undefined) {
     const dialled = req.toUser ?? '';
     const detail = { ...base, trunkId: registered.id, auth: 'registration', to: dialled };
-    const route = a.directory.routeRegistered?.(registered, dialled);
+    const route = await a.directory.routeRegistered?.(registered, dialled);
     if (route === undefined) {
       return reject(404, `call to the Contact trunk ${registered.id} registered with its carrier, but the To user "${dialled}" is no assignment number or alternate_number of that trunk nor a carrier number of its organization`, detail);
     }
     return routed(registered, route, 'registration', detail);
   }
   if (aclTrunks.length > 0) {
-    const pick = pickAclRoute(a.directory, aclTrunks, user);
+    const pick = await pickAclRoute(a.directory, aclTrunks, user);
     const names = aclTrunks.map((t) => t.id);
     if (pick.kind === 'route') return routed(pick.trunk, pick.route, 'acl', { ...base, trunkId: pick.trunk.id, auth: 'acl' });
     if (pick.kind === 'tie') {
@@ -251,7 +260,7 @@ export async function decideInbound(a: InboundAuthorizer, req: InboundRequestInf
         'ambiguous_route',
       );
     }
-    if (req.authorization.length === 0 && !a.directory.digestRouteMayExist(user)) {
+    if (req.authorization.length === 0 && !(await a.directory.digestRouteMayExist(user))) {
       return reject(404, `source ${src} matched ACL trunk(s) ${names.join(', ')} but "${user}" is no alternate_number of theirs nor a carrier number of their organization`, {
         ...base,
         aclTrunks: names,
@@ -276,14 +285,14 @@ export async function decideInbound(a: InboundAuthorizer, req: InboundRequestInf
   if (req.authorization.length === 0) {
     return challenge(a, req, aclTrunks.length > 0 ? `source ${src} in an ACL trunk without a route for "${user}": challenging for a digest trunk` : `source ${src} is in no ACL trunk and sent no credentials: challenging`, base);
   }
-  let account: { trunk: InboundTrunk; password: string } | undefined;
-  const result = a.digest.verify<InboundTrunk>({
+  let account: DigestAccountOf | undefined;
+  const result = await a.digest.verifyAsync<InboundTrunk>({
     method: req.method,
     uri: req.requestUri,
     authorization: req.authorization,
     binding: src,
-    password: (username) => {
-      account = a.directory.digestAccount(username);
+    password: async (username) => {
+      account = await a.directory.digestAccount(username);
       return account === undefined ? undefined : { password: account.password, data: account.trunk };
     },
   });
@@ -297,7 +306,7 @@ export async function decideInbound(a: InboundAuthorizer, req: InboundRequestInf
   }
   a.limiter.recordSuccess(src);
   const trunk = result.account!;
-  const route = a.directory.routeDigest(trunk, user);
+  const route = await a.directory.routeDigest(trunk, user);
   const detail = { ...base, trunkId: trunk.id, auth: 'digest', username: result.username };
   if (route === undefined) {
     return reject(404, `digest trunk ${trunk.id} (${result.username}) has no assignment number "${user}" and its organization no such carrier number`, detail);

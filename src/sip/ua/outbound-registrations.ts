@@ -38,7 +38,7 @@ export interface OutboundRegistrationsOptions {
   layer: TransactionLayer;
   transport: SipTransportLayer;
   /** Read at every reconciliation; may throw (logged, nothing changes that round). */
-  trunks: () => readonly RegisteringTrunk[];
+  trunks: () => readonly RegisteringTrunk[] | Promise<readonly RegisteringTrunk[]>;
   expiresSecs: number;
   retry: RegistrationRetry;
   /** How often the trunk list is compared with the running registrations. Default 2 s. */
@@ -123,7 +123,7 @@ export class OutboundRegistrations {
     if (this.#closed) return;
     let trunks: readonly RegisteringTrunk[];
     try {
-      trunks = this.#o.trunks();
+      trunks = await this.#o.trunks();
     } catch (err) {
       this.#o.logger.warn({ err }, 'outbound registration: reading the trunks failed');
       return;

@@ -28,14 +28,14 @@ import { throttled, type InboundDirectory, type InboundTrunk } from './inbound-r
 import { applyRegister, DEFAULT_REGISTRAR_LIMITS, remainingSecs, type RegisterRequest, type RegistrarLimits, type RegistrationBinding } from './register-bindings.ts';
 import { respond, throttle, type ThrottleContext } from './uas-responses.ts';
 
-/** Where the bindings are kept (the store, through the bridge's adapter). */
+/** Where the bindings are kept (the store, through the bridge's adapter); answers may be promises. */
 export interface RegistrationStore {
   /** The trunk's unexpired bindings. */
-  bindings(trunkId: string, now: number): RegistrationBinding[];
+  bindings(trunkId: string, now: number): RegistrationBinding[] | Promise<RegistrationBinding[]>;
   /** Replaces the trunk's bindings with these, atomically. */
-  replace(trunkId: string, bindings: readonly RegistrationBinding[]): void;
+  replace(trunkId: string, bindings: readonly RegistrationBinding[]): void | Promise<void>;
   /** The last REGISTER for the trunk authenticated (true) or failed authentication (false). */
-  authOutcome(trunkId: string, ok: boolean): void;
+  authOutcome(trunkId: string, ok: boolean): void | Promise<void>;
 }
 
 export interface RegistrarOptions extends Partial<RegistrarLimits> {
@@ -81,8 +81,38 @@ function clip(s: string): string {
   return s.length > MAX_AOR_USER_LENGTH ? `${s.slice(0, MAX_AOR_USER_LENGTH)}…` : s;
 }
 
-/** A REGISTER outside any dialog (see the file comment). Synchronous: read, decide, write in one turn. */
+/**
+ * A REGISTER outside any dialog (see the file comment). The store answers asynchronously, so
+ * this returns at once and answers the request when the store has; a failure of the store is
+ * logged and answered 500. It never throws.
+ */
 export function handleRegister(ctx: RegistrarContext, tx: ServerTransaction, inbound: Inbound<SipRequest>): void {
+  handleRegisterAsync(ctx, tx, inbound).catch((err: unknown) => {
+    ctx.logger.warn({ err, callId: clip(inbound.message.callId) }, 'REGISTER handling failed: answered 500');
+    if (tx.finalResponse === undefined) respond(tx, inbound.message, 500);
+  });
+}
+
+/**
+ * REGISTERs of one trunk run one at a time from reading its bindings to writing them back: two
+ * interleaved would each apply their change to the same old set, and the later write would drop
+ * the earlier one's binding.
+ */
+const trunkQueues = new WeakMap<RegistrationStore, Map<string, Promise<void>>>();
+
+function oneAtATime(store: RegistrationStore, trunkId: string, fn: () => Promise<void>): Promise<void> {
+  let queues = trunkQueues.get(store);
+  if (queues === undefined) trunkQueues.set(store, (queues = new Map()));
+  const run = (queues.get(trunkId) ?? Promise.resolve()).then(fn);
+  const tail = run.catch(() => undefined);
+  queues.set(trunkId, tail);
+  void tail.then(() => {
+    if (queues.get(trunkId) === tail) queues.delete(trunkId);
+  });
+  return run;
+}
+
+async function handleRegisterAsync(ctx: RegistrarContext, tx: ServerTransaction, inbound: Inbound<SipRequest>): Promise<void> {
   const req = inbound.message;
   const src = inbound.source.address;
   const aor = req.to.uri.kind === 'sip' ? (req.to.uri.user ?? '') : '';
@@ -106,13 +136,13 @@ export function handleRegister(ctx: RegistrarContext, tx: ServerTransaction, inb
   if (authorization.length === 0) return challenge(ctx, tx, inbound, base, false);
 
   let account: { trunk: InboundTrunk; password: string } | undefined;
-  const result = ctx.digest.verify<InboundTrunk>({
+  const result = await ctx.digest.verifyAsync<InboundTrunk>({
     method: req.method,
     uri: req.uri.toString(),
     authorization,
     binding: src,
-    password: (username) => {
-      account = ctx.directory.digestAccount(username);
+    password: async (username) => {
+      account = await ctx.directory.digestAccount(username);
       return account === undefined ? undefined : { password: account.password, data: account.trunk };
     },
   });
@@ -122,7 +152,7 @@ export function handleRegister(ctx: RegistrarContext, tx: ServerTransaction, inb
     const failure = ctx.limiter.recordFailure(src);
     // Only a wrong password marks the trunk: the username named it, and its owner should see why
     // the PBX is not registered. An unknown username names no trunk.
-    if (account !== undefined && result.reason === 'bad_response') ctx.store.authOutcome(account.trunk.id, false);
+    if (account !== undefined && result.reason === 'bad_response') await ctx.store.authOutcome(account.trunk.id, false);
     const status = result.action === 'bad_request' ? 400 : 403;
     const who =
       result.reason === 'unknown_user'
@@ -137,8 +167,8 @@ export function handleRegister(ctx: RegistrarContext, tx: ServerTransaction, inb
     ctx.logger.warn({ ...base, trunkId: trunk.id, username: result.username, status: 403 }, `REGISTER refused (403): credentials of "${result.username}" may register only the address-of-record "${result.username}", not "${clip(aor)}"`);
     return respond(tx, req, 403);
   }
-  ctx.store.authOutcome(trunk.id, true);
-  registerBindings(ctx, tx, inbound, trunk, { ...base, trunkId: trunk.id });
+  await ctx.store.authOutcome(trunk.id, true);
+  await oneAtATime(ctx.store, trunk.id, () => registerBindings(ctx, tx, inbound, trunk, { ...base, trunkId: trunk.id }));
 }
 
 /** How long past a binding's expiry its connection is kept for the REGISTER that refreshes it late. */
@@ -170,7 +200,7 @@ function challenge(ctx: RegistrarContext, tx: ServerTransaction, inbound: Inboun
 }
 
 /** RFC 3261 10.3 steps 6-8 for an authenticated REGISTER of `trunk`. */
-function registerBindings(ctx: RegistrarContext, tx: ServerTransaction, inbound: Inbound<SipRequest>, trunk: InboundTrunk, base: Record<string, unknown>): void {
+async function registerBindings(ctx: RegistrarContext, tx: ServerTransaction, inbound: Inbound<SipRequest>, trunk: InboundTrunk, base: Record<string, unknown>): Promise<void> {
   const req = inbound.message;
   const now = ctx.now();
   let contacts: RegisterRequest['contacts'];
@@ -184,7 +214,7 @@ function registerBindings(ctx: RegistrarContext, tx: ServerTransaction, inbound:
     ctx.logger.warn({ ...base, status: 400, err: err instanceof Error ? err.message : String(err) }, 'REGISTER refused (400): a Contact or Expires header does not parse');
     return respond(tx, req, 400, 'Bad Contact or Expires');
   }
-  const current = ctx.store.bindings(trunk.id, now);
+  const current = await ctx.store.bindings(trunk.id, now);
   const source = inbound.source;
   const outcome =
     !wildcard && contacts.length === 0
@@ -206,7 +236,7 @@ function registerBindings(ctx: RegistrarContext, tx: ServerTransaction, inbound:
     ctx.logger.warn({ ...base, status: outcome.status }, `REGISTER refused (${outcome.status}): ${outcome.why}`);
     return respond(tx, req, outcome.status, outcome.reason, outcome.headers);
   }
-  if (outcome.added + outcome.removed + outcome.refreshed > 0) ctx.store.replace(trunk.id, outcome.bindings);
+  if (outcome.added + outcome.removed + outcome.refreshed > 0) await ctx.store.replace(trunk.id, outcome.bindings);
   if (inbound.connectionId !== undefined) holdFlow(ctx, inbound.connectionId, outcome.bindings, now);
   const line = { ...base, bindings: outcome.bindings.length, added: outcome.added, removed: outcome.removed, refreshed: outcome.refreshed };
   if (outcome.added + outcome.removed > 0) ctx.logger.info(line, outcome.bindings.length > 0 ? 'PBX registered' : 'PBX unregistered');

@@ -26,7 +26,7 @@ export interface PingedTrunk {
 export interface TrunkHealthOptions {
   layer: TransactionLayer;
   /** Read at every round, so trunks added or removed through the API are picked up. */
-  trunks: () => readonly PingedTrunk[];
+  trunks: () => readonly PingedTrunk[] | Promise<readonly PingedTrunk[]>;
   intervalMs: number;
   from: string;
   userAgent: string;
@@ -97,7 +97,15 @@ export class TrunkHealth {
 
   async #resolve(): Promise<void> {
     const out: OptionsPingTarget[] = [];
-    for (const t of this.#o.trunks()) {
+    let trunks: readonly PingedTrunk[];
+    try {
+      trunks = await this.#o.trunks();
+    } catch (err) {
+      // The targets of the last good read keep being pinged.
+      this.#o.logger.warn({ err }, 'OPTIONS ping: reading the trunks failed');
+      return;
+    }
+    for (const t of trunks) {
       let target;
       try {
         target = outboundTarget(t);
