@@ -439,7 +439,7 @@ describe('SipUserAgent: media timeout, drain and close (rtp.media_timeout_secs 1
     expect(await hangupOf(call)).toMatchObject({ reason: 'remote_bye' });
   });
 
-  it('drain(7): new INVITEs get 503 with Retry-After 7; a call already up goes on; close(): BYE to it, then /readyz 503', async () => {
+  it('drain(7): new INVITEs and OPTIONS get 503 with Retry-After 7; a call already up goes on; close(): BYE to it, then /readyz 503', async () => {
     const ua = d2.daemon.sip!.ua;
     const before = calls.all.length;
     const { dialog } = await pbx.call({ rtpEveryMs: 20 });
@@ -451,6 +451,10 @@ describe('SipUserAgent: media timeout, drain and close (rtp.media_timeout_secs 1
     const res = await pbx.send('INVITE', { body: offer(rtp.local.rtpPort) }).final;
     expect(res.status).toBe(503);
     expect(res.get('Retry-After')).toBe('7');
+    // A load balancer's OPTIONS health probe sees the same (Kamailio dispatcher takes the node out).
+    const probe = await pbx.send('OPTIONS').final;
+    expect(probe.status).toBe(503);
+    expect(probe.get('Retry-After')).toBe('7');
     expect(calls.all.length).toBe(before + 1);
     expect(call.state).toBe('answered');
     // In-dialog requests still work while draining.

@@ -4,7 +4,7 @@
  * (capacity: refused before any provisional response), is told 100 Trying, gets its RTP ports and
  * SDP answer, rings (180; reliably, RFC 3262, when the INVITE requires 100rel) and is handed to whoever registered for calls; OPTIONS is answered 200 with what we support (11.2); a
  * REGISTER goes to the registrar (registrar.ts) when the user agent has one; other methods get
- * 405 with Allow (8.2.1); while draining, INVITEs get 503 with Retry-After.
+ * 405 with Allow (8.2.1); while draining, INVITEs and OPTIONS get 503 with Retry-After.
  *
  * Every refused INVITE is logged exactly once with why (which trunk matched, which auth step
  * failed, which number had no route), the line PBX admins look for first.
@@ -107,7 +107,15 @@ export function handleOutOfDialog(ctx: UasContext, tx: ServerTransaction, inboun
         if (tx.finalResponse === undefined) respond(tx, req, 500);
       });
       return;
-    case 'OPTIONS':
+    case 'OPTIONS': {
+      // While draining, the answer an INVITE would get (503 + Retry-After): a load balancer's
+      // health probe (Kamailio dispatcher, deploy/kamailio) then takes this node out before
+      // its INVITEs are refused one by one.
+      const retryAfter = ctx.draining();
+      if (retryAfter !== undefined) {
+        respond(tx, req, 503, 'Service Unavailable', [['Retry-After', String(retryAfter)]]);
+        return;
+      }
       // 11.2: the capabilities we would answer an INVITE with. Keep-alive pings from PBXs too.
       tx.respond(
         createResponse(req, 200, undefined, {
@@ -121,6 +129,7 @@ export function handleOutOfDialog(ctx: UasContext, tx: ServerTransaction, inboun
         }),
       );
       return;
+    }
     case 'BYE':
     case 'UPDATE':
     case 'INFO':
