@@ -369,7 +369,7 @@ describe.skipIf(skipReason !== undefined)(`Kamailio dispatcher in front of three
       startDispatcherFront({ nodes: [nodes[0]!.sipUri, nodes[1]!.sipUri], pingIntervalSecs: PING_SECS, frTimerMs: FR_MS }),
       startDispatcherFront({ nodes: nodes.map((n) => n.sipUri), pingIntervalSecs: 0, frTimerMs: FR_MS }),
     ]);
-  }, 60_000);
+  }, 120_000);
 
   afterAll(async () => {
     await Promise.all(nodes.map((n) => n.close()));
@@ -402,7 +402,7 @@ describe.skipIf(skipReason !== undefined)(`Kamailio dispatcher in front of three
     expect(nodeByUri(dc.dispatched[0]), dctx).toBeDefined();
     expect(dc.dispatched[1], `the retry landed on the node that challenged: ${dctx}`).not.toBe(dc.dispatched[0]);
     expect((await recordsFrom(dc.node!, dc.caller)).length, dctx).toBe(1);
-  }, 45_000);
+  }, 120_000);
 
   it('(b) kill -9: the probes take the node out within a probe interval and fr_timer, new calls land on the survivors with no failed setup; restarted, it takes calls again', async () => {
     const dead = nodes[2]!;
@@ -434,7 +434,7 @@ describe.skipIf(skipReason !== undefined)(`Kamailio dispatcher in front of three
     for (const c of afterRestart) expectBridged(c);
     expect(afterRestart.filter((c) => c.node === dead).length, afterRestart.map((c) => `${c.caller} -> ${c.dispatched.join(' -> ')}`).join('\n')).toBe(1);
     for (const c of afterRestart) await expectEndedByCallerOnOwner(c);
-  }, 60_000);
+  }, 120_000);
 
   it('(c) SIGTERM with a call up: OPTIONS turn 503, Kamailio takes the node out, new calls go elsewhere; its call ends with the caller\'s BYE, then it exits 0', async () => {
     const LONG_CALL_MS = 13_000;
@@ -488,7 +488,7 @@ describe.skipIf(skipReason !== undefined)(`Kamailio dispatcher in front of three
     // Its history, on the same data directory after a restart: the call ended by the caller's BYE.
     await draining.start();
     await expectEndedByCallerOnOwner(l);
-  }, 60_000);
+  }, 120_000);
 });
 
 describe('deploy/: the files the cluster front ships', () => {
