@@ -11,7 +11,8 @@ import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { Config } from './config.ts';
 import type { Logger } from './log.ts';
-import { openStore, SQLITE_DRIVER_PACKAGE, type Store } from './store/index.ts';
+import { describeStoreBackend, openStore, SQLITE_DRIVER_PACKAGE, type Store } from './store/index.ts';
+import { StoreProbe } from './store/store-probe.ts';
 import { CallBridge } from './bridge/call-bridge.ts';
 import { LocalSessionOpener } from './bridge/session-opener.ts';
 import { UpstreamSessionOpener } from './bridge/upstream-session-opener.ts';
@@ -91,7 +92,13 @@ export async function startDaemon(
   if (options.runtimeFactory === undefined) await prepareAgentRuntime(config, logger);
   // The bridge's media paths resample (8 <-> 24 kHz) whatever runs the sessions.
   else await initResamplers();
-  const store = await openStore(config.data_dir, config.security.encryption_key);
+  const backend = { url: config.store.url, poolSize: config.store.pool_size };
+  const store = await openStore(config.data_dir, config.security.encryption_key, {
+    ...backend,
+    onIdleError: (err) => logger.warn({ err: err.message }, 'store: an idle database connection failed; the pool opens another'),
+  });
+  // PostgreSQL is a server that can go away: /readyz says so (SQLite is a file: never probed).
+  const storeProbe = store.client.dialect === 'postgres' ? new StoreProbe(store.client) : undefined;
   await ensureInitialKey(store, config, logger, print);
   let listening = false;
   let draining = false;
@@ -132,8 +139,9 @@ export async function startDaemon(
     sessionServer: options.sessionServer,
     readiness: () => {
       const sipUp = sip === undefined ? !config.sip.enabled : sip.ua.listening;
-      const ready = listening && sipUp;
-      return { ready, draining, reason: draining ? 'draining' : ready ? undefined : listening ? 'SIP not listening' : 'starting' };
+      const storeDown = storeProbe?.failure;
+      const ready = listening && sipUp && storeDown === undefined;
+      return { ready, draining, reason: draining ? 'draining' : ready ? undefined : !listening ? 'starting' : !sipUp ? 'SIP not listening' : `store unreachable: ${storeDown}` };
     },
   }, registry);
   try {
@@ -141,16 +149,18 @@ export async function startDaemon(
     await app.listen({ host: config.http.host, port: config.http.port });
   } catch (err) {
     voiceCatalog.stop();
+    storeProbe?.stop();
     await sip?.close();
     await store.close();
     throw err;
   }
+  storeProbe?.start();
   listening = true;
   const addr = app.server.address();
   const port = typeof addr === 'object' && addr ? addr.port : config.http.port;
   const host = config.http.host.includes(':') ? `[${config.http.host}]` : config.http.host;
   url = `http://${host === '0.0.0.0' ? '127.0.0.1' : host}:${port}`;
-  logger.info({ url, dataDir: config.data_dir, region: config.region.self, node: process.versions.node, sqliteDriver: SQLITE_DRIVER_PACKAGE, mallocArenaMax: process.env.MALLOC_ARENA_MAX || 'glibc default' }, 'callbridge listening');
+  logger.info({ url, dataDir: config.data_dir, ...describeStoreBackend(config.data_dir, backend), region: config.region.self, node: process.versions.node, sqliteDriver: SQLITE_DRIVER_PACKAGE, mallocArenaMax: process.env.MALLOC_ARENA_MAX || 'glibc default' }, 'callbridge listening');
   const sttDetail = readinessDetail(config);
   if (sttDetail !== undefined) logger.warn(sttDetail);
   // Every routed inbound call becomes a voice session of its agent, through our own
@@ -177,6 +187,7 @@ export async function startDaemon(
         voiceCatalog.stop();
         // The bridge's last record writes (ends, recordings) go in before the store closes.
         await bridge.recordsWritten();
+        storeProbe?.stop();
         await store.close();
         logger.info('callbridge stopped');
       })();

@@ -89,7 +89,8 @@ const CACHE_MAX = 10_000;
  * repositories bound to a transaction (Store.tx), which never fill it, so an uncommitted
  * (possibly rolled back) row is never cached, and which drop what they wrote once more when the
  * transaction has ended (forgetWritten), in case a reader on another connection cached the old
- * row meanwhile. Cached agents are frozen: treat what get() returns as read-only.
+ * row meanwhile. Cached agents are frozen: treat what get() returns as read-only. On PostgreSQL
+ * nothing is cached (another node may write the row).
  */
 export class AgentRepo {
   readonly #cache: Map<string, StoredAgent>;
@@ -119,7 +120,9 @@ export class AgentRepo {
     const row = await this.#db.get<AgentRow>(`SELECT ${COLUMNS} FROM agents WHERE id = ? AND org_id = ?`, [id, orgId]);
     if (!row) return undefined;
     const agent = deepFreeze(fromRow(row));
-    if (this.#written === undefined) {
+    // PostgreSQL may be shared by several nodes, and a write on another node would not drop this
+    // node's entry: there every read goes to the database (docs/decisions.md).
+    if (this.#written === undefined && this.#db.dialect === 'sqlite') {
       if (this.#cache.size >= CACHE_MAX) this.#cache.clear();
       this.#cache.set(id, agent);
     }

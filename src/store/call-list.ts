@@ -15,7 +15,7 @@
  */
 import type { CallListFilter } from '../domain/call.ts';
 
-// dialect: sqlite only (PostgreSQL: no INDEXED BY (the planner picks), instr() -> strpos(), FTS5 MATCH -> a pg_trgm index on call_search; a callListSql of its own)
+// callListSql is SQLite's (INDEXED BY, instr, FTS5); callListSqlPostgres is PostgreSQL's.
 
 export interface SqlQuery {
   sql: string;
@@ -112,6 +112,37 @@ export function callListSql(orgId: string, f: CallListFilter, search: SearchPlan
   return {
     page: { sql: `SELECT c.id FROM calls c INDEXED BY ${driver} WHERE ${w.sql} ORDER BY c.created_at ${dir}, c.id ${dir} LIMIT ? OFFSET ?`, args: [...w.args, limit, offset] },
     count: { sql: `SELECT count(*) AS n FROM calls c INDEXED BY ${driver} WHERE ${w.sql}`, args: w.args },
+  };
+}
+
+/** `%`, `_` and `\` of a search string taken literally in `LIKE ... ESCAPE '\'`. */
+export const likeLiteral = (s: string): string => s.replace(/[\\%_]/g, (c) => `\\${c}`);
+
+/**
+ * The same list on PostgreSQL (docs/store-postgres.md): one statement whatever the filters, the
+ * planner choosing the index (the created_at indexes of migration 3, the tag index, the trigram
+ * index calls_party_number_trgm for a search of 3 or more characters), so `search` (the plan)
+ * is not used. The search is `party_number LIKE '%s%'` with s taken literally: a case-sensitive
+ * substring, like SQLite's instr() and its case-sensitive trigram index.
+ */
+export function callListSqlPostgres(orgId: string, f: CallListFilter, _search: SearchPlan, limit: number, offset: number, order: 'desc' | 'asc' = 'desc'): CallListSql {
+  const dir = order === 'asc' ? 'ASC' : 'DESC';
+  const preds: Pred[] = [{ sql: 'c.org_id = ?', args: [orgId] }];
+  const on = (sql: string, ...args: unknown[]) => preds.push({ sql, args });
+  if (f.agentIds?.length) on(`c.agent_id IN (${f.agentIds.map(() => '?').join(', ')})`, ...f.agentIds);
+  if (f.status !== undefined) on('c.status = ?', f.status);
+  if (f.outcome !== undefined) on('c.outcome = ?', f.outcome);
+  if (f.source !== undefined) on('c.source = ?', f.source);
+  if (f.outbound !== undefined) on('c.outbound = ?', f.outbound ? 1 : 0);
+  if (f.search) on(`c.party_number LIKE ? ESCAPE '\\'`, `%${likeLiteral(f.search)}%`);
+  if (f.tag) on('EXISTS (SELECT 1 FROM call_tags tt WHERE tt.call_id = c.id AND tt.tag = ?)', f.tag);
+  if (f.dateFrom !== undefined) on('c.created_at >= ?', f.dateFrom);
+  if (f.dateTo !== undefined) on('c.created_at <= ?', f.dateTo);
+  const where = preds.map((p) => p.sql).join(' AND ');
+  const args = preds.flatMap((p) => p.args);
+  return {
+    page: { sql: `SELECT c.id FROM calls c WHERE ${where} ORDER BY c.created_at ${dir}, c.id ${dir} LIMIT ? OFFSET ?`, args: [...args, limit, offset] },
+    count: { sql: `SELECT count(*) AS n FROM calls c WHERE ${where}`, args },
   };
 }
 

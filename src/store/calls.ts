@@ -23,7 +23,7 @@ import {
   type Transcript,
   type TranscriptEntry,
 } from '../domain/call.ts';
-import { callListSql, counterOf, ftsPhrase, type CounterDim, type SearchPlan, type SqlQuery } from './call-list.ts';
+import { callListSql, callListSqlPostgres, counterOf, ftsPhrase, type CounterDim, type SearchPlan, type SqlQuery } from './call-list.ts';
 
 export type { CallDirection, CallRecord } from '../domain/call.ts';
 
@@ -107,8 +107,10 @@ const fromRow = (r: CallRow): CallRecord => ({
 });
 
 // A call's tags, sorted, as a JSON array (call_tags' primary key serves it).
-// dialect: sqlite only (PostgreSQL: coalesce(json_agg(t.tag ORDER BY t.tag), '[]')::text)
 const SELECT_CALL = `SELECT c.*, (SELECT json_group_array(t.tag ORDER BY t.tag) FROM call_tags t WHERE t.call_id = c.id) AS tags FROM calls c`;
+// PostgreSQL: json_agg gives NULL for no rows, and json, which would come back as an object.
+const SELECT_CALL_PG = `SELECT c.*, (SELECT CAST(coalesce(json_agg(t.tag ORDER BY t.tag), '[]') AS TEXT) FROM call_tags t WHERE t.call_id = c.id) AS tags FROM calls c`;
+const selectCall = (db: SqlClient): string => (db.dialect === 'postgres' ? SELECT_CALL_PG : SELECT_CALL);
 
 /**
  * A search string goes to the trigram index when it matches at most 1 in FTS_SELECTIVITY of the
@@ -127,7 +129,7 @@ export class CallRepo {
   constructor(private readonly db: SqlClient) {}
 
   async get(orgId: string, id: string): Promise<CallRecord | undefined> {
-    const r = await this.db.get<CallRow>(`${SELECT_CALL} WHERE c.id = ? AND c.org_id = ?`, [id, orgId]);
+    const r = await this.db.get<CallRow>(`${selectCall(this.db)} WHERE c.id = ? AND c.org_id = ?`, [id, orgId]);
     return r && fromRow(r);
   }
 
@@ -233,15 +235,18 @@ export class CallRepo {
     return this.db.transaction(async (tx): Promise<CallPage> => {
       const plan = await searchPlan(tx, orgId, f.search);
       const counted = await countedTotal(tx, orgId, f);
-      const total = counted ?? ((await tx.get<{ n: number }>(...sqlOf(callListSql(orgId, f, plan, limit, offset).count)))?.n ?? 0);
+      const listSql = tx.dialect === 'postgres' ? callListSqlPostgres : callListSql;
+      const total = counted ?? ((await tx.get<{ n: number }>(...sqlOf(listSql(orgId, f, plan, limit, offset).count)))?.n ?? 0);
       if (offset >= total) return { calls: [], total };
       const fromEnd = offset + limit / 2 > total / 2;
-      const q = fromEnd ? callListSql(orgId, f, plan, Math.min(limit, total - offset), Math.max(0, total - offset - limit), 'asc') : callListSql(orgId, f, plan, limit, offset);
+      const q = fromEnd ? listSql(orgId, f, plan, Math.min(limit, total - offset), Math.max(0, total - offset - limit), 'asc') : listSql(orgId, f, plan, limit, offset);
       const got = (await tx.all<{ id: string }>(...sqlOf(q.page))).map((r) => r.id);
       const ids = fromEnd ? got.reverse() : got;
       if (ids.length === 0) return { calls: [], total };
-      // dialect: sqlite only (PostgreSQL: c.id IN (SELECT json_array_elements_text(?::json)))
-      const rows = await tx.all<CallRow>(`${SELECT_CALL} WHERE c.id IN (SELECT value FROM json_each(?))`, [JSON.stringify(ids)]);
+      const rows =
+        tx.dialect === 'postgres'
+          ? await tx.all<CallRow>(`${SELECT_CALL_PG} WHERE c.id IN (SELECT json_array_elements_text(CAST(? AS json)))`, [JSON.stringify(ids)])
+          : await tx.all<CallRow>(`${SELECT_CALL} WHERE c.id IN (SELECT value FROM json_each(?))`, [JSON.stringify(ids)]);
       const byId = new Map(rows.map((r) => [r.id, r]));
       return { calls: ids.flatMap((id) => (byId.has(id) ? [fromRow(byId.get(id) as CallRow)] : [])), total };
     });
@@ -252,10 +257,10 @@ export class CallRepo {
 const sqlOf = (q: SqlQuery): [string, SqlValue[]] => [q.sql, q.args as SqlValue[]];
 
 async function searchPlan(db: SqlClient, orgId: string, search: string | undefined): Promise<SearchPlan> {
-  if (!search || [...search].length < 3) return 'scan';
+  // PostgreSQL's planner chooses between the trigram index and a scan itself (callListSqlPostgres).
+  if (!search || [...search].length < 3 || db.dialect === 'postgres') return 'scan';
   const budget = Math.floor((await counter(db, orgId, 'all', '')) / FTS_SELECTIVITY);
   if (budget === 0) return 'scan';
-  // dialect: sqlite only (PostgreSQL: a pg_trgm index probe on call_search instead of FTS5 MATCH)
   const probe = await db.get<{ n: number }>('SELECT count(*) AS n FROM (SELECT 1 FROM call_search_fts WHERE call_search_fts MATCH ? LIMIT ?)', [ftsPhrase(search), budget + 1]);
   return (probe?.n ?? 0) <= budget ? 'fts' : 'scan';
 }

@@ -7,6 +7,7 @@
 import { chmodSync, closeSync, existsSync, mkdirSync, openSync } from 'node:fs';
 import { join } from 'node:path';
 import { MIGRATIONS, type Migration } from './migrations.ts';
+import { isPostgresUniqueViolation, PostgresStoreError } from './postgres/errors.ts';
 import type { SqlClient } from './sql-client.ts';
 import { SqliteClient } from './sqlite-client.ts';
 import { Database } from './sqlite-driver.ts';
@@ -94,8 +95,12 @@ export async function migrate(client: SqlClient, migrations: Migration[]): Promi
   }
 }
 
-/** True when err is the database's UNIQUE constraint failure (optionally on the given column). */
+/**
+ * True when err is the database's UNIQUE constraint failure (optionally on the given column),
+ * SQLite's or PostgreSQL's (SQLSTATE 23505, whose key columns isPostgresUniqueViolation reads).
+ */
 export function isUniqueViolation(err: unknown, column?: string): boolean {
+  if (err instanceof PostgresStoreError) return isPostgresUniqueViolation(err, column);
   const e = err as { code?: string; message?: string };
   if (e?.code !== 'SQLITE_CONSTRAINT_UNIQUE' && e?.code !== 'SQLITE_CONSTRAINT_PRIMARYKEY') return false;
   return column === undefined || (e.message ?? '').includes(column);

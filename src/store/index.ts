@@ -1,9 +1,11 @@
 /**
- * The store: a repository per resource over one SqlClient (the embedded SQLite database; the
- * repositories are written once for any SqlClient, docs/decisions.md "Store: one set of
- * repositories, two databases").
+ * The store: a repository per resource over one SqlClient, the embedded SQLite database (the
+ * default) or PostgreSQL (store.url; docs/store-postgres.md). The repositories are written once
+ * for any SqlClient (docs/decisions.md "Store: one set of repositories, two databases").
  */
+import { mkdirSync } from 'node:fs';
 import { openSqliteClient } from './db.ts';
+import { migratePostgres, PostgresClient, POSTGRES_MIGRATIONS, redactUrl, type PostgresStoreError } from './postgres/index.ts';
 import { OrganizationRepo, type KeyCache } from './organizations.ts';
 import { AgentRepo, type StoredAgent } from './agents.ts';
 import { VersionRepo } from './versions.ts';
@@ -50,8 +52,38 @@ export interface Store {
   close(): Promise<void>;
 }
 
-/** Opens the data directory's SQLite database (schema brought up to date) and its repositories. */
-export async function openStore(dataDir: string, encryptionKey: string): Promise<Store> {
+/** Where the store's database is: the settings store.url and store.pool_size. */
+export interface StoreBackendOptions {
+  /** Empty or absent: the embedded SQLite database in the data directory; postgres://...: PostgreSQL. */
+  url?: string;
+  /** PostgreSQL: connections the pool may open (default 10). */
+  poolSize?: number;
+  /** PostgreSQL: an idle pooled connection failed (the pool replaces it); default: ignored. */
+  onIdleError?: (err: PostgresStoreError) => void;
+}
+
+/** True when the store URL names PostgreSQL (src/config.ts refuses any other non-empty URL). */
+export const isPostgresUrl = (url: string | undefined): url is string => url !== undefined && /^postgres(ql)?:\/\//i.test(url);
+
+/** The store's database for a log line: `sqlite` with its directory, or `postgres` with the URL, password hidden. */
+export function describeStoreBackend(dataDir: string, backend: StoreBackendOptions = {}): { store: 'sqlite' | 'postgres'; storeLocation: string } {
+  return isPostgresUrl(backend.url) ? { store: 'postgres', storeLocation: redactUrl(backend.url) } : { store: 'sqlite', storeLocation: dataDir };
+}
+
+/**
+ * Opens the store's database, brings its schema up to date and builds the repositories.
+ * SQLite (no URL): the data directory's database; an empty encryptionKey is generated once into
+ * the data directory. PostgreSQL: migrated under the migration lock (several nodes may start at
+ * once); encryptionKey must be given, the same on every node (a generated one would be this
+ * node's alone).
+ */
+export async function openStore(dataDir: string, encryptionKey: string, backend: StoreBackendOptions = {}): Promise<Store> {
+  if (isPostgresUrl(backend.url)) {
+    // Nothing of the store is in it, but the node's own files are (the initial key, recordings).
+    mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+    return openPostgresStore(backend.url, encryptionKey, backend);
+  }
+  if (backend.url !== undefined && backend.url !== '') throw new Error('store.url must be empty (the embedded SQLite database) or a postgres:// or postgresql:// URL');
   // The database first: opening it creates the data directory (0700) the key file goes in.
   const client = await openSqliteClient(dataDir);
   let secretBox: SecretBox;
@@ -62,6 +94,19 @@ export async function openStore(dataDir: string, encryptionKey: string): Promise
     throw err;
   }
   return storeOver(client, secretBox, { sqlite: client.db });
+}
+
+async function openPostgresStore(url: string, encryptionKey: string, backend: StoreBackendOptions): Promise<Store> {
+  if (encryptionKey === '') throw new Error('a PostgreSQL store needs security.encryption_key set (the same on every node): none is generated');
+  const secretBox = new SecretBox(Buffer.from(encryptionKey, 'base64'));
+  const client = new PostgresClient({ url, ...(backend.poolSize !== undefined ? { poolSize: backend.poolSize } : {}), ...(backend.onIdleError ? { onIdleError: backend.onIdleError } : {}) });
+  try {
+    await migratePostgres(client, POSTGRES_MIGRATIONS);
+  } catch (err) {
+    await client.close();
+    throw err;
+  }
+  return storeOver(client, secretBox);
 }
 
 interface SharedCaches {

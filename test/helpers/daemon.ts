@@ -1,8 +1,10 @@
 /**
  * Starts a real daemon for a test: HTTP on 127.0.0.1 with an OS-chosen port, SQLite in a fresh
- * temporary data directory. `api()` sends JSON requests with the daemon's initial API key.
+ * temporary data directory, or the PostgreSQL database of `overrides.store.url` (with
+ * security.encryption_key and token_secret set). `api()` sends JSON requests with the daemon's
+ * initial API key.
  */
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadConfig } from '../../src/config.ts';
@@ -20,7 +22,7 @@ export interface TestDaemon {
   daemon: Daemon;
   url: string;
   dataDir: string;
-  /** The initial API key of the daemon's first organization. */
+  /** The initial API key of the daemon's first organization ('' when the store had a key already: another node's). */
   key: string;
   api<T = any>(method: string, path: string, body?: unknown, opts?: { key?: string | null; headers?: Record<string, string>; rawBody?: string }): Promise<ApiResponse<T>>;
   /** A second organization with its own key (for isolation tests). */
@@ -55,7 +57,9 @@ export async function startTestDaemon(overrides: Record<string, unknown> = {}, d
   );
   const logger = logLines ? createLogger('info', { write: (line: string) => void logLines.push(line) }) : createLogger('silent');
   const daemon = await startDaemon(config, logger, () => {}, options);
-  const key = readFileSync(join(dir, INITIAL_KEY_FILE), 'utf8').trim();
+  // No key file when the store already had a key at start (a second node on a shared PostgreSQL store).
+  const keyFile = join(dir, INITIAL_KEY_FILE);
+  const key = existsSync(keyFile) ? readFileSync(keyFile, 'utf8').trim() : '';
   const td: TestDaemon = {
     daemon,
     url: daemon.url,

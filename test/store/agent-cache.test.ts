@@ -1,30 +1,25 @@
-/** The agent read cache must never serve what SQLite does not hold. */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+/** The agent read cache must never serve what the database does not hold (both store backends). */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { openStore, type Store } from '../../src/store/index.ts';
+import type { Store } from '../../src/store/index.ts';
 import { settingsForCreate, type AgentDefaults } from '../../src/domain/agent.ts';
 import { agentDefaults } from '../../src/api/routes/agents.ts';
 import { loadConfig } from '../../src/config.ts';
+import { forEachStoreBackend, openTestStore, type TestStore } from '../helpers/store-backends.ts';
 
-describe('AgentRepo cache', () => {
-  let dir: string;
+forEachStoreBackend((backend) => describe('AgentRepo cache', () => {
+  let t: TestStore;
   let store: Store;
   let orgId: string;
   const defaults: AgentDefaults = agentDefaults(loadConfig({}, {}));
   const settings = settingsForCreate(defaults, {});
 
   beforeEach(async () => {
-    dir = mkdtempSync(join(tmpdir(), 'agent-cache-'));
-    store = await openStore(dir, '');
+    t = await openTestStore(backend);
+    store = t.store;
     orgId = (await store.organizations.createKey('o')).org.id;
     await store.agents.insert({ id: 'a1', org_id: orgId, name: 'before', status: 'active', phone_number_id: null, settings, created_at: '2026-01-01T00:00:00.000Z' });
   });
-  afterEach(async () => {
-    await store.close();
-    rmSync(dir, { recursive: true, force: true });
-  });
+  afterEach(() => t?.dispose());
 
   const update = (name: string, s: Store = store) =>
     s.agents.update({ id: 'a1', org_id: orgId, name, status: 'active', phone_number_id: null, settings, updated_at: new Date().toISOString() });
@@ -66,4 +61,4 @@ describe('AgentRepo cache', () => {
     }).toThrow(TypeError);
     expect((await store.agents.get(orgId, 'a1'))!.vad_settings.stop_secs).toBe(0.8);
   });
-});
+}));

@@ -1,25 +1,15 @@
 /**
- * The registrar's table (store/registrations.ts, migration 4) on a real SQLite file: a trunk's
+ * The registrar's table (store/registrations.ts, migration 4) on both store backends: a trunk's
  * bindings replaced as a whole, expired ones never read and swept, counts per trunk for the
  * gauge, the computed inbound_registration_status of the trunk reads, and the bindings going with
  * their trunk.
  */
-import { afterAll, describe, expect, it } from 'vitest';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { openStore } from '../../src/store/index.ts';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Store } from '../../src/store/index.ts';
 import type { StoredRegistration } from '../../src/store/registrations.ts';
 import type { SipTrunkSettings } from '../../src/domain/sip-trunk.ts';
+import { forEachStoreBackend, openTestStore, type TestStore } from '../helpers/store-backends.ts';
 
-const dir = mkdtempSync(join(tmpdir(), 'callbridge-registrations-'));
-const store = await openStore(dir, '');
-afterAll(async () => {
-  await store.close();
-  rmSync(dir, { recursive: true, force: true });
-});
-
-const { org } = await store.organizations.createKey('Registrar org');
 const settings: SipTrunkSettings = {
   pbx: 'generic',
   name: 't',
@@ -36,6 +26,21 @@ const settings: SipTrunkSettings = {
   header_variables: [],
 };
 
+forEachStoreBackend((backend) => {
+let t: TestStore;
+let store: Store;
+let org: { id: string };
+let a: string;
+let b: string;
+beforeAll(async () => {
+  t = await openTestStore(backend);
+  store = t.store;
+  org = (await store.organizations.createKey('Registrar org')).org;
+  a = await trunk('00000000-0000-4000-8000-00000000000a', 'user-a');
+  b = await trunk('00000000-0000-4000-8000-00000000000b', 'user-b');
+});
+afterAll(() => t?.dispose());
+
 async function trunk(id: string, user: string): Promise<string> {
   await store.sipTrunks.insert({ id, org_id: org.id, settings: { ...settings, inbound_sip_username: user }, passwords: { inbound_sip_password: 'pw' }, created_at: new Date().toISOString() });
   return id;
@@ -46,8 +51,6 @@ function row(trunkId: string, contact: string, expiresAt: number, updatedAt: num
 }
 
 const now = Date.now();
-const a = await trunk('00000000-0000-4000-8000-00000000000a', 'user-a');
-const b = await trunk('00000000-0000-4000-8000-00000000000b', 'user-b');
 
 describe('RegistrationRepo', () => {
 
@@ -80,6 +83,7 @@ describe('RegistrationRepo', () => {
     expect(await store.registrations.sweep(now + 1000)).toBe(1);
     expect(await store.registrations.live(a, now)).toEqual([]);
     expect(await store.sipTrunks.delete(org.id, b)).toBe(true);
-    expect(store.sqlite!.prepare('SELECT count(*) AS n FROM sip_registrations WHERE trunk_id = ?').get(b)).toEqual({ n: 0 });
+    expect(await store.client.get('SELECT count(*) AS n FROM sip_registrations WHERE trunk_id = ?', [b])).toEqual({ n: 0 });
   });
+});
 });
