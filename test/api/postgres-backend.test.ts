@@ -19,6 +19,7 @@ import { PROBE_INTERVAL_MS, PROBE_TIMEOUT_MS } from '../../src/store/store-probe
 const KEY = Buffer.alloc(32, 0x3c).toString('base64');
 const TOKEN_SECRET = Buffer.alloc(32, 0x4d).toString('base64');
 const TRUNK_PASSWORD = 'trunk-Secret-51c2e9';
+const URL_PASSWORD = 'url-Pw-60e1b7';
 const pgAvailable = postgresAvailability();
 
 describe.skipIf(pgAvailable.skip)(`the daemon on a PostgreSQL store${pgAvailable.skip ? `: skipped, ${pgAvailable.reason}` : ''}`, () => {
@@ -29,7 +30,9 @@ describe.skipIf(pgAvailable.skip)(`the daemon on a PostgreSQL store${pgAvailable
 
   beforeAll(async () => {
     server = await startPostgres();
-    url = await server.createDatabase('daemon_store');
+    // The superuser authenticates by trust: the password in the URL is not checked, but the
+    // daemon must keep it out of its logs all the same.
+    url = (await server.createDatabase('daemon_store')).replace('callbridge@', `callbridge:${URL_PASSWORD}@`);
   });
   afterAll(async () => {
     for (const d of daemons) await d.close().catch(() => {});
@@ -37,8 +40,12 @@ describe.skipIf(pgAvailable.skip)(`the daemon on a PostgreSQL store${pgAvailable
   });
 
   it('keeps what REST wrote across a restart and shows it to a second node; the trunk password stays usable', async () => {
-    const a = await startTestDaemon(overrides());
+    const logLines: string[] = [];
+    const a = await startTestDaemon(overrides(), undefined, {}, logLines);
     daemons.push(a);
+    // The start-up line names the backend and the server, never the password.
+    const listening = logLines.map((l) => JSON.parse(l) as Record<string, unknown>).find((l) => l.msg === 'callbridge listening');
+    expect(listening).toMatchObject({ store: 'postgres', storeLocation: `postgres://callbridge:***@127.0.0.1:${server.port}/daemon_store` });
     const api = a.api.bind(a);
     const ok = async (method: string, path: string, body?: unknown, status = 200) => {
       const r = await api(method, path, body);
@@ -93,6 +100,7 @@ describe.skipIf(pgAvailable.skip)(`the daemon on a PostgreSQL store${pgAvailable
     const a2 = await a.restart();
     daemons.splice(daemons.indexOf(a), 1, a2);
     await checkAll(a2);
+    expect(logLines.join('\n')).not.toContain(URL_PASSWORD);
     // Another node: its own (empty) data directory, the same database and secrets.
     // (not created yet: the daemon makes it, as `npm start` does with ./data)
     const otherDir = join(mkdtempSync(join(tmpdir(), 'callbridge-node-b-')), 'data');
