@@ -65,7 +65,7 @@ async function main(argv: string[]): Promise<number> {
       return 2;
     }
     const config = loadConfig();
-    const store = await openStore(config.data_dir, config.security.encryption_key);
+    const store = await openStore(config.data_dir, config.security.encryption_key, { url: config.store.url, poolSize: config.store.pool_size });
     try {
       process.stdout.write((await store.organizations.createKey(org)).key + '\n');
     } finally {
@@ -99,7 +99,7 @@ async function setVoiceUrlsCommand(args: string[]): Promise<number> {
     process.stderr.write('callbridge telco set-voice-urls: http.public_url (CALLBRIDGE_PUBLIC_URL) is not set: the carrier needs the URL it can reach this daemon at\n');
     return 2;
   }
-  const store = await openStore(config.data_dir, config.security.encryption_key);
+  const store = await openStore(config.data_dir, config.security.encryption_key, { url: config.store.url, poolSize: config.store.pool_size });
   try {
     let orgId: string | undefined;
     if (orgName !== undefined) {
