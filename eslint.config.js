@@ -70,6 +70,15 @@ export default tseslint.config(
       '@typescript-eslint/no-misused-promises': 'error',
     },
   },
+  {
+    // One process must never load both better-sqlite3 majors: 12 aborts Node 24 at a later GC
+    // (src/store/sqlite-driver.ts picks the one that runs here). Tests and benches open
+    // databases through that module's `Database`, as the daemon does.
+    files: ['test/**/*.ts', 'bench/**/*.ts', 'scripts/**/*.ts'],
+    rules: {
+      'no-restricted-imports': ['error', { paths: [{ name: 'better-sqlite3', allowTypeImports: true, message: "open SQLite through src/store/sqlite-driver.ts's Database (the better-sqlite3 major that runs on this Node)" }] }],
+    },
+  },
   ...direction,
   ...sipLayers,
 );
