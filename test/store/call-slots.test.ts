@@ -26,7 +26,7 @@ forEachStoreBackend((backend) =>
       await t?.dispose();
     });
 
-    const take = (node: Store, nodeId: string, orgId: string, trunkId: string | null, limits: SlotLimits, id = randomUUID()) => node.callSlots.acquire({ id, nodeId, orgId, trunkId }, limits);
+    const take = (node: Store, nodeId: string, orgId: string, trunkId: string | null, limits: SlotLimits, id: string = randomUUID()) => node.callSlots.acquire({ id, nodeId, orgId, trunkId }, limits);
 
     it('per trunk: two calls on the trunk, the third (on the other node) refused; a freed slot admits again', async () => {
       const limits = { perOrg: 0, perTrunk: 2 };
