@@ -260,7 +260,7 @@ const schema = {
   },
   cluster: {
     node_id: {
-      doc: 'This node\'s name among the nodes sharing the store (docs/cluster.md): 1-64 characters of A-Z a-z 0-9 . _ -, unique per node. Empty = the machine\'s host name.',
+      doc: 'This node\'s name among the nodes sharing the store (docs/store-postgres.md "Several nodes"): 1-64 characters of A-Z a-z 0-9 . _ -, unique per node. Empty = the machine\'s host name.',
       format: 'node-id',
       default: '',
       env: 'CALLBRIDGE_CLUSTER_NODE_ID',

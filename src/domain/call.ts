@@ -127,7 +127,7 @@ const OUTCOMES: Readonly<Record<string, CallOutcome>> = {
   'callee side ended: remote_bye': 'ended_by_user',
 };
 
-/** The reason of a call whose node stopped heartbeating: a surviving node ended it (docs/cluster.md). */
+/** The reason of a call whose node stopped heartbeating: a surviving node ended it (docs/store-postgres.md "Several nodes"). */
 export const NODE_LOST = 'node_lost';
 
 /** The outcome bucket of a termination reason; undefined for the others (error, expired, a failed dial). */

@@ -1,5 +1,5 @@
 /**
- * Call slots (table `call_slots`, docs/cluster.md): the calls counted against
+ * Call slots (table `call_slots`, docs/store-postgres.md "Several nodes"): the calls counted against
  * bridge.max_calls_per_trunk and bridge.max_calls_per_org, kept in the database so that the
  * limits hold across every node sharing it. A slot is taken at admission and freed when the call
  * ends; a node frees its own leftovers at start, and a survivor frees a dead node's.
@@ -79,10 +79,10 @@ export class CallSlotRepo {
     return (await this.db.run('DELETE FROM call_slots')).changes;
   }
 
-  /** How many slots are held, by organization or trunk (operators, tests). */
-  async count(by: { orgId: string } | { trunkId: string }): Promise<number> {
-    const r = 'orgId' in by ? await this.db.get<{ n: number }>('SELECT count(*) AS n FROM call_slots WHERE org_id = ?', [by.orgId]) : await this.db.get<{ n: number }>('SELECT count(*) AS n FROM call_slots WHERE trunk_id = ?', [by.trunkId]);
-    return r?.n ?? 0;
+  /** How many slots are held, by organization, trunk or node (operators, tests). */
+  async count(by: { orgId: string } | { trunkId: string } | { nodeId: string }): Promise<number> {
+    const [column, value] = 'orgId' in by ? ['org_id', by.orgId] : 'trunkId' in by ? ['trunk_id', by.trunkId] : ['node_id', by.nodeId];
+    return (await this.db.get<{ n: number }>(`SELECT count(*) AS n FROM call_slots WHERE ${column} = ?`, [value]))?.n ?? 0;
   }
 }
 

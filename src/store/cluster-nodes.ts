@@ -1,5 +1,5 @@
 /**
- * Node leases (table `cluster_nodes`, docs/cluster.md): each node running on the store has a row
+ * Node leases (table `cluster_nodes`, docs/store-postgres.md "Several nodes"): each node running on the store has a row
  * it refreshes every cluster.heartbeat_secs; a node whose row has not been refreshed for
  * cluster.node_timeout_secs is dead, and the first survivor to see it ends its calls (node_lost)
  * and frees its call slots. Times are milliseconds since the epoch on the DATABASE's clock, so

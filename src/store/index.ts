@@ -45,7 +45,7 @@ export interface Store {
   sessions: SessionRepo;
   /** REGISTER bindings of PBXs on digest trunks (callbridge as their registrar). */
   registrations: RegistrationRepo;
-  /** Node leases (docs/cluster.md). */
+  /** Node leases (docs/store-postgres.md "Several nodes"). */
   clusterNodes: ClusterNodeRepo;
   /** Calls counted against the per-trunk and per-organization limits, across nodes. */
   callSlots: CallSlotRepo;

@@ -401,7 +401,7 @@ export const MIGRATIONS: Migration[] = [
   {
     version: 9,
     name: 'cluster: node leases, the node of each call, call slots',
-    // docs/cluster.md: several nodes on one database. Times here are milliseconds since the
+    // docs/store-postgres.md "Several nodes": several nodes on one database. Times here are milliseconds since the
     // epoch read from the DATABASE's clock (the nodes' clocks may disagree).
     sql: `
       -- One row per running node: written at start, refreshed every cluster.heartbeat_secs,

@@ -1,5 +1,5 @@
 /**
- * This node's lease and the look for dead nodes (docs/cluster.md): at start the node frees the
+ * This node's lease and the look for dead nodes (docs/store-postgres.md "Several nodes"): at start the node frees the
  * call slots its previous run left and writes its lease; then every cluster.heartbeat_secs it
  * refreshes the lease and takes over the nodes whose lease is older than
  * cluster.node_timeout_secs (their calls end failed, node_lost; their slots are freed). At a

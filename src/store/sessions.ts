@@ -114,7 +114,7 @@ export class SessionRepo {
     const claimed = await this.db.transaction(async (tx) => {
       const r = await tx.run('UPDATE sessions SET connected_at = ? WHERE id = ? AND connected_at IS NULL AND token_jti = ? AND token_expires_at > ?', [now, id, jti, now]);
       // The call now runs on this node (a token issued on one node may be opened on another):
-      // if this node dies, the survivors' sweep ends it (docs/cluster.md).
+      // if this node dies, the survivors' sweep ends it (docs/store-postgres.md "Several nodes").
       if (r.changes === 1 && this.nodeId !== null) await tx.run('UPDATE calls SET node_id = ? WHERE id = ?', [this.nodeId, id]);
       return r.changes === 1;
     });

@@ -63,10 +63,8 @@ async function secondCall(first: TestDaemon, secondTo: TestDaemon = first): Prom
   return peer.for(second);
 }
 
-/** The slots the store holds for calls of the daemon's organization (all organizations: one here). */
-async function slotsHeld(td: TestDaemon): Promise<number> {
-  return (await td.daemon.store.client.get<{ n: number }>('SELECT count(*) AS n FROM call_slots'))?.n ?? 0;
-}
+/** The call slots the daemon holds (counted in its memory on SQLite, in the store on PostgreSQL). */
+const slotsHeld = (td: TestDaemon): Promise<number> => td.daemon.bridge.slotsHeld();
 
 async function until(what: string, check: () => Promise<boolean>): Promise<void> {
   const end = Date.now() + 5000;
