@@ -181,7 +181,7 @@ export async function startDaemon(
   const port = typeof addr === 'object' && addr ? addr.port : config.http.port;
   const host = config.http.host.includes(':') ? `[${config.http.host}]` : config.http.host;
   url = `http://${host === '0.0.0.0' ? '127.0.0.1' : host}:${port}`;
-  logger.info({ url, dataDir: config.data_dir, ...describeStoreBackend(config.data_dir, backend), region: config.region.self, node: process.versions.node, sqliteDriver: SQLITE_DRIVER_PACKAGE, mallocArenaMax: process.env.MALLOC_ARENA_MAX || 'glibc default' }, 'callbridge listening');
+  logger.info({ url, dataDir: config.data_dir, nodeId: config.cluster.node_id, ...describeStoreBackend(config.data_dir, backend), region: config.region.self, node: process.versions.node, sqliteDriver: SQLITE_DRIVER_PACKAGE, mallocArenaMax: process.env.MALLOC_ARENA_MAX || 'glibc default' }, 'callbridge listening');
   const sttDetail = readinessDetail(config);
   if (sttDetail !== undefined) logger.warn(sttDetail);
   // Every routed inbound call becomes a voice session of its agent, through our own

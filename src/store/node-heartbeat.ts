@@ -38,6 +38,11 @@ export class NodeHeartbeat {
     // SQLite: one node owns the file, so every slot in it is a previous run's (whatever node id
     // that run had). PostgreSQL: only this node's; the others' belong to live nodes or to the sweep.
     const freed = this.#store.client.dialect === 'sqlite' ? await this.#store.callSlots.releaseAll() : await this.#store.callSlots.releaseNode(nodeId);
+    // A fresh lease of this id is another process with the same cluster.node_id (or this node's
+    // previous run, killed less than node_timeout_secs ago): worth a line, since two live nodes
+    // sharing an id would end each other's calls at start and take each other's lease.
+    const same = (await this.#store.clusterNodes.list()).find((n) => n.node_id === nodeId && n.age_ms < this.#o.nodeTimeoutMs);
+    if (same !== undefined) this.#o.log.warn({ nodeId, lastHeartbeatMsAgo: same.age_ms }, 'cluster: a lease of this node id was refreshed recently: if another node runs with this cluster.node_id, give each node its own');
     if (freed > 0) this.#o.log.warn({ nodeId, slots: freed }, 'cluster: freed call slots a previous run of this node never gave back');
     this.#startedAt = await this.#join();
     const nodes = await this.#store.clusterNodes.list();

@@ -89,5 +89,16 @@ describe.skipIf(pg.skip)(`the heartbeat loop on PostgreSQL${pg.skip ? `: skipped
     await hx.stop();
     expect(await x.callSlots.count({ orgId: 'o' })).toBe(1);
     expect(log.lines.some((l) => l.obj.slots === 1 && /freed call slots a previous run/.test(l.msg))).toBe(true);
+    // No fresh lease of this id was there: no warning about a second node with the same id.
+    expect(log.lines.some((l) => /a lease of this node id was refreshed recently/.test(l.msg))).toBe(false);
+    // Two processes with one node id: the second start says so.
+    const first = new NodeHeartbeat(x, { nodeId: 'node-twin', heartbeatMs: HEARTBEAT_MS, nodeTimeoutMs: TIMEOUT_MS, log: recordingLog().log });
+    await first.start();
+    const twinLog = recordingLog();
+    const twin = new NodeHeartbeat(y, { nodeId: 'node-twin', heartbeatMs: HEARTBEAT_MS, nodeTimeoutMs: TIMEOUT_MS, log: twinLog.log });
+    await twin.start();
+    expect(twinLog.lines.some((l) => /a lease of this node id was refreshed recently/.test(l.msg))).toBe(true);
+    await twin.stop();
+    await first.stop();
   });
 });
