@@ -48,7 +48,7 @@ function summary(r: MigrateStoreReport): string {
   const lines = [
     `${r.file} (schema version ${r.schemaVersion}) -> ${r.target}`,
     `${'table'.padEnd(width)}  ${'rows'.padStart(9)}`,
-    ...r.tables.map((t) => `${t.table.padEnd(width)}  ${String(t.rows).padStart(9)}${t.how === 'rebuilt' ? "  rebuilt by PostgreSQL's triggers, equal to the source's" : ''}`),
+    ...r.tables.map((t) => `${t.table.padEnd(width)}  ${String(t.rows).padStart(9)}${t.derived ? '  (kept by triggers: copied with them off, equal row for row)' : ''}`),
   ];
   if (r.sqliteOnly.length > 0) lines.push(`not copied (SQLite's own search index; PostgreSQL searches with pg_trgm): ${r.sqliteOnly.join(', ')}`);
   const seconds = r.ms / 1000;

@@ -191,7 +191,7 @@ describe.skipIf(pgAvailable.skip)(`callbridge migrate-store${pgAvailable.skip ? 
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout + r.stderr).not.toContain(URL_PASSWORD);
     expect(r.stdout).toMatch(/^calls\s+28$/m);
-    expect(r.stdout).toMatch(/^call_counts\s+\d+\s+rebuilt by PostgreSQL's triggers, equal to the source's$/m);
+    expect(r.stdout).toMatch(/^call_counts\s+\d+\s+\(kept by triggers: copied with them off, equal row for row\)$/m);
     expect(r.stdout).toMatch(/^2 sealed values .* open with the encryption key/m);
     // It names the files, never the secrets in them.
     const keyFile = join(sqliteDir, 'encryption-key');
@@ -214,9 +214,18 @@ describe.skipIf(pgAvailable.skip)(`callbridge migrate-store${pgAvailable.skip ? 
         expect(canonical(await pg.all(`SELECT * FROM ${t}`)), t).toEqual(canonical(rows));
         expect(r.stdout, t).toMatch(new RegExp(`^${t}\\s+${rows.length}$`, 'm'));
       }
-      // The counters, rebuilt by PostgreSQL's triggers, equal to SQLite's (a counter at 0 is no counter).
+      // The counters equal SQLite's, and equal to a recount of the copied calls (as PostgreSQL's migration 3 counts them).
       const counts = 'SELECT org_id, dim, val, n FROM call_counts WHERE n <> 0';
       expect(canonical(await pg.all(counts))).toEqual(canonical(sqlite.prepare(counts).all() as Array<Record<string, unknown>>));
+      const recount = `SELECT org_id, 'all' AS dim, '' AS val, count(*) AS n FROM calls GROUP BY org_id
+        UNION ALL SELECT org_id, 'status', status, count(*) FROM calls GROUP BY org_id, status
+        UNION ALL SELECT org_id, 'source', source, count(*) FROM calls GROUP BY org_id, source
+        UNION ALL SELECT org_id, 'outbound', CAST(outbound AS TEXT), count(*) FROM calls GROUP BY org_id, outbound
+        UNION ALL SELECT org_id, 'outcome', coalesce(outcome, ''), count(*) FROM calls GROUP BY org_id, coalesce(outcome, '')
+        UNION ALL SELECT org_id, 'agent', coalesce(agent_id, ''), count(*) FROM calls GROUP BY org_id, coalesce(agent_id, '')`;
+      expect(canonical(await pg.all(counts))).toEqual(canonical(await pg.all(recount)));
+      // The counting triggers are on again.
+      expect((await pg.all<{ tgenabled: string }>("SELECT tgenabled FROM pg_trigger WHERE tgrelid = CAST('calls' AS regclass) AND NOT tgisinternal")).map((t) => t.tgenabled)).toEqual(['O', 'O', 'O']);
     } finally {
       sqlite.close();
       await pg.close();
@@ -250,8 +259,9 @@ describe.skipIf(pgAvailable.skip)(`callbridge migrate-store${pgAvailable.skip ? 
       const call = await get(`/v1/calls/${filled.callIds[0]}`);
       expect(call.transcript.entries[0]).toMatchObject({ message: 'hello 0' });
       expect(call.tags).toEqual(['batch-0', 'vip']);
-      // New writes continue after the copied rows.
-      expect((await node.api('POST', '/v1/agents', { name: 'After the move' }, { key: source.key })).status).toBe(201);
+      // New writes continue after the copied rows, counted by the triggers.
+      expect((await node.api('POST', '/v1/session-token', { agent_id: filled.agentId, caller_id: '+15550003333' }, { key: source.key })).status).toBe(200);
+      expect((await get('/v1/calls')).pagination.total).toBe(filled.total + 1);
     } finally {
       await node.close();
     }

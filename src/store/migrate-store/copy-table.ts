@@ -70,16 +70,9 @@ export function countSourceRows(source: Database, table: string): number {
   return (source.prepare(`SELECT count(*) AS n FROM ${quoteIdent(table)}`).get() as { n: number }).n;
 }
 
-/**
- * A rebuilt table's rows on both sides, as comparable text. A row whose integer columns are all
- * 0 is left out: it is a counter at zero, which SQLite's triggers leave behind when the last call
- * of a value moves on, and which means the same as no row (the rebuild inserts only values that
- * occur).
- */
-export async function rebuiltRows(source: Database, target: SqlClient, table: string, integerColumns: readonly string[], columns: readonly string[]): Promise<{ source: string[]; target: string[] }> {
-  const list = columns.map(quoteIdent).join(', ');
-  const zero = integerColumns.length === 0 ? '' : ` WHERE NOT (${integerColumns.map((c) => `${quoteIdent(c)} = 0`).join(' AND ')})`;
-  const sql = `SELECT ${list} FROM ${quoteIdent(table)}${zero}`;
+/** A table's rows on both sides, as comparable text, sorted. */
+export async function tableRows(source: Database, target: SqlClient, table: string, columns: readonly string[]): Promise<{ source: string[]; target: string[] }> {
+  const sql = `SELECT ${columns.map(quoteIdent).join(', ')} FROM ${quoteIdent(table)}`;
   const encode = (row: Record<string, unknown>) => JSON.stringify(columns.map((c) => row[c]));
   return {
     source: (source.prepare(sql).all() as Array<Record<string, unknown>>).map(encode).sort(),

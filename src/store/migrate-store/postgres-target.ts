@@ -19,8 +19,10 @@ export interface TargetSchema {
   tables: Map<string, TargetColumn[]>;
   /** child -> the tables its foreign keys reference (itself excluded). */
   references: Map<string, Set<string>>;
-  /** Tables the target's triggers insert into (the call counters): filled as rows arrive. */
+  /** Tables the target's triggers insert into (the call counters), derived from other tables' rows. */
   derived: Set<string>;
+  /** Tables carrying the triggers that fill `derived` (calls). */
+  deriving: Set<string>;
 }
 
 export async function readTargetSchema(db: SqlClient): Promise<TargetSchema> {
@@ -50,16 +52,22 @@ export async function readTargetSchema(db: SqlClient): Promise<TargetSchema> {
     if (child === parent) continue;
     references.set(child, (references.get(child) ?? new Set()).add(parent));
   }
-  const bodies = await db.all<{ body: string }>(
-    `SELECT DISTINCT p.prosrc AS body
+  const triggers = await db.all<{ table_name: string; body: string }>(
+    `SELECT DISTINCT c.relname AS table_name, p.prosrc AS body
        FROM pg_trigger t
        JOIN pg_proc p ON p.oid = t.tgfoid
        JOIN pg_class c ON c.oid = t.tgrelid
        JOIN pg_namespace n ON n.oid = c.relnamespace
       WHERE NOT t.tgisinternal AND n.nspname = current_schema()`,
   );
-  const derived = new Set(bodies.flatMap((b) => insertTargets(b.body)).filter((t) => tables.has(t)));
-  return { tables, references, derived };
+  const derived = new Set<string>();
+  const deriving = new Set<string>();
+  for (const t of triggers) {
+    const filled = insertTargets(t.body).filter((name) => tables.has(name));
+    for (const name of filled) derived.add(name);
+    if (filled.length > 0) deriving.add(t.table_name);
+  }
+  return { tables, references, derived, deriving };
 }
 
 /** The newest schema version applied to the target. */
