@@ -14,6 +14,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PostgresClient } from '../../src/store/postgres/index.ts';
 import { Database } from '../../src/store/sqlite-driver.ts';
+import { CALL_COUNTS_RECOUNT } from '../helpers/call-counts.ts';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.ts';
 import { postgresAvailability } from '../helpers/postgres.ts';
 import { stopTestPostgres, testPostgresDatabase } from '../helpers/store-backends.ts';
@@ -217,13 +218,7 @@ describe.skipIf(pgAvailable.skip)(`callbridge migrate-store${pgAvailable.skip ? 
       // The counters equal SQLite's, and equal to a recount of the copied calls (as PostgreSQL's migration 3 counts them).
       const counts = 'SELECT org_id, dim, val, n FROM call_counts WHERE n <> 0';
       expect(canonical(await pg.all(counts))).toEqual(canonical(sqlite.prepare(counts).all() as Array<Record<string, unknown>>));
-      const recount = `SELECT org_id, 'all' AS dim, '' AS val, count(*) AS n FROM calls GROUP BY org_id
-        UNION ALL SELECT org_id, 'status', status, count(*) FROM calls GROUP BY org_id, status
-        UNION ALL SELECT org_id, 'source', source, count(*) FROM calls GROUP BY org_id, source
-        UNION ALL SELECT org_id, 'outbound', CAST(outbound AS TEXT), count(*) FROM calls GROUP BY org_id, outbound
-        UNION ALL SELECT org_id, 'outcome', coalesce(outcome, ''), count(*) FROM calls GROUP BY org_id, coalesce(outcome, '')
-        UNION ALL SELECT org_id, 'agent', coalesce(agent_id, ''), count(*) FROM calls GROUP BY org_id, coalesce(agent_id, '')`;
-      expect(canonical(await pg.all(counts))).toEqual(canonical(await pg.all(recount)));
+      expect(canonical(await pg.all(counts))).toEqual(canonical(await pg.all(CALL_COUNTS_RECOUNT)));
       // The counting triggers are on again.
       expect((await pg.all<{ tgenabled: string }>("SELECT tgenabled FROM pg_trigger WHERE tgrelid = CAST('calls' AS regclass) AND NOT tgisinternal")).map((t) => t.tgenabled)).toEqual(['O', 'O', 'O']);
     } finally {
