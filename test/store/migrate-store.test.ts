@@ -12,7 +12,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PostgresClient } from '../../src/store/postgres/index.ts';
+import { migratePostgres, PostgresClient, POSTGRES_MIGRATIONS } from '../../src/store/postgres/index.ts';
 import { Database } from '../../src/store/sqlite-driver.ts';
 import { CALL_COUNTS_RECOUNT } from '../helpers/call-counts.ts';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.ts';
@@ -185,6 +185,26 @@ describe.skipIf(pgAvailable.skip)(`callbridge migrate-store${pgAvailable.skip ? 
       db.close();
     }
     expect(await targetRows(empty)).toBe(0);
+  }, 60_000);
+
+  it('rolls the whole copy back when a table arrives short, counting triggers on again', async () => {
+    // A target that silently drops call_tags rows (a BEFORE trigger returning NULL).
+    const lossy = (await testPostgresDatabase('lossy')).url;
+    const client = new PostgresClient({ url: lossy, poolSize: 1 });
+    try {
+      await migratePostgres(client, POSTGRES_MIGRATIONS);
+      await client.exec(`CREATE FUNCTION drop_row() RETURNS trigger LANGUAGE plpgsql AS $fn$ BEGIN RETURN NULL; END $fn$;
+        CREATE TRIGGER drop_tags BEFORE INSERT ON call_tags FOR EACH ROW EXECUTE FUNCTION drop_row();`);
+      const r = await migrateStore(['--from', `sqlite:${sqliteDir}`, '--to', lossy]);
+      expect(r.code, r.stderr).toBe(1);
+      expect(r.stderr).toMatch(/call_tags: the source has \d+ rows, 0 arrived; rolled back, nothing was written/);
+      expect(r.stdout).toBe('');
+      expect(await targetRows(lossy)).toBe(0);
+      const enabled = await client.all<{ tgenabled: string }>("SELECT tgenabled FROM pg_trigger WHERE tgrelid = CAST('calls' AS regclass) AND NOT tgisinternal");
+      expect(enabled.map((t) => t.tgenabled)).toEqual(['O', 'O', 'O']);
+    } finally {
+      await client.close();
+    }
   }, 60_000);
 
   it('copies every table, verified; a daemon on PostgreSQL serves it all with the secrets the command named', async () => {
