@@ -154,6 +154,7 @@ describe.skipIf(pgAvailable.skip)(`callbridge migrate-store${pgAvailable.skip ? 
     const cases: Array<{ args: string[]; env?: Record<string, string>; code: number; says: RegExp }> = [
       { args: ['--from', `sqlite:${sqliteDir}`], code: 2, says: /--from and --to are required/ },
       { args: ['--from', 'sqlite:/nonexistent/callbridge', '--to', empty], code: 1, says: /no such file or directory: \/nonexistent\/callbridge/ },
+      { args: ['--from', unreachable, '--to', empty], code: 1, says: /--from must be sqlite:<data directory or database file>/ },
       { args: ['--from', `sqlite:${tempDir('callbridge-migrate-nodb-')}`, '--to', empty], code: 1, says: /no callbridge database in .*callbridge\.sqlite/ },
       { args: ['--from', `sqlite:${garbage}`, '--to', empty], code: 1, says: /callbridge\.sqlite is not a SQLite database/ },
       { args: ['--from', `sqlite:${sqliteDir}`, '--to', `mysql://callbridge:${URL_PASSWORD}@127.0.0.1/x`], code: 1, says: /--to must be a postgres:\/\/ or postgresql:\/\/ URL, got mysql:\/\/callbridge:\*\*\*@127\.0\.0\.1\/x/ },

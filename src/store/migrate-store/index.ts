@@ -85,7 +85,11 @@ export async function migrateStore(options: MigrateStoreOptions): Promise<Migrat
       const schema = await readTargetSchema(target);
       const schemaVersion = await sameSchemaVersion(source.db, target);
       const plan = planCopy(tables, derived, schema);
-      const results = await copyAll(source, target, plan);
+      const results = await copyAll(source, target, plan).catch((err: unknown) => {
+        if (err instanceof MigrateStoreError) throw err;
+        // The server gone mid-copy, a statement refused...: PostgresStoreError's message names the server redacted.
+        throw new MigrateStoreError('copy', `the copy failed, rolled back, nothing was written: ${(err as Error).message}`, { cause: err });
+      });
       return {
         file: source.file,
         target: redactUrl(options.to),

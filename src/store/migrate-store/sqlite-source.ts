@@ -30,10 +30,13 @@ export interface SqliteSource {
   close(): void;
 }
 
-/** `sqlite:<path>` (or a bare path): a data directory, or the database file itself. */
+/**
+ * `sqlite:<path>`: a data directory, or the database file itself. Anything else is refused without
+ * being repeated (it could be a URL with a password, given to the wrong flag).
+ */
 export function sqliteSourcePath(spec: string): string {
-  const path = spec.startsWith('sqlite:') ? spec.slice('sqlite:'.length) : spec;
-  if (path === '') throw new MigrateStoreError('source', '--from names no file: expected sqlite:<data directory or database file>');
+  const path = spec.startsWith('sqlite:') ? spec.slice('sqlite:'.length) : '';
+  if (path === '') throw new MigrateStoreError('source', '--from must be sqlite:<data directory or database file>');
   return path;
 }
 
