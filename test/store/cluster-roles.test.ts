@@ -13,23 +13,11 @@ import { createLogger } from '../../src/log.ts';
 import { PostgresClient } from '../../src/store/postgres/index.ts';
 import { CLUSTER_ROLES, CLUSTER_ROLE_NAMES, clusterRolesOver, type ClusterRole, type ClusterRoles } from '../../src/store/cluster-roles.ts';
 import { openTestStore, stopTestPostgres, testPostgresDatabase } from '../helpers/store-backends.ts';
-import { postgresAvailability } from '../helpers/postgres.ts';
+import { freePort, postgresAvailability } from '../helpers/postgres.ts';
 import { delay, until } from '../helpers/until.ts';
 
 const POLL_MS = 200;
 const pgAvailable = postgresAvailability();
-
-/** A TCP port free on 127.0.0.1 right now. */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as net.AddressInfo;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 /**
  * A TCP relay to the PostgreSQL server on a port of its own, closed until open(): a node that
