@@ -70,6 +70,8 @@ function singleNodeRoles(): ClusterRoles {
  * work before another node can be granted the role.
  */
 export const SERVER_DEAD_PEER_POLLS = 6;
+/** The shortest wait for the roles' connection to open, ms. */
+const MIN_CONNECT_TIMEOUT_MS = 5000;
 
 function advisoryLockRoles(client: PostgresClient, o: ClusterRolesOptions): ClusterRoles {
   const log = o.logger.child({ component: 'cluster' });
@@ -77,17 +79,21 @@ function advisoryLockRoles(client: PostgresClient, o: ClusterRolesOptions): Clus
   const pollSecs = o.pollMs / 1000;
   let unreachableSaid = false;
   const holder = new AdvisoryLockHolder({
-    open: () =>
-      client.openDedicatedSession({
+    async open() {
+      const session = await client.openDedicatedSession({
         queryTimeoutMs: o.pollMs,
-        connectTimeoutMs: o.pollMs,
+        // Connecting is not bounded by the overlap reasoning: a slow server may take its time.
+        connectTimeoutMs: Math.max(o.pollMs, MIN_CONNECT_TIMEOUT_MS),
         serverDeadPeerSecs: Math.ceil(SERVER_DEAD_PEER_POLLS * pollSecs),
-      }),
+      });
+      // Reached again: the next outage gets its own line.
+      unreachableSaid = false;
+      return session;
+    },
     keys: new Map(CLUSTER_ROLE_NAMES.map((r) => [r, CLUSTER_ROLES[r].key])),
     pollMs: o.pollMs,
     onChange(name, held, why) {
       const role = name as ClusterRole;
-      unreachableSaid = false;
       const { key, work } = CLUSTER_ROLES[role];
       if (held) log.info({ role, lockKey: key }, `cluster role ${role} taken: this node now runs ${work}`);
       else if (why === 'released') log.info({ role, lockKey: key }, `cluster role ${role} released: another node takes over ${work}`);

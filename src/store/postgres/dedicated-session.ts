@@ -85,11 +85,7 @@ export async function openDedicatedSession(url: string, applicationName: string,
       lost = fn;
     },
     async close() {
-      if (ended) {
-        // Lost already: the socket may still need releasing.
-        await client.end().catch(() => {});
-        return;
-      }
+      // Also after a loss: the socket may still need releasing.
       ended = true;
       await client.end().catch(() => {});
     },
