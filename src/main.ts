@@ -100,12 +100,12 @@ export async function startDaemon(
   });
   // PostgreSQL is a server that can go away: /readyz says so (SQLite is a file: never probed).
   const storeProbe = store.client.dialect === 'postgres' ? new StoreProbe(store.client) : undefined;
+  await ensureInitialKey(store, config, logger, print);
   // What runs once per cluster (carrier registrations, cleanups) runs here while this node holds
   // its role: always on SQLite; on PostgreSQL, taken from the first try when no node has it.
   const roles = clusterRolesOver(store.client, { pollMs: config.cluster.singleton_poll_secs * 1000, logger });
   await roles.start();
   installClusterRoleGauge(registry, roles);
-  await ensureInitialKey(store, config, logger, print);
   let listening = false;
   let draining = false;
   let sip: SipService | undefined;

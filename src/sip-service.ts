@@ -10,7 +10,7 @@ import { networkInterfaces } from 'node:os';
 import type { Config } from './config.ts';
 import type { Logger } from './log.ts';
 import type { Store } from './store/index.ts';
-import type { ClusterRoles } from './store/cluster-roles.ts';
+import { SINGLE_NODE_ROLES, type ClusterRoles } from './store/cluster-roles.ts';
 import { PortAllocator } from './media/port-allocator.ts';
 import { MediaWorkerPool } from './media/media-worker-pool.ts';
 import type { CodecName } from './media/codecs.ts';
@@ -173,12 +173,9 @@ export interface SipServiceOptions {
   roles?: Pick<ClusterRoles, 'shared' | 'holds' | 'watch'>;
 }
 
-/** A lone node: every once-per-cluster job is its own. */
-const SINGLE_NODE: Pick<ClusterRoles, 'shared' | 'holds' | 'watch'> = { shared: false, holds: () => true, watch: () => {} };
-
 export async function startSip(config: Config, store: Store, logger: Logger, registry?: Registry, options: SipServiceOptions = {}): Promise<SipService> {
   const log = logger.child({ component: 'sip' });
-  const roles = options.roles ?? SINGLE_NODE;
+  const roles = options.roles ?? SINGLE_NODE_ROLES;
   const host = config.sip.host;
   const advertise = advertiseAddress(config);
   const transports = list(config.sip.transports) as ('udp' | 'tcp')[];

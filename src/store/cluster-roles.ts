@@ -50,18 +50,17 @@ export interface ClusterRolesOptions {
 
 /** The roles over the store's database: advisory locks on PostgreSQL, always held on SQLite. */
 export function clusterRolesOver(client: SqlClient, o: ClusterRolesOptions): ClusterRoles {
-  return client instanceof PostgresClient ? advisoryLockRoles(client, o) : singleNodeRoles();
+  return client instanceof PostgresClient ? advisoryLockRoles(client, o) : SINGLE_NODE_ROLES;
 }
 
-function singleNodeRoles(): ClusterRoles {
-  return {
-    shared: false,
-    holds: () => true,
-    watch: () => {},
-    start: async () => {},
-    close: async () => {},
-  };
-}
+/** One node owns the database: every role is its own, for good. */
+export const SINGLE_NODE_ROLES: ClusterRoles = {
+  shared: false,
+  holds: () => true,
+  watch: () => {},
+  start: async () => {},
+  close: async () => {},
+};
 
 /**
  * How long the database server waits for a silent node before it ends its session (and frees its
