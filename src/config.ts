@@ -653,6 +653,14 @@ const schema = {
   drain: {
     deadline_secs: { doc: 'On SIGTERM, how long calls in progress may go on before they are ended.', format: 'nat', default: 30, env: 'CALLBRIDGE_DRAIN_DEADLINE_SECS' },
   },
+  cluster: {
+    singleton_poll_secs: {
+      doc: 'PostgreSQL store: how often a node tries to take the once-per-cluster work (carrier registrations, cleanups) that another node holds, and a node holding it checks its database connection; a dead holder is replaced within about this long (docs/store-postgres.md, "Once per cluster"). Unused with SQLite (one node runs everything).',
+      format: 'nat',
+      default: 5,
+      env: 'CALLBRIDGE_CLUSTER_SINGLETON_POLL_SECS',
+    },
+  },
 };
 
 export type Config = {
@@ -744,6 +752,7 @@ export type Config = {
   telco: { api_base_url: string; timeout_ms: number; outbound_trunks: Array<{ account_sid: string; sip_trunk_id: string }>; set_voice_url: boolean };
   webrtc: { url: string; api_key: string; api_secret: string };
   drain: { deadline_secs: number };
+  cluster: { singleton_poll_secs: number };
 };
 
 /** A setting that is invalid on its own or against another setting. */
@@ -810,6 +819,7 @@ function flatten(obj: Record<string, unknown>, prefix = ''): Array<[string, unkn
 /** Rules that involve more than one setting. */
 function crossCheck(config: Config): void {
   if (config.store.pool_size < 1) throw new ConfigError('invalid configuration: store.pool_size must be at least 1');
+  if (config.cluster.singleton_poll_secs < 1) throw new ConfigError('invalid configuration: cluster.singleton_poll_secs must be at least 1');
   if (config.store.url !== '' && (config.security.encryption_key === '' || config.security.token_secret === '')) {
     // Generated secrets live in one node's data_dir: another node sharing the database could
     // neither read the trunk passwords sealed with that key nor verify the tokens signed with it.
