@@ -100,6 +100,8 @@ let callSeq = 0;
 /** What (b) leaves for the node-lost check: the killed node, when, and the record of the call it carried. */
 let agentId = '';
 let aclTrunkId = '';
+/** What the restart in (b) leaves for its own check: the call up on a survivor across it. */
+let acrossRestart: { caller: string; atRestart: any; finished?: ClusterCall } | undefined;
 let lost: { node: CallbridgeNode; killedAt: number; callId: string; caller: string } | undefined;
 
 /** A finished call placed through Kamailio. */
@@ -561,19 +563,41 @@ describe.skipIf(skipReason !== undefined)(`Kamailio dispatcher in front of three
     expect(Date.parse(rec.ended_at) - killedAt, `ended too late: ${story}`).toBeLessThanOrEqual(withinMs);
   }, 30_000);
 
-  it('(b) the killed node, restarted: marked up again and takes calls', async () => {
+  it('(b) the killed node, restarted while a survivor carries a call: marked up again and takes calls', async () => {
     expect(lost, '(b) did not kill a node').toBeDefined();
     const dead = lost!.node;
-    const restartMark = kam.log().length;
-    await dead.start();
-    const readyAt = Date.now();
-    const upAt = await logAfter(restartMark, upLine(dead), PING_SECS * 1000 + MARGIN_MS + 2000);
-    expect(upAt - readyAt).toBeLessThanOrEqual(PING_SECS * 1000 + MARGIN_MS);
-    const afterRestart = await wave(3);
-    for (const c of afterRestart) expectBridged(c);
-    expect(afterRestart.filter((c) => c.node === dead).length, afterRestart.map((c) => `${c.caller} -> ${c.dispatched.join(' -> ')}`).join('\n')).toBe(1);
-    for (const c of afterRestart) await expectEndedByCallerOnOwner(c);
+    // A call up on a survivor across the restart (the dead node is marked down: it cannot get it).
+    const callMark = kam.log().length;
+    const across = await startCall(10_000);
+    try {
+      expect(onlyDispatchSince(callMark).node).not.toBe(dead);
+      const restartMark = kam.log().length;
+      await dead.start();
+      const readyAt = Date.now();
+      const [rec] = await recordsFrom(dead, across.caller);
+      acrossRestart = { caller: across.caller, atRestart: rec };
+      const upAt = await logAfter(restartMark, upLine(dead), PING_SECS * 1000 + MARGIN_MS + 2000);
+      expect(upAt - readyAt).toBeLessThanOrEqual(PING_SECS * 1000 + MARGIN_MS);
+      const afterRestart = await wave(3);
+      for (const c of afterRestart) expectBridged(c);
+      expect(afterRestart.filter((c) => c.node === dead).length, afterRestart.map((c) => `${c.caller} -> ${c.dispatched.join(' -> ')}`).join('\n')).toBe(1);
+      for (const c of afterRestart) await expectEndedByCallerOnOwner(c);
+    } catch (err) {
+      await across.call.cleanup();
+      throw err;
+    }
+    acrossRestart.finished = await finishCall(across);
+    expectAnswered(acrossRestart.finished);
   }, 120_000);
+
+  it('(b) the restart leaves the survivors\' calls alone: a call up on a survivor is still in progress after it, and ends by its caller\'s BYE', async () => {
+    expect(acrossRestart?.finished, '(b) placed no call across the restart').toBeDefined();
+    const { atRestart, finished } = acrossRestart!;
+    // A restarting node may end its own previous run's sessions (they died with it), never
+    // those of the nodes still running.
+    expect(atRestart?.status, `right after the restart of ${lost!.node.name}, the call up on ${finished!.node?.name} reads ${JSON.stringify(atRestart ?? null)}: the restart ended another node's live call`).toBe('in_progress');
+    await expectEndedByCallerOnOwner(finished!);
+  });
 
   it('(c) SIGTERM with a call up: OPTIONS turn 503, Kamailio takes the node out, new calls go elsewhere; its call ends with the caller\'s BYE, then it exits 0', async () => {
     const LONG_CALL_MS = 13_000;
