@@ -38,9 +38,11 @@
  *       (DS_PING_INTERVAL 0) gets three calls right after the kill -9 / the SIGTERM; round robin
  *       sends one to the bad node, which answers nothing (tm's 408 after fr_timer) / 503, and
  *       that call goes on to another node and is answered.
+ *   The restart in (b) happens while a survivor carries a call: that call stays in progress (a
+ *   restarting node ends its own previous run's sessions, never the live ones of other nodes).
  * Plus, without Kamailio: deploy/docker-compose.yml parses (YAML) and agrees with
- * deploy/kamailio/dispatcher.list, and the shipped config checks out with its production
- * defaults (kamailio -c).
+ * deploy/kamailio/dispatcher.list (every node on the one PostgreSQL with the same secrets and its
+ * own node id), and the shipped config checks out with its production defaults (kamailio -c).
  */
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -654,7 +656,7 @@ describe('deploy/: the files the cluster front ships', () => {
     expect(r.status, r.stderr).toBe(0);
   });
 
-  it('docker-compose.yml parses and agrees with dispatcher.list: three nodes at the listed addresses, Kamailio listening at its own, the repository Dockerfile', async () => {
+  it('docker-compose.yml parses and agrees with dispatcher.list: three nodes at the listed addresses on one PostgreSQL, the same store URL and secrets, a node id each; Kamailio listening at its own, the repository Dockerfile', async () => {
     let YAML: typeof import('yaml');
     try {
       YAML = await import('yaml');
@@ -682,6 +684,27 @@ describe('deploy/: the files the cluster front ships', () => {
       expect(svc.stop_signal).toBe('SIGTERM');
       expect(Number.parseInt(svc.stop_grace_period, 10)).toBeGreaterThan(Number(svc.environment.CALLBRIDGE_DRAIN_DEADLINE_SECS));
     }
+    // One store and the same secrets everywhere (what makes the nodes interchangeable), each node
+    // under a name of its own (its lease, the calls it carries).
+    const env = (n: string) => services[n].environment as Record<string, string>;
+    for (const name of ['CALLBRIDGE_STORE_URL', 'CALLBRIDGE_TOKEN_SECRET', 'CALLBRIDGE_ENCRYPTION_KEY', 'CALLBRIDGE_SIP_DIGEST_SECRET']) {
+      const values = new Set(nodeNames.map((n) => env(n)[name]));
+      expect([...values], `${name} of ${nodeNames.join(', ')}`).toHaveLength(1);
+      expect([...values][0], name).toMatch(/\S/);
+    }
+    for (const secret of ['CALLBRIDGE_TOKEN_SECRET', 'CALLBRIDGE_ENCRYPTION_KEY']) expect(env('node1')[secret]).toMatch(new RegExp(`^\\$\\{${secret}:\\?`));
+    const ids = nodeNames.map((n) => env(n).CALLBRIDGE_CLUSTER_NODE_ID);
+    for (const id of ids) expect(id).toMatch(/^[A-Za-z0-9_.-]+$/);
+    expect(new Set(ids).size, ids.join(', ')).toBe(nodeNames.length);
+    // The URL names the postgres service's address and database, its password from deploy/.env.
+    const postgres = services.postgres;
+    const storeUrl = env('node1').CALLBRIDGE_STORE_URL!;
+    expect(storeUrl).toBe(`postgres://${postgres.environment.POSTGRES_USER}:\${POSTGRES_PASSWORD:?set POSTGRES_PASSWORD in deploy/.env}@${ip(postgres)}:5432/${postgres.environment.POSTGRES_DB}`);
+    expect(postgres.environment.POSTGRES_PASSWORD).toMatch(/^\$\{POSTGRES_PASSWORD:\?/);
+    expect(postgres.image).toMatch(/^postgres:/);
+    expect(postgres.volumes.some((v: string) => v.endsWith(':/var/lib/postgresql/data')), JSON.stringify(postgres.volumes)).toBe(true);
+    expect(postgres.healthcheck.test).toContain('pg_isready');
+    for (const n of nodeNames) expect(services[n].depends_on.postgres, n).toEqual({ condition: 'service_healthy' });
     const kamailio = services.kamailio;
     expect(kamailio.command).toContain(`LISTEN_ADDR=${ip(kamailio)}`);
     expect(existsSync(join(DEPLOY, kamailio.build, 'Dockerfile'))).toBe(true);
