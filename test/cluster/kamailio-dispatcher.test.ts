@@ -99,11 +99,12 @@ let kam: DispatcherFront;
 let blind: DispatcherFront;
 const nodes: CallbridgeNode[] = [];
 let callSeq = 0;
-/** What (b) leaves for the node-lost check: the killed node, when, and the record of the call it carried. */
+/** Provisioned in beforeAll (through node1): the agent every number routes to, and the ACL trunk. */
 let agentId = '';
 let aclTrunkId = '';
 /** What the restart in (b) leaves for its own check: the call up on a survivor across it. */
 let acrossRestart: { caller: string; atRestart: any; finished?: ClusterCall } | undefined;
+/** What (b) leaves for the node-lost check: the killed node, when, and the record of the call it carried. */
 let lost: { node: CallbridgeNode; killedAt: number; callId: string; caller: string } | undefined;
 
 /** A finished call placed through Kamailio. */
@@ -515,7 +516,12 @@ describe.skipIf(skipReason !== undefined)(`Kamailio dispatcher in front of three
     let dead: CallbridgeNode;
     try {
       dead = onlyDispatchSince(mark).node;
-      const [rec, ...more] = await recordsFrom(otherNode(dead), up.caller);
+      let [rec, ...more] = await recordsFrom(otherNode(dead), up.caller);
+      // The answer and the record's in_progress are written by different steps: allow a moment.
+      for (const until = Date.now() + 3000; rec?.status !== 'in_progress' && Date.now() < until; ) {
+        await sleep(100);
+        [rec, ...more] = await recordsFrom(otherNode(dead), up.caller);
+      }
       expect(more, JSON.stringify(more)).toEqual([]);
       expect(rec?.status, `the call from ${up.caller} on ${dead.name} is not in progress in the shared history: ${JSON.stringify(rec ?? null)}`).toBe('in_progress');
       const killMark = kam.log().length;
