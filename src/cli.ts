@@ -4,12 +4,15 @@
  *   callbridge keys create --org NAME     create an organization (if new) and print a new API key
  *   callbridge telco set-voice-urls [--org NAME]
  *                                         point imported numbers' voice webhook at this daemon
+ *   callbridge migrate-store --from sqlite:<path> --to postgres://...
+ *                                         copy a single node's SQLite store into PostgreSQL
  *   callbridge --version                  print the version
  */
 import { readFileSync } from 'node:fs';
 import { loadConfig, ConfigError, type Config } from './config.ts';
 import { createLogger } from './log.ts';
 import { startDaemon } from './main.ts';
+import { migrateStoreCommand, MIGRATE_STORE_USAGE } from './migrate-store-command.ts';
 import { openStore } from './store/index.ts';
 import { createCarrierClient } from './telco/carrier-client.ts';
 import { setVoiceUrls, voiceUrlOf } from './telco/twilio-voice-url.ts';
@@ -20,6 +23,7 @@ const USAGE = `usage:
   callbridge telco set-voice-urls [--org NAME]
                                       point the imported carrier numbers' voice webhook at
                                       http.public_url/v1/telco/twilio/voice (carrier API)
+  ${MIGRATE_STORE_USAGE}
   callbridge --version                print the version`;
 
 /** package.json sits two levels up from both src/cli.ts and dist/cli.js. */
@@ -74,6 +78,7 @@ async function main(argv: string[]): Promise<number> {
     return 0;
   }
   if (cmd === 'telco' && sub === 'set-voice-urls') return setVoiceUrlsCommand(rest);
+  if (cmd === 'migrate-store') return migrateStoreCommand(argv.slice(1));
   if (cmd === '--help' || cmd === 'help' || cmd === '-h') {
     process.stdout.write(USAGE + '\n');
     return 0;

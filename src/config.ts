@@ -272,6 +272,12 @@ const schema = {
       default: 20,
       env: 'CALLBRIDGE_CLUSTER_NODE_TIMEOUT_SECS',
     },
+    singleton_poll_secs: {
+      doc: 'PostgreSQL store: how often a node tries to take the once-per-cluster work (carrier registrations, cleanups) that another node holds, and a node holding it checks its database connection; a dead holder is replaced within about this long (docs/store-postgres.md, "Once per cluster"). Unused with SQLite (one node runs everything).',
+      format: 'nat',
+      default: 5,
+      env: 'CALLBRIDGE_CLUSTER_SINGLETON_POLL_SECS',
+    },
   },
   log_level: {
     doc: 'pino log level.',
@@ -740,7 +746,7 @@ export type Config = {
   stt: { provider: 'local' | 'openai' | 'stream'; base_url: string; api_key: string; model: string };
   tts: { providers: TtsSlotConfig[] };
   session: { tool_timeout_secs: number };
-  cluster: { node_id: string; heartbeat_secs: number; node_timeout_secs: number };
+  cluster: { node_id: string; heartbeat_secs: number; node_timeout_secs: number; singleton_poll_secs: number };
   bridge: { max_calls: number; max_calls_per_trunk: number; max_calls_per_org: number; upstream_url: string; upstream_api_key: string; upstream_timeout_ms: number; recording: boolean; recording_sample_rate: 8000 | 16000 | 24000 };
   voices: { catalog: VoiceCatalogEntry[]; refresh_secs: number; first_fetch_wait_ms: number; fetch_timeout_ms: number };
   agent_defaults: {
@@ -853,6 +859,7 @@ function crossCheck(config: Config): void {
     );
   }
   if (config.store.pool_size < 1) throw new ConfigError('invalid configuration: store.pool_size must be at least 1');
+  if (config.cluster.singleton_poll_secs < 1) throw new ConfigError('invalid configuration: cluster.singleton_poll_secs must be at least 1');
   if (config.store.url !== '' && (config.security.encryption_key === '' || config.security.token_secret === '')) {
     // Generated secrets live in one node's data_dir: another node sharing the database could
     // neither read the trunk passwords sealed with that key nor verify the tokens signed with it.

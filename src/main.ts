@@ -15,6 +15,7 @@ import { describeStoreBackend, openStore, SQLITE_DRIVER_PACKAGE, type Store } fr
 import { StoreProbe } from './store/store-probe.ts';
 import { NodeHeartbeat } from './store/node-heartbeat.ts';
 import { Gauge } from 'prom-client';
+import { clusterRolesOver } from './store/cluster-roles.ts';
 import { CallBridge } from './bridge/call-bridge.ts';
 import { LocalSessionOpener } from './bridge/session-opener.ts';
 import { UpstreamSessionOpener } from './bridge/upstream-session-opener.ts';
@@ -29,7 +30,7 @@ import { VoiceCatalog } from './agent/voice-catalog/catalog.ts';
 import { describeSessionProviders } from './agent/session-providers.ts';
 import { buildApp } from './api/app.ts';
 import { readinessDetail } from './api/routes/health.ts';
-import { createRegistry } from './api/metrics.ts';
+import { createRegistry, installClusterRoleGauge } from './api/metrics.ts';
 import { createCarrierClient } from './telco/carrier-client.ts';
 import { StreamTokens } from './telco/twilio-stream-tokens.ts';
 import { startSip, type SipService } from './sip-service.ts';
@@ -119,6 +120,11 @@ export async function startDaemon(
     await store.close();
     throw err;
   }
+  // What runs once per cluster (carrier registrations, cleanups) runs here while this node holds
+  // its role: always on SQLite; on PostgreSQL, taken from the first try when no node has it.
+  const roles = clusterRolesOver(store.client, { pollMs: config.cluster.singleton_poll_secs * 1000, logger });
+  await roles.start();
+  installClusterRoleGauge(registry, roles);
   let listening = false;
   let draining = false;
   let sip: SipService | undefined;
@@ -156,22 +162,30 @@ export async function startDaemon(
     carrierStreams: { handle: (stream) => bridge.handleMediaStream(stream), callLimitReached: (orgId) => bridge.callLimitReached(orgId), callStatus: (update) => bridge.carrierStatus(update) },
     streamTokens,
     carrierDialer: (req) => bridge.dialCarrier(req),
-    sessionServer: options.sessionServer,
+    sessionServer: { ...options.sessionServer, runsExpirySweep: () => roles.holds('session_token_sweep') },
     readiness: () => {
       const sipUp = sip === undefined ? !config.sip.enabled : sip.ua.listening;
       const storeDown = storeProbe?.failure;
       const ready = listening && sipUp && storeDown === undefined;
       return { ready, draining, reason: draining ? 'draining' : ready ? undefined : !listening ? 'starting' : !sipUp ? 'SIP not listening' : `store unreachable: ${storeDown}` };
     },
-  }, registry);
+  }, registry).catch(async (err: unknown) => {
+    // The roles' connection would keep the process alive (and the roles taken) otherwise.
+    voiceCatalog.stop();
+    await heartbeat.stop();
+    await roles.close();
+    await store.close();
+    throw err;
+  });
   try {
-    if (config.sip.enabled) sip = await startSip(config, store, logger, registry, options.mediaWorkerPreload ? { mediaWorkerPreload: options.mediaWorkerPreload } : {});
+    if (config.sip.enabled) sip = await startSip(config, store, logger, registry, { roles, ...(options.mediaWorkerPreload ? { mediaWorkerPreload: options.mediaWorkerPreload } : {}) });
     await app.listen({ host: config.http.host, port: config.http.port });
   } catch (err) {
     voiceCatalog.stop();
     storeProbe?.stop();
     await sip?.close();
     await heartbeat.stop();
+    await roles.close();
     await store.close();
     throw err;
   }
@@ -201,6 +215,10 @@ export async function startDaemon(
         draining = true;
         // Dials still ringing at the carrier are cancelled there: nobody would take their streams.
         bridge.closeCarrierDials();
+        // Sharing the database: the once-per-cluster work goes to another node now, not after
+        // the drain (the carrier keeps our binding until the next holder replaces it). Alone
+        // (SQLite): the roles end with the store, after the drain's un-REGISTERs.
+        const handingOver = roles.shared ? roles.close() : Promise.resolve();
         // New INVITEs and voice connections get 503; calls and voice sessions in progress get up
         // to drain.deadline_secs together; app.close() then ends the sessions left (1001).
         await Promise.all([sip?.drainAndClose(config.drain.deadline_secs * 1000), app.voiceSessions.drain(config.drain.deadline_secs * 1000)]);
@@ -211,6 +229,8 @@ export async function startDaemon(
         // The calls have ended: this node leaves the lease table (nothing for a survivor to take over).
         await heartbeat.stop().catch((err: unknown) => logger.warn({ err }, 'cluster: deleting this node\'s lease failed'));
         storeProbe?.stop();
+        await handingOver;
+        await roles.close();
         await store.close();
         logger.info('callbridge stopped');
       })();

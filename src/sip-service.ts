@@ -10,6 +10,7 @@ import { networkInterfaces } from 'node:os';
 import type { Config } from './config.ts';
 import type { Logger } from './log.ts';
 import type { Store } from './store/index.ts';
+import { SINGLE_NODE_ROLES, type ClusterRoles } from './store/cluster-roles.ts';
 import { PortAllocator } from './media/port-allocator.ts';
 import { MediaWorkerPool } from './media/media-worker-pool.ts';
 import type { CodecName } from './media/codecs.ts';
@@ -165,10 +166,16 @@ function installOutboundRegistrationGauge(registry: Registry, registrations: Out
 export interface SipServiceOptions {
   /** Modules each media worker imports before anything else (the benchmarks' instrumentation). */
   mediaWorkerPreload?: readonly URL[];
+  /**
+   * Which once-per-cluster work this node runs (carrier registrations, the registration sweep);
+   * default: all of it (one node).
+   */
+  roles?: Pick<ClusterRoles, 'shared' | 'holds' | 'watch'>;
 }
 
 export async function startSip(config: Config, store: Store, logger: Logger, registry?: Registry, options: SipServiceOptions = {}): Promise<SipService> {
   const log = logger.child({ component: 'sip' });
+  const roles = options.roles ?? SINGLE_NODE_ROLES;
   const host = config.sip.host;
   const advertise = advertiseAddress(config);
   const transports = list(config.sip.transports) as ('udp' | 'tcp')[];
@@ -257,8 +264,10 @@ export async function startSip(config: Config, store: Store, logger: Logger, reg
     logger: log,
   });
   await ua.start();
-  // Expired bindings are ignored on read already; the sweep only keeps the table small.
+  // Expired bindings are ignored on read already; the sweep only keeps the table small. One node
+  // of a cluster sweeps (the others would delete the same rows).
   const sweep = setInterval(() => {
+    if (!roles.holds('sip_registration_sweep')) return;
     store.registrations.sweep(Date.now()).catch((err: unknown) => log.warn({ err }, 'sweeping expired SIP registrations failed'));
   }, REGISTRATION_SWEEP_MS);
   sweep.unref();
@@ -297,7 +306,11 @@ export async function startSip(config: Config, store: Store, logger: Logger, reg
     },
     onAttempt: (trunkId, outcome) => metrics?.registerAttempts.inc({ trunk_id: trunkId, outcome }),
     logger: log,
+    // One node of a cluster registers: the carrier keeps one binding per trunk, and it is the
+    // holder's (docs/sip-registration-client.md, "In a cluster").
+    active: roles.holds('carrier_registration'),
   });
+  roles.watch('carrier_registration', (held) => void registrations.setActive(held));
   if (registry) installOutboundRegistrationGauge(registry, registrations);
   await registrations.start();
   const bound = ua.endpoints.find((e) => e.protocol !== 'tls')?.port ?? port;
@@ -312,8 +325,10 @@ export async function startSip(config: Config, store: Store, logger: Logger, reg
     advertiseAddress: advertise,
     async drainAndClose(deadlineMs) {
       ua.drain(Math.max(1, Math.ceil(deadlineMs / 1000)));
-      // Best effort and at once: carriers stop sending calls to a daemon that is going away.
-      const unregistering = registrations.close({ unregister: true });
+      // Best effort and at once: carriers stop sending calls to a daemon that is going away. Not
+      // in a cluster: the carrier would have no binding until the next holder re-registers, so
+      // the binding stays and the next holder replaces it (main.ts hands the role over first).
+      const unregistering = registrations.close({ unregister: !roles.shared });
       const until = Date.now() + deadlineMs;
       if (ua.calls.length > 0) log.info({ calls: ua.calls.length, deadlineMs }, 'draining: waiting for calls to end');
       while (ua.calls.length > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 100));

@@ -112,8 +112,8 @@ describe('configuration', () => {
       [{ CALLBRIDGE_CLUSTER_HEARTBEAT_SECS: '0' }, {}, /cluster\.heartbeat_secs/],
     ];
     // The cluster settings: the node id defaults to the host name; the test cluster's short timings pass.
-    expect(loadConfig({}, {}).cluster).toEqual({ node_id: hostname(), heartbeat_secs: 5, node_timeout_secs: 20 });
-    expect(loadConfig({}, { CALLBRIDGE_CLUSTER_NODE_ID: 'cb-node_2.eu', CALLBRIDGE_CLUSTER_HEARTBEAT_SECS: '1', CALLBRIDGE_CLUSTER_NODE_TIMEOUT_SECS: '3' }).cluster).toEqual({ node_id: 'cb-node_2.eu', heartbeat_secs: 1, node_timeout_secs: 3 });
+    expect(loadConfig({}, {}).cluster).toEqual({ node_id: hostname(), heartbeat_secs: 5, node_timeout_secs: 20, singleton_poll_secs: 5 });
+    expect(loadConfig({}, { CALLBRIDGE_CLUSTER_NODE_ID: 'cb-node_2.eu', CALLBRIDGE_CLUSTER_HEARTBEAT_SECS: '1', CALLBRIDGE_CLUSTER_NODE_TIMEOUT_SECS: '3' }).cluster).toEqual({ node_id: 'cb-node_2.eu', heartbeat_secs: 1, node_timeout_secs: 3, singleton_poll_secs: 5 });
     expect(loadConfig({}, { CALLBRIDGE_SIP_TRUSTED_PROXIES: ' 10.0.0.5, 192.0.2.0/24,2001:db8::/32 ' }).sip.trusted_proxies).toBe(' 10.0.0.5, 192.0.2.0/24,2001:db8::/32 ');
     for (const [env, overrides, re] of bad) {
       expect(() => loadConfig(overrides, env), JSON.stringify({ env, overrides })).toThrow(ConfigError);

@@ -44,7 +44,7 @@ export interface ApiDeps {
   /** Dials from an agent's carrier number through the carrier's call API; undefined: 503. */
   carrierDialer?: ((req: CarrierDialRequest) => Promise<{ callId: string }>) | undefined;
   /** Tuning of the /v1/connection server (tests shorten the ping interval). */
-  sessionServer?: { pingIntervalMs?: number; maxBufferedBytes?: number };
+  sessionServer?: { pingIntervalMs?: number; maxBufferedBytes?: number; runsExpirySweep?: () => boolean };
 }
 
 declare module 'fastify' {

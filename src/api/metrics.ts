@@ -1,5 +1,6 @@
 /** Prometheus metrics of the HTTP layer; other layers register on the same registry. */
-import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { CLUSTER_ROLE_NAMES, type ClusterRoles } from '../store/cluster-roles.ts';
 import type { FastifyInstance } from 'fastify';
 
 export function createRegistry(): Registry {
@@ -32,5 +33,18 @@ export function installHttpMetrics(app: FastifyInstance, registry: Registry): vo
   app.get('/metrics', { config: { public: true }, schema: { hide: true } }, async (_req, reply) => {
     reply.header('content-type', registry.contentType);
     return registry.metrics();
+  });
+}
+
+/** Which once-per-cluster work this node runs now (docs/store-postgres.md, "Once per cluster"). */
+export function installClusterRoleGauge(registry: Registry, roles: Pick<ClusterRoles, 'holds'>): void {
+  new Gauge({
+    name: 'callbridge_cluster_role',
+    help: 'Once-per-cluster work this node runs now: 1 while it holds the role (carrier_registration, sip_registration_sweep, session_token_sweep), 0 while another node does. Always 1 on SQLite.',
+    labelNames: ['role'] as const,
+    registers: [registry],
+    collect() {
+      for (const role of CLUSTER_ROLE_NAMES) this.set({ role }, roles.holds(role) ? 1 : 0);
+    },
   });
 }

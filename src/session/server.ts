@@ -51,6 +51,11 @@ export interface SessionServerOptions {
   maxBufferedBytes?: number;
   /** Milliseconds clock (record times and token checks). */
   now?: () => number;
+  /**
+   * Whether this node runs the expiry sweep now (one node of a cluster does: the cluster role
+   * session_token_sweep); default: always.
+   */
+  runsExpirySweep?: () => boolean;
 }
 
 /** What the daemon sees of the server (decorated on the app as `voiceSessions`). */
@@ -109,6 +114,7 @@ export async function registerSessionServer(app: FastifyInstance, opts: SessionS
   const stale = await store.sessions.endAbandoned(iso());
   if (stale > 0) log.warn({ count: stale }, 'voice sessions left open by the previous run marked ended (reason error)');
   const sweep = async () => {
+    if (opts.runsExpirySweep?.() === false) return;
     try {
       const n = await store.sessions.expireUnused(iso());
       if (n > 0) log.debug({ count: n }, 'session tokens expired unused');

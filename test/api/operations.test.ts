@@ -45,6 +45,8 @@ describe('health, readiness, metrics, OpenAPI, catalogs', () => {
     expect(r.text).toMatch(/callbridge_http_requests_total\{method="GET",route="\/v1\/llms",status="200"\} [1-9]/);
     expect(r.text).toMatch(/callbridge_http_request_duration_seconds_bucket\{le="0.005",method="GET",route="\/v1\/llms"\}/);
     expect(r.text).toContain('callbridge_process_cpu_seconds_total');
+    // One node on SQLite runs every once-per-cluster job.
+    for (const role of ['carrier_registration', 'sip_registration_sweep', 'session_token_sweep']) expect(r.text).toContain(`callbridge_cluster_role{role="${role}"} 1`);
   });
 
   it('serves an OpenAPI 3.1 document built from the validation schemas', async () => {

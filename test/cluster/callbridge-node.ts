@@ -6,6 +6,8 @@
  *
  *   const node = await startCallbridgeNode({ name: 'node1', env: { CALLBRIDGE_SIP_DIGEST_SECRET: s } });
  *   await node.api('POST', '/v1/agents', { name: 'Desk' });
+ *   // on a shared store (CALLBRIDGE_STORE_URL): the first node's key serves the others
+ *   const node2 = await startCallbridgeNode({ name: 'node2', env, apiKey: node.key });
  *   await node.kill9();          // SIGKILL by PID: no drain, no goodbye
  *   await node.start();          // the same data directory and ports again
  *   const code = await node.terminate();   // SIGTERM: drains, resolves with the exit code
@@ -15,7 +17,7 @@
  * messages; API keys are redacted from it.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -39,6 +41,12 @@ export interface CallbridgeNodeOptions {
   env?: Record<string, string>;
   /** How long start() waits for /readyz. Default 30 s (the sources are compiled by tsx at start). */
   startTimeoutMs?: number;
+  /**
+   * The API key of this node's REST calls. Omitted: the `initial-api-key` its first start writes
+   * into its data directory. A node joining a shared store whose organization and key another
+   * node created writes no such file (the database has a key already): give it that node's key.
+   */
+  apiKey?: string;
 }
 
 export interface CallbridgeNode {
@@ -50,7 +58,7 @@ export interface CallbridgeNode {
   readonly sipUri: string;
   /** The running child's PID; undefined when not running. */
   readonly pid: number | undefined;
-  /** The initial API key (read from the data directory at the first start). */
+  /** The API key of its REST calls: `apiKey`, or the initial one read from the data directory at the first start. */
   readonly key: string;
   running(): boolean;
   /** Resolves with the exit code (null when killed by a signal) of the current child. */
@@ -104,7 +112,7 @@ export async function startCallbridgeNode(o: CallbridgeNodeOptions): Promise<Cal
   let child: ChildProcess | undefined;
   let exit: Promise<number | null> = Promise.resolve(null);
   let out = '';
-  let key = '';
+  let key = o.apiKey ?? '';
   const keep = (b: Buffer) => {
     out = (out + b.toString('utf8')).slice(-KEEP_OUTPUT);
   };
@@ -156,7 +164,11 @@ export async function startCallbridgeNode(o: CallbridgeNodeOptions): Promise<Cal
         }
         await new Promise((r) => setTimeout(r, 100));
       }
-      if (!key) key = readFileSync(join(dataDir, 'initial-api-key'), 'utf8').trim();
+      if (!key) {
+        const file = join(dataDir, 'initial-api-key');
+        if (!existsSync(file)) throw new Error(`${o.name} wrote no ${file} (the store had a key already?): pass apiKey`);
+        key = readFileSync(file, 'utf8').trim();
+      }
     },
     api,
     async kill9() {

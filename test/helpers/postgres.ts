@@ -103,7 +103,7 @@ function run(bin: string, args: string[], as: RunAs | undefined, cwd: string): P
 }
 
 /** A TCP port free on 127.0.0.1 right now. */
-function freePort(): Promise<number> {
+export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const s = net.createServer();
     s.once('error', reject);

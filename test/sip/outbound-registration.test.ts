@@ -207,6 +207,27 @@ describe('callbridge registering with its carrier (register: true)', () => {
     expect(r.registers.slice(mark).filter(isUnregister)).toEqual([]);
   });
 
+  it('set inactive (another node of the cluster registers): stops refreshing without an un-REGISTER, forgets its state; active again: registers at once', async () => {
+    const r = await registrar(4);
+    await createTrunk(r);
+    await r.waitFor(success, 5000);
+    const registrations = d.daemon.sip!.registrations;
+    try {
+      await registrations.setActive(false);
+      expect(registrations.states.size).toBe(0);
+      const stoppedAt = r.registers.length;
+      // Two refresh periods (a refresh is due 2 s after each success): nothing goes out.
+      await sleep(4500);
+      expect(r.registers.slice(stoppedAt), 'REGISTERs while inactive').toEqual([]);
+      await registrations.setActive(true);
+      const again = await r.waitFor(success, 3000, stoppedAt);
+      expect(again.expires).not.toBe(0);
+      expect(r.registers.slice(stoppedAt).filter(isUnregister)).toEqual([]);
+    } finally {
+      await registrations.setActive(true);
+    }
+  });
+
   it('DELETE of the trunk un-registers', async () => {
     const r = await registrar(600);
     const id = await createTrunk(r);

@@ -16,6 +16,7 @@ import { MIGRATION_LOCK_KEY, migratePostgres } from '../../src/store/postgres/mi
 import { POSTGRES_MIGRATIONS } from '../../src/store/postgres/migrations.ts';
 import { postgresAvailability, startPostgres, type PostgresServer } from '../helpers/postgres.ts';
 import { postgresShape, schemaDifferences, sqliteShape, type Ignore } from '../helpers/schema-shape.ts';
+import { CALL_COUNTS_RECOUNT } from '../helpers/call-counts.ts';
 
 /** What each dialect has on purpose and the other has not (docs/store-postgres.md). */
 const SQLITE_ONLY: Ignore = {
@@ -207,13 +208,7 @@ describe.skipIf(pgAvailable.skip)(`PostgreSQL schema against SQLite's${pgAvailab
       const pgCounts = counts(await client.all(COUNTERS));
       expect(pgCounts).toEqual(counts(db.prepare(COUNTERS).all() as never));
       // And right: every non-zero counter is the count of its calls.
-      const TRUTH = `SELECT org_id, 'all' AS dim, '' AS val, count(*) AS n FROM calls GROUP BY org_id
-        UNION ALL SELECT org_id, 'status', status, count(*) FROM calls GROUP BY org_id, status
-        UNION ALL SELECT org_id, 'source', source, count(*) FROM calls GROUP BY org_id, source
-        UNION ALL SELECT org_id, 'outbound', CAST(outbound AS TEXT), count(*) FROM calls GROUP BY org_id, outbound
-        UNION ALL SELECT org_id, 'outcome', coalesce(outcome, ''), count(*) FROM calls GROUP BY org_id, coalesce(outcome, '')
-        UNION ALL SELECT org_id, 'agent', coalesce(agent_id, ''), count(*) FROM calls GROUP BY org_id, coalesce(agent_id, '')`;
-      expect(pgCounts.filter((c) => !c.endsWith(': 0'))).toEqual(counts(await client.all(TRUTH)));
+      expect(pgCounts.filter((c) => !c.endsWith(': 0'))).toEqual(counts(await client.all(CALL_COUNTS_RECOUNT)));
       expect(pgCounts).toContain(`${O1} agent=: 2`);
       expect(pgCounts).toContain(`${O1} status=ended: 2`);
       expect(pgCounts.some((c) => c.startsWith(O2))).toBe(false);

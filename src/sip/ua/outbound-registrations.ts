@@ -8,6 +8,9 @@
  *   contact user changes                      registers
  *   it disappears (deleted, register off)  -> un-REGISTER, forgotten
  *   close({ unregister: true })            -> every one un-REGISTERs at once, bounded in time
+ *   setActive(false)                       -> every one stops WITHOUT un-REGISTERing (another
+ *                                             node of the cluster registers instead); nothing
+ *                                             runs until setActive(true)
  *
  * The trunk list comes from the caller (the store adapter in bridge/), so this file reads no
  * store; states go back through onState for the store to keep and the API to show.
@@ -56,6 +59,8 @@ export interface OutboundRegistrationsOptions {
   targets?: TrunkTargets;
   /** Silence before the next target; default 4 s. */
   failoverTimeoutMs?: number;
+  /** Whether to register at all from the start (see setActive); default true. */
+  active?: boolean;
 }
 
 interface Running {
@@ -83,9 +88,35 @@ export class OutboundRegistrations {
   #timer: NodeJS.Timeout | undefined;
   #reconciling: Promise<void> | undefined;
   #closed = false;
+  #active: boolean;
 
   constructor(o: OutboundRegistrationsOptions) {
     this.#o = o;
+    this.#active = o.active ?? true;
+  }
+
+  /** Whether registrations run (false: another node of the cluster registers). */
+  get active(): boolean {
+    return this.#active;
+  }
+
+  /**
+   * Starts or stops registering without closing. Stopping drops every registration at once and
+   * sends no un-REGISTER: the bindings stay at the carriers until the node that registers instead
+   * replaces them (or they expire). States are forgotten, so nothing more is reported for them.
+   */
+  async setActive(active: boolean): Promise<void> {
+    if (this.#closed || this.#active === active) return;
+    this.#active = active;
+    if (active) {
+      await this.reconcile();
+      return;
+    }
+    const all = [...this.#running.values()];
+    this.#running.clear();
+    this.#states.clear();
+    this.#startErrors.clear();
+    await Promise.all(all.map((r) => r.registration?.stop({ unregister: false })));
   }
 
   /** The current state per registering trunk id. */
@@ -120,7 +151,7 @@ export class OutboundRegistrations {
   }
 
   async #reconcile(): Promise<void> {
-    if (this.#closed) return;
+    if (this.#closed || !this.#active) return;
     let trunks: readonly RegisteringTrunk[];
     try {
       trunks = await this.#o.trunks();
@@ -128,6 +159,8 @@ export class OutboundRegistrations {
       this.#o.logger.warn({ err }, 'outbound registration: reading the trunks failed');
       return;
     }
+    // Set inactive while the list was read: another node registers now.
+    if (this.#closed || !this.#active) return;
     const wanted = new Map(trunks.map((t) => [t.id, t]));
     const stopping: Promise<void>[] = [];
     for (const [id, r] of this.#running) {
@@ -151,7 +184,7 @@ export class OutboundRegistrations {
     // otherwise take our Expires 0 as removing the new binding).
     await Promise.all(stopping);
     for (const t of wanted.values()) {
-      if (this.#closed || this.#running.has(t.id)) continue;
+      if (this.#closed || !this.#active || this.#running.has(t.id)) continue;
       await this.#startOne(t);
     }
   }
@@ -161,6 +194,8 @@ export class OutboundRegistrations {
     this.#running.set(t.id, running);
     const log = { trunkId: t.id, outboundHost: t.outbound_host };
     const fail = (error: string): void => {
+      // Stopped meanwhile (closed, set inactive, the trunk changed): not ours to report.
+      if (this.#running.get(t.id) !== running) return;
       if (this.#startErrors.get(t.id) !== error) this.#o.logger.warn({ ...log, error }, 'outbound registration cannot start; retrying every few seconds');
       this.#startErrors.set(t.id, error);
       this.#setState(t.id, { status: 'failed', error, expiresAt: undefined });

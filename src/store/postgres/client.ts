@@ -10,6 +10,7 @@
  */
 import pg from 'pg';
 import type { RunResult, SqlClient, SqlValue } from '../sql-client.ts';
+import { openDedicatedSession, type DedicatedSession, type DedicatedSessionOptions } from './dedicated-session.ts';
 import { PostgresStoreError, redactUrl, toStoreError } from './errors.ts';
 import { rewritePlaceholders } from './placeholders.ts';
 import { STORE_TYPES } from './types.ts';
@@ -267,6 +268,15 @@ export class PostgresClient implements SqlClient {
       session.end();
       conn.release(failed ?? session.brokenBy);
     }
+  }
+
+  /**
+   * A connection of its own, outside the pool, for session-level state held as long as this
+   * process lives (dedicated-session.ts; the cluster roles' advisory locks).
+   */
+  openDedicatedSession(options: DedicatedSessionOptions): Promise<DedicatedSession> {
+    this.live();
+    return openDedicatedSession(this.url, APPLICATION_NAME, options);
   }
 
   /** Closes every connection (waiting for those in use to be released). */

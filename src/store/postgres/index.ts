@@ -5,3 +5,5 @@ export { PostgresClient, DEFAULT_POOL_SIZE, APPLICATION_NAME, type PostgresClien
 export { PostgresStoreError, isPostgresUniqueViolation, redactUrl, type PostgresErrorCode } from './errors.ts';
 export { migratePostgres, MIGRATION_LOCK_KEY } from './migrate.ts';
 export { POSTGRES_MIGRATIONS } from './migrations.ts';
+export type { DedicatedSession, DedicatedSessionOptions } from './dedicated-session.ts';
+export { AdvisoryLockHolder, type AdvisoryLockHolderOptions } from './advisory-locks.ts';
