@@ -6,6 +6,7 @@
 import convict from 'convict';
 import { isIP } from 'node:net';
 import { readFileSync } from 'node:fs';
+import { hostname } from 'node:os';
 import { LANGUAGES as LANGUAGE_CODES } from './domain/agent.ts';
 import { canonicalVoiceProvider, VOICE_PROVIDER_NAMES } from './domain/agent-aliases.ts';
 
@@ -229,6 +230,17 @@ convict.addFormat({
   },
 });
 
+const NODE_ID = /^[A-Za-z0-9._-]{1,64}$/;
+const NODE_ID_RULE = 'must be 1-64 characters of A-Z a-z 0-9 . _ -';
+
+convict.addFormat({
+  name: 'node-id',
+  validate(value: unknown) {
+    if (value === '') return; // the host name, checked once it is known (loadConfig)
+    if (typeof value !== 'string' || !NODE_ID.test(value)) throw new Error(NODE_ID_RULE);
+  },
+});
+
 const schema = {
   data_dir: {
     doc: 'Directory of the SQLite database, the generated secrets and the initial API key.',
@@ -245,6 +257,27 @@ const schema = {
       sensitive: true,
     },
     pool_size: { doc: 'PostgreSQL store: connections this node may open to the database (unused with SQLite).', format: 'nat', default: 10, env: 'CALLBRIDGE_STORE_POOL_SIZE' },
+  },
+  cluster: {
+    node_id: {
+      doc: 'This node\'s name among the nodes sharing the store (docs/store-postgres.md "Several nodes"): 1-64 characters of A-Z a-z 0-9 . _ -, unique per node. Empty = the machine\'s host name.',
+      format: 'node-id',
+      default: '',
+      env: 'CALLBRIDGE_CLUSTER_NODE_ID',
+    },
+    heartbeat_secs: { doc: 'Seconds between this node\'s lease heartbeats (and its look for dead nodes).', format: 'nat', default: 5, env: 'CALLBRIDGE_CLUSTER_HEARTBEAT_SECS' },
+    node_timeout_secs: {
+      doc: 'A node whose lease has not been refreshed for this many seconds is dead: a survivor ends its calls (failed, node_lost) and frees its call slots. Must exceed 2 x cluster.heartbeat_secs.',
+      format: 'nat',
+      default: 20,
+      env: 'CALLBRIDGE_CLUSTER_NODE_TIMEOUT_SECS',
+    },
+    singleton_poll_secs: {
+      doc: 'PostgreSQL store: how often a node tries to take the once-per-cluster work (carrier registrations, cleanups) that another node holds, and a node holding it checks its database connection; a dead holder is replaced within about this long (docs/store-postgres.md, "Once per cluster"). Unused with SQLite (one node runs everything).',
+      format: 'nat',
+      default: 5,
+      env: 'CALLBRIDGE_CLUSTER_SINGLETON_POLL_SECS',
+    },
   },
   log_level: {
     doc: 'pino log level.',
@@ -503,10 +536,16 @@ const schema = {
       env: 'CALLBRIDGE_BRIDGE_MAX_CALLS',
     },
     max_calls_per_trunk: {
-      doc: 'Most calls bridged at once through one SIP trunk; an INVITE over it gets 486 Busy Here, a dial request 429. 0 = no limit.',
+      doc: 'Most calls bridged at once through one SIP trunk, counted across every node sharing the store; an INVITE over it gets 486 Busy Here, a dial request 429. 0 = no limit.',
       format: 'nat',
       default: 0,
       env: 'CALLBRIDGE_BRIDGE_MAX_CALLS_PER_TRUNK',
+    },
+    max_calls_per_org: {
+      doc: 'Most calls bridged at once for one organization, counted across every node sharing the store; an INVITE over it gets 486 Busy Here, a dial request 429, a carrier voice webhook a busy Reject. 0 = no limit.',
+      format: 'nat',
+      default: 0,
+      env: 'CALLBRIDGE_BRIDGE_MAX_CALLS_PER_ORG',
     },
     upstream_url: {
       doc: 'Base URL (http(s)) of the voice server the bridge opens its sessions on: POST <url>/v1/session-token, then the WebSocket <url>/v1/connection. Empty = this daemon (in-process, no HTTP hop). Agents are looked up by the same id there (docs/bridge.md).',
@@ -653,14 +692,6 @@ const schema = {
   drain: {
     deadline_secs: { doc: 'On SIGTERM, how long calls in progress may go on before they are ended.', format: 'nat', default: 30, env: 'CALLBRIDGE_DRAIN_DEADLINE_SECS' },
   },
-  cluster: {
-    singleton_poll_secs: {
-      doc: 'PostgreSQL store: how often a node tries to take the once-per-cluster work (carrier registrations, cleanups) that another node holds, and a node holding it checks its database connection; a dead holder is replaced within about this long (docs/store-postgres.md, "Once per cluster"). Unused with SQLite (one node runs everything).',
-      format: 'nat',
-      default: 5,
-      env: 'CALLBRIDGE_CLUSTER_SINGLETON_POLL_SECS',
-    },
-  },
 };
 
 export type Config = {
@@ -715,7 +746,8 @@ export type Config = {
   stt: { provider: 'local' | 'openai' | 'stream'; base_url: string; api_key: string; model: string };
   tts: { providers: TtsSlotConfig[] };
   session: { tool_timeout_secs: number };
-  bridge: { max_calls: number; max_calls_per_trunk: number; upstream_url: string; upstream_api_key: string; upstream_timeout_ms: number; recording: boolean; recording_sample_rate: 8000 | 16000 | 24000 };
+  cluster: { node_id: string; heartbeat_secs: number; node_timeout_secs: number; singleton_poll_secs: number };
+  bridge: { max_calls: number; max_calls_per_trunk: number; max_calls_per_org: number; upstream_url: string; upstream_api_key: string; upstream_timeout_ms: number; recording: boolean; recording_sample_rate: 8000 | 16000 | 24000 };
   voices: { catalog: VoiceCatalogEntry[]; refresh_secs: number; first_fetch_wait_ms: number; fetch_timeout_ms: number };
   agent_defaults: {
     status: 'active' | 'inactive';
@@ -752,7 +784,6 @@ export type Config = {
   telco: { api_base_url: string; timeout_ms: number; outbound_trunks: Array<{ account_sid: string; sip_trunk_id: string }>; set_voice_url: boolean };
   webrtc: { url: string; api_key: string; api_secret: string };
   drain: { deadline_secs: number };
-  cluster: { singleton_poll_secs: number };
 };
 
 /** A setting that is invalid on its own or against another setting. */
@@ -818,6 +849,15 @@ function flatten(obj: Record<string, unknown>, prefix = ''): Array<[string, unkn
 
 /** Rules that involve more than one setting. */
 function crossCheck(config: Config): void {
+  // A node id that is not given is the host name, which must fit the same rule.
+  if (config.cluster.node_id === '') config.cluster.node_id = hostname();
+  if (!NODE_ID.test(config.cluster.node_id)) throw new ConfigError(`invalid configuration: cluster.node_id: ${NODE_ID_RULE} (empty = the host name, here "${config.cluster.node_id.slice(0, 80)}")`);
+  if (config.cluster.heartbeat_secs < 1) throw new ConfigError('invalid configuration: cluster.heartbeat_secs must be at least 1');
+  if (config.cluster.node_timeout_secs <= 2 * config.cluster.heartbeat_secs) {
+    throw new ConfigError(
+      `invalid configuration: cluster.node_timeout_secs (${config.cluster.node_timeout_secs}) must exceed 2 x cluster.heartbeat_secs (${config.cluster.heartbeat_secs}): a live node could otherwise be declared dead after one late heartbeat`,
+    );
+  }
   if (config.store.pool_size < 1) throw new ConfigError('invalid configuration: store.pool_size must be at least 1');
   if (config.cluster.singleton_poll_secs < 1) throw new ConfigError('invalid configuration: cluster.singleton_poll_secs must be at least 1');
   if (config.store.url !== '' && (config.security.encryption_key === '' || config.security.token_secret === '')) {

@@ -13,6 +13,8 @@ import type { Config } from './config.ts';
 import type { Logger } from './log.ts';
 import { describeStoreBackend, openStore, SQLITE_DRIVER_PACKAGE, type Store } from './store/index.ts';
 import { StoreProbe } from './store/store-probe.ts';
+import { NodeHeartbeat } from './store/node-heartbeat.ts';
+import { Gauge } from 'prom-client';
 import { clusterRolesOver } from './store/cluster-roles.ts';
 import { CallBridge } from './bridge/call-bridge.ts';
 import { LocalSessionOpener } from './bridge/session-opener.ts';
@@ -93,7 +95,7 @@ export async function startDaemon(
   if (options.runtimeFactory === undefined) await prepareAgentRuntime(config, logger);
   // The bridge's media paths resample (8 <-> 24 kHz) whatever runs the sessions.
   else await initResamplers();
-  const backend = { url: config.store.url, poolSize: config.store.pool_size };
+  const backend = { url: config.store.url, poolSize: config.store.pool_size, nodeId: config.cluster.node_id };
   const store = await openStore(config.data_dir, config.security.encryption_key, {
     ...backend,
     onIdleError: (err) => logger.warn({ err: err.message }, 'store: an idle database connection failed; the pool opens another'),
@@ -101,6 +103,23 @@ export async function startDaemon(
   // PostgreSQL is a server that can go away: /readyz says so (SQLite is a file: never probed).
   const storeProbe = store.client.dialect === 'postgres' ? new StoreProbe(store.client) : undefined;
   await ensureInitialKey(store, config, logger, print);
+  // This node's lease (docs/store-postgres.md "Several nodes"), written before any call is taken: its slots left by a
+  // previous run are freed first, and from now on it looks for dead nodes at every heartbeat.
+  const clusterNodes = new Gauge({ name: 'callbridge_cluster_nodes', help: 'Nodes with a live lease in the store, as seen at this node\'s last heartbeat.', registers: [registry] });
+  const heartbeat = new NodeHeartbeat(store, {
+    nodeId: config.cluster.node_id,
+    heartbeatMs: config.cluster.heartbeat_secs * 1000,
+    nodeTimeoutMs: config.cluster.node_timeout_secs * 1000,
+    sipAddress: config.sip.enabled ? `${config.sip.host}:${config.sip.port}` : '',
+    log: logger.child({ component: 'cluster' }),
+    onNodes: (n) => clusterNodes.set(n),
+  });
+  try {
+    await heartbeat.start();
+  } catch (err) {
+    await store.close();
+    throw err;
+  }
   // What runs once per cluster (carrier registrations, cleanups) runs here while this node holds
   // its role: always on SQLite; on PostgreSQL, taken from the first try when no node has it.
   const roles = clusterRolesOver(store.client, { pollMs: config.cluster.singleton_poll_secs * 1000, logger });
@@ -120,7 +139,8 @@ export async function startDaemon(
     logger,
     ua: () => sip?.ua,
     sessions: config.bridge.upstream_url ? new UpstreamSessionOpener({ baseUrl: config.bridge.upstream_url, apiKey: config.bridge.upstream_api_key, timeoutMs: config.bridge.upstream_timeout_ms, store, logger: logger.child({ component: 'bridge' }) }) : new LocalSessionOpener(store, tokens, () => url),
-    limits: { maxCalls: config.bridge.max_calls, maxCallsPerTrunk: config.bridge.max_calls_per_trunk },
+    limits: { maxCalls: config.bridge.max_calls, maxCallsPerTrunk: config.bridge.max_calls_per_trunk, maxCallsPerOrg: config.bridge.max_calls_per_org },
+    nodeId: config.cluster.node_id,
     metrics: createBridgeMetrics(registry),
     recorder: config.bridge.recording
       ? (id) => new CallRecorder({ dir: join(config.data_dir, 'recordings'), callId: id, sampleRate: config.bridge.recording_sample_rate, logger: logger.child({ component: 'recorder', sessionId: id }) })
@@ -139,7 +159,7 @@ export async function startDaemon(
     tokens,
     runtimeFactory,
     dialer: config.sip.enabled ? (req) => bridge.dial(req) : undefined,
-    carrierStreams: { handle: (stream) => bridge.handleMediaStream(stream), hasRoom: () => bridge.hasRoom, callStatus: (update) => bridge.carrierStatus(update) },
+    carrierStreams: { handle: (stream) => bridge.handleMediaStream(stream), callLimitReached: (orgId) => bridge.callLimitReached(orgId), callStatus: (update) => bridge.carrierStatus(update) },
     streamTokens,
     carrierDialer: (req) => bridge.dialCarrier(req),
     sessionServer: { ...options.sessionServer, runsExpirySweep: () => roles.holds('session_token_sweep') },
@@ -152,6 +172,7 @@ export async function startDaemon(
   }, registry).catch(async (err: unknown) => {
     // The roles' connection would keep the process alive (and the roles taken) otherwise.
     voiceCatalog.stop();
+    await heartbeat.stop();
     await roles.close();
     await store.close();
     throw err;
@@ -163,6 +184,7 @@ export async function startDaemon(
     voiceCatalog.stop();
     storeProbe?.stop();
     await sip?.close();
+    await heartbeat.stop();
     await roles.close();
     await store.close();
     throw err;
@@ -173,13 +195,13 @@ export async function startDaemon(
   const port = typeof addr === 'object' && addr ? addr.port : config.http.port;
   const host = config.http.host.includes(':') ? `[${config.http.host}]` : config.http.host;
   url = `http://${host === '0.0.0.0' ? '127.0.0.1' : host}:${port}`;
-  logger.info({ url, dataDir: config.data_dir, ...describeStoreBackend(config.data_dir, backend), region: config.region.self, node: process.versions.node, sqliteDriver: SQLITE_DRIVER_PACKAGE, mallocArenaMax: process.env.MALLOC_ARENA_MAX || 'glibc default' }, 'callbridge listening');
+  logger.info({ url, dataDir: config.data_dir, nodeId: config.cluster.node_id, ...describeStoreBackend(config.data_dir, backend), region: config.region.self, node: process.versions.node, sqliteDriver: SQLITE_DRIVER_PACKAGE, mallocArenaMax: process.env.MALLOC_ARENA_MAX || 'glibc default' }, 'callbridge listening');
   const sttDetail = readinessDetail(config);
   if (sttDetail !== undefined) logger.warn(sttDetail);
   // Every routed inbound call becomes a voice session of its agent, through our own
   // /v1/connection (the bridge is a client of the public protocol). The bridge's call limits
   // are checked before the INVITE rings (503 Retry-After / 486, no 18x).
-  sip?.ua.onInboundCall((call) => bridge.handleInbound(call), { admit: (route) => bridge.admit(route) });
+  sip?.ua.onInboundCall((call) => bridge.handleInbound(call), { admit: (route) => bridge.admit(route), lapsed: (route) => bridge.admissionLapsed(route) });
 
   let closing: Promise<void> | undefined;
   return {
@@ -204,6 +226,8 @@ export async function startDaemon(
         voiceCatalog.stop();
         // The bridge's last record writes (ends, recordings) go in before the store closes.
         await bridge.recordsWritten();
+        // The calls have ended: this node leaves the lease table (nothing for a survivor to take over).
+        await heartbeat.stop().catch((err: unknown) => logger.warn({ err }, 'cluster: deleting this node\'s lease failed'));
         storeProbe?.stop();
         await handingOver;
         await roles.close();

@@ -1,5 +1,5 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
@@ -103,7 +103,17 @@ describe('configuration', () => {
       [{ CALLBRIDGE_SIP_TRUSTED_PROXIES: '10.0.0.1, proxy.example.com' }, {}, /sip\.trusted_proxies: "proxy\.example\.com"/],
       [{ CALLBRIDGE_SIP_TRUSTED_PROXIES: '10.0.0.0/33' }, {}, /sip\.trusted_proxies/],
       [{ CALLBRIDGE_SIP_TRUSTED_PROXIES: '2001:db8::/129' }, {}, /sip\.trusted_proxies/],
+      [{ CALLBRIDGE_CLUSTER_NODE_ID: 'node one' }, {}, /cluster\.node_id/],
+      [{ CALLBRIDGE_CLUSTER_NODE_ID: 'n'.repeat(65) }, {}, /cluster\.node_id/],
+      [{ CALLBRIDGE_CLUSTER_NODE_ID: 'node/1' }, {}, /cluster\.node_id/],
+      [{ CALLBRIDGE_BRIDGE_MAX_CALLS_PER_ORG: '-1' }, {}, /bridge\.max_calls_per_org/],
+      // A live node must not be declared dead after one late heartbeat: both settings named.
+      [{ CALLBRIDGE_CLUSTER_HEARTBEAT_SECS: '5', CALLBRIDGE_CLUSTER_NODE_TIMEOUT_SECS: '10' }, {}, /cluster\.node_timeout_secs \(10\) must exceed 2 x cluster\.heartbeat_secs \(5\)/],
+      [{ CALLBRIDGE_CLUSTER_HEARTBEAT_SECS: '0' }, {}, /cluster\.heartbeat_secs/],
     ];
+    // The cluster settings: the node id defaults to the host name; the test cluster's short timings pass.
+    expect(loadConfig({}, {}).cluster).toEqual({ node_id: hostname(), heartbeat_secs: 5, node_timeout_secs: 20, singleton_poll_secs: 5 });
+    expect(loadConfig({}, { CALLBRIDGE_CLUSTER_NODE_ID: 'cb-node_2.eu', CALLBRIDGE_CLUSTER_HEARTBEAT_SECS: '1', CALLBRIDGE_CLUSTER_NODE_TIMEOUT_SECS: '3' }).cluster).toEqual({ node_id: 'cb-node_2.eu', heartbeat_secs: 1, node_timeout_secs: 3, singleton_poll_secs: 5 });
     expect(loadConfig({}, { CALLBRIDGE_SIP_TRUSTED_PROXIES: ' 10.0.0.5, 192.0.2.0/24,2001:db8::/32 ' }).sip.trusted_proxies).toBe(' 10.0.0.5, 192.0.2.0/24,2001:db8::/32 ');
     for (const [env, overrides, re] of bad) {
       expect(() => loadConfig(overrides, env), JSON.stringify({ env, overrides })).toThrow(ConfigError);

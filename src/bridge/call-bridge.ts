@@ -28,7 +28,7 @@ import type { Store } from '../store/index.ts';
 import { BridgeCore, type BridgeCoreOptions, type CallRecorderSink } from './bridge-core.ts';
 import type { BridgeMetrics } from './bridge-metrics.ts';
 import { CallRecordWriter } from './call-record-writer.ts';
-import { inboundSession } from './inbound-session.ts';
+import { inboundSession, type InboundSession } from './inbound-session.ts';
 import { callVariables, withCallVariables } from './call-variables.ts';
 import type { SessionOpener } from './session-opener.ts';
 import { SipCallLeg } from './sip-call-leg.ts';
@@ -41,6 +41,7 @@ import type { CarrierClient } from '../telco/carrier-client.ts';
 import type { CarrierCallStatus } from '../telco/twilio-call-status.ts';
 import type { StreamTokens } from '../telco/twilio-stream-tokens.ts';
 import { carrierCallControl } from './carrier-call-control.ts';
+import { CallSlots, MemorySlots, type HeldSlot, type SlotResult } from './call-slots.ts';
 import { CarrierDials, type CarrierDialRequest } from './carrier-dial.ts';
 
 export interface CallBridgeOptions {
@@ -52,8 +53,14 @@ export interface CallBridgeOptions {
   ua(): SipUserAgent | undefined;
   /** A session not started within this is given up: the call is refused (default 10 s). */
   connectTimeoutMs?: number;
-  /** Concurrent call limits (0 = none): over them inbound calls get 503 / 486, dials 429. */
-  limits?: { maxCalls: number; maxCallsPerTrunk: number };
+  /**
+   * Concurrent call limits (0 = none): over them inbound calls get 503 / 486, dials 429.
+   * maxCalls is this node's, counted in memory; the per-trunk and per-organization ones are
+   * counted in the store across every node sharing it (call-slots.ts).
+   */
+  limits?: { maxCalls: number; maxCallsPerTrunk: number; maxCallsPerOrg?: number };
+  /** This node's cluster.node_id, on the call slots it takes (default: the store's, else 'local'). */
+  nodeId?: string;
   metrics?: BridgeMetrics;
   /**
    * Transfer fallback: places a call to `target` for `call` (through its trunk) and resolves with
@@ -85,12 +92,21 @@ export class CallBridge {
   readonly #carrierDials: CarrierDials | undefined;
   /** Live carrier stream legs by CallSid, for the carrier's status callbacks. */
   readonly #streamLegs = new Map<string, { accountSid: string; leg: MediaStreamCallLeg }>();
+  readonly #slots: CallSlots;
+  /** Slots taken by admit() for INVITEs not delivered yet, by their route object. */
+  readonly #admitted = new Map<object, HeldSlot>();
+  /** The slot each bridged call holds until it is done. */
+  readonly #held = new Map<BridgeCore, HeldSlot>();
 
   constructor(options: CallBridgeOptions) {
     this.#o = options;
     this.#ticker = options.ticker ?? new MediaTicker();
     this.#dialTransfer = options.dialTransfer ?? trunkTransferDialer(() => options.ua(), options.store, options.logger);
     this.#records = new CallRecordWriter(options.store.calls, options.sessions.recordsCalls, options.logger.child({ component: 'bridge' }));
+    const l = options.limits;
+    // PostgreSQL: counted in the database, across nodes; SQLite: one node, counted here (call-slots.ts).
+    const counter = options.store.client.dialect === 'postgres' ? options.store.callSlots : new MemorySlots();
+    this.#slots = new CallSlots(counter, options.nodeId ?? options.store.nodeId ?? 'local', { maxCallsPerTrunk: l?.maxCallsPerTrunk ?? 0, maxCallsPerOrg: l?.maxCallsPerOrg ?? 0 }, options.logger.child({ component: 'bridge' }));
     const c = options.carrier;
     this.#carrierDials =
       c === undefined
@@ -103,43 +119,94 @@ export class CallBridge {
     return this.#calls.size;
   }
 
-  /** Whether one more call fits under bridge.max_calls (the carrier webhook rejects busy otherwise). */
-  get hasRoom(): boolean {
-    return this.#overLimit(undefined) === undefined;
+  /** Call slots this node holds (its calls counted against the per-trunk and per-organization limits). */
+  slotsHeld(): Promise<number> {
+    return this.#slots.held();
+  }
+
+  /**
+   * Which concurrent call limit a new call of this organization (no trunk: the carrier's voice
+   * webhook) would exceed now, as the setting's name; undefined when it fits. A look, not a
+   * reservation: the call's stream takes its slot when it starts.
+   */
+  async callLimitReached(orgId: string): Promise<string | undefined> {
+    if (this.#full()) return 'bridge.max_calls';
+    return (await this.#slots.wouldRefuse(orgId, null)) === 'org' ? 'bridge.max_calls_per_org' : undefined;
   }
 
   /**
    * Admission of a routed inbound INVITE before it rings (SipUserAgent.onInboundCall's `admit`):
    * over bridge.max_calls 503 with Retry-After (RFC 3261 21.5.4: the whole service is busy, try
-   * later), over bridge.max_calls_per_trunk 486 Busy Here (21.4.24: this trunk is); the UAS sends
-   * either before any 18x, so the caller hears no ringing that ends in a refusal.
+   * later), over bridge.max_calls_per_trunk or bridge.max_calls_per_org 486 Busy Here (21.4.24:
+   * this trunk, or this organization, is); the UAS sends either before any 18x, so the caller
+   * hears no ringing that ends in a refusal. The call slot taken here (the store's count, across
+   * nodes) is the call's once it is delivered (handleInbound), or given back by admissionLapsed.
    */
-  admit(route: Pick<InboundRoute, 'trunkId'>): AdmissionRefusal | undefined {
-    const over = this.#overLimit(route.trunkId);
-    if (over === undefined) return undefined;
-    this.#o.metrics?.failure(`limit_${over}`);
-    const l = this.#o.limits!;
-    return over === 'global'
-      ? { status: 503, reason: 'Too many calls', retryAfter: LIMIT_RETRY_AFTER_SECS, why: `the concurrent call limit bridge.max_calls (${l.maxCalls}) is reached` }
-      : { status: 486, reason: 'Trunk busy', why: `the concurrent call limit of trunk ${route.trunkId} (bridge.max_calls_per_trunk ${l.maxCallsPerTrunk}) is reached` };
+  admit(route: Pick<InboundRoute, 'trunkId' | 'orgId'>): AdmissionRefusal | undefined | Promise<AdmissionRefusal | undefined> {
+    if (this.#full()) {
+      this.#o.metrics?.failure('limit_global');
+      return { status: 503, reason: 'Too many calls', retryAfter: LIMIT_RETRY_AFTER_SECS, why: `the concurrent call limit bridge.max_calls (${this.#o.limits!.maxCalls}) is reached` };
+    }
+    if (!this.#slots.applies(route.trunkId)) return undefined;
+    return this.#slots.acquire(route.orgId, route.trunkId).then((r): AdmissionRefusal | undefined => {
+      if ('refused' in r) {
+        this.#o.metrics?.failure(`limit_${r.refused}`);
+        return { status: 486, reason: r.refused === 'org' ? 'Organization busy' : 'Trunk busy', why: r.why };
+      }
+      this.#admitted.set(route, r.held);
+      return undefined;
+    });
+  }
+
+  /** An INVITE admit() admitted ended before it was delivered (SipUserAgent's `lapsed`): its slot goes back. */
+  admissionLapsed(route: object): void {
+    this.#admitted.get(route)?.release();
+    this.#admitted.delete(route);
   }
 
   /** Takes a routed inbound call (SipUserAgent.onInboundCall): rings until the session is up. */
   handleInbound(call: SipCall): void {
-    // admit() refused calls over the limits before they rang; this catches the few admitted
+    const route = call.route;
+    // The slot admit() took for it (none when no per-trunk/per-organization limit applies).
+    const admitted = route === undefined ? undefined : this.#admitted.get(route);
+    if (route !== undefined) this.#admitted.delete(route);
+    // admit() refused calls over bridge.max_calls before they rang; this catches the few admitted
     // meanwhile (between admission and delivery the UAS allocates RTP ports, which may await).
-    const over = this.#overLimit(call.route?.trunkId);
-    if (over !== undefined) {
-      this.#o.logger.warn({ callId: call.id, from: call.from, to: call.to, trunkId: call.route?.trunkId, limit: over }, `INVITE refused: ${over} concurrent call limit reached`);
-      this.#o.metrics?.failure(`limit_${over}`);
-      // RFC 3261 21.5.4 / 21.4.24: 503 with Retry-After for the whole service, 486 for one trunk.
-      if (over === 'global') call.reject(503, 'Too many calls', [['Retry-After', String(LIMIT_RETRY_AFTER_SECS)]]);
-      else call.reject(486, 'Trunk busy');
+    if (this.#full()) {
+      admitted?.release();
+      this.#o.logger.warn({ callId: call.id, from: call.from, to: call.to, trunkId: route?.trunkId, limit: 'global' }, 'INVITE refused: global concurrent call limit reached');
+      this.#o.metrics?.failure('limit_global');
+      // RFC 3261 21.5.4: 503 with Retry-After for the whole service.
+      call.reject(503, 'Too many calls', [['Retry-After', String(LIMIT_RETRY_AFTER_SECS)]]);
       return;
     }
     // Counted at once (#track); what it routes to is read from the store meanwhile.
     const core = this.#track(call);
-    void core.start(this.#inboundVariables(call).then((variables) => inboundSession(this.#o.store.agents, this.#o.sessions, call, variables)));
+    // A call delivered without admission (none asked) takes its slot now.
+    const slot: Promise<SlotResult> = admitted !== undefined ? Promise.resolve({ held: admitted }) : route === undefined ? Promise.resolve({ held: { release: () => undefined } }) : this.#slots.acquire(route.orgId, route.trunkId);
+    void core.start(
+      this.#holding(core, slot, () => this.#inboundVariables(call).then((variables) => inboundSession(this.#o.store.agents, this.#o.sessions, call, variables))),
+    );
+  }
+
+  /**
+   * The session of a call once its slot is held by the core (given back when the core is done),
+   * or a busy refusal when the call's trunk or organization is at its limit.
+   */
+  async #holding(core: BridgeCore, slot: Promise<SlotResult>, session: () => Promise<InboundSession>): Promise<InboundSession> {
+    const r = await slot;
+    if ('refused' in r) {
+      this.#o.metrics?.failure(`limit_${r.refused}`);
+      return { refuse: 'busy', why: r.why };
+    }
+    this.#hold(core, r.held);
+    return session();
+  }
+
+  /** The core holds the slot until it is done (at once when it is done already). */
+  #hold(core: BridgeCore, held: HeldSlot): void {
+    if (this.#calls.has(core)) this.#held.set(core, held);
+    else held.release();
   }
 
   /**
@@ -187,13 +254,18 @@ export class CallBridge {
         leg.refuse('agent_unavailable', 'call no longer pending');
         return leg;
       }
-      this.#core(leg, log, (url, recording, events) => openVoiceLink(undefined, url, recording, events), undefined).attach(outbound.callId, outbound.connectUrl);
+      const core = this.#core(leg, log, (url, recording, events) => openVoiceLink(undefined, url, recording, events), undefined);
+      core.attach(outbound.callId, outbound.connectUrl);
+      // Counted (not refused: it is answered; the dial was checked when it was placed).
+      this.#slots.acquire(grant.orgId, null, true).then(
+        (r) => 'held' in r && this.#hold(core, r.held),
+        (err: unknown) => log.warn({ err }, 'counting the call against bridge.max_calls_per_org failed'),
+      );
       return leg;
     }
-    const over = this.#overLimit(undefined);
-    if (over !== undefined) {
-      log.warn({ limit: over }, 'media stream refused: concurrent call limit reached');
-      this.#o.metrics?.failure(`limit_${over}`);
+    if (this.#full()) {
+      log.warn({ limit: 'global' }, 'media stream refused: concurrent call limit reached');
+      this.#o.metrics?.failure('limit_global');
       leg.refuse('service_unavailable', 'too many calls');
       return leg;
     }
@@ -201,7 +273,8 @@ export class CallBridge {
     const sessions: SessionOpener = { recordsCalls: base.recordsCalls, open: (input) => base.open({ ...input, source: 'twilio', carrierCallId: grant.callSid }) };
     // caller_number and called_number, as for a SIP call (no trunk on this path).
     const variables = callVariables({ callerNumber: grant.from, calledNumber: grant.to });
-    void this.#core(leg, log, (url, recording, events) => openVoiceLink(undefined, url, recording, events), undefined).start(inboundSession(this.#o.store.agents, sessions, leg, variables));
+    const core = this.#core(leg, log, (url, recording, events) => openVoiceLink(undefined, url, recording, events), undefined);
+    void core.start(this.#holding(core, this.#slots.acquire(grant.orgId, null), () => inboundSession(this.#o.store.agents, sessions, leg, variables)));
     return leg;
   }
 
@@ -212,10 +285,14 @@ export class CallBridge {
   async dialCarrier(req: CarrierDialRequest): Promise<{ callId: string }> {
     const dials = this.#carrierDials;
     if (dials === undefined) throw unavailable('the carrier call API is not configured on this daemon');
-    const over = this.#overLimit(undefined);
-    if (over !== undefined) {
-      this.#o.metrics?.failure(`limit_${over}`);
+    if (this.#full()) {
+      this.#o.metrics?.failure('limit_global');
       throw tooMany('too many calls in progress: try again later');
+    }
+    // A look: the answered call's stream takes its slot (handleMediaStream).
+    if ((await this.#slots.wouldRefuse(req.orgId, null)) !== undefined) {
+      this.#o.metrics?.failure('limit_org');
+      throw tooMany('too many calls in progress for this organization: try again later');
     }
     return dials.dial(req);
   }
@@ -228,9 +305,9 @@ export class CallBridge {
     if (update.progress.kind === 'ended') live.leg.carrierEnded(update.progress.status);
   }
 
-  /** Resolves once the call record writes issued so far are made (before the store closes). */
-  recordsWritten(): Promise<void> {
-    return this.#records.settled();
+  /** Resolves once the call record writes and slot releases issued so far are made (before the store closes). */
+  async recordsWritten(): Promise<void> {
+    await Promise.all([this.#records.settled(), this.#slots.settled()]);
   }
 
   /** Ends the carrier dials still ringing (the daemon stops). */
@@ -256,24 +333,21 @@ export class CallBridge {
       transferFallback,
       connectTimeoutMs: this.#o.connectTimeoutMs,
       sendSilence: this.#o.sendSilence,
-      onDone: (done) => this.#calls.delete(done),
+      onDone: (done) => {
+        this.#calls.delete(done);
+        this.#held.get(done)?.release();
+        this.#held.delete(done);
+      },
     });
     this.#calls.add(core);
     return core;
   }
 
-  /** Which limit a new call on `trunkId` would exceed, if any. */
-  #overLimit(trunkId: string | undefined): 'global' | 'trunk' | undefined {
-    const l = this.#o.limits;
-    if (l === undefined) return undefined;
+  /** Whether this node is at bridge.max_calls (counted here, not in the store). */
+  #full(): boolean {
+    const max = this.#o.limits?.maxCalls ?? 0;
     // Carrier dials ringing are calls too: their streams will need the room.
-    if (l.maxCalls > 0 && this.#calls.size + (this.#carrierDials?.pending ?? 0) >= l.maxCalls) return 'global';
-    if (l.maxCallsPerTrunk > 0 && trunkId !== undefined) {
-      let n = 0;
-      for (const c of this.#calls) if (c.trunkId === trunkId) n++;
-      if (n >= l.maxCallsPerTrunk) return 'trunk';
-    }
-    return undefined;
+    return max > 0 && this.#calls.size + (this.#carrierDials?.pending ?? 0) >= max;
   }
 
   /**
@@ -291,11 +365,25 @@ export class CallBridge {
     if (!canCallThrough(trunk)) {
       throw validation(`SIP trunk "${trunk.name}" has no outbound_host, and no PBX is registered on it: set outbound_host, or let the PBX REGISTER with the trunk's inbound_sip_username`);
     }
-    const over = this.#overLimit(trunk.id);
-    if (over !== undefined) {
-      this.#o.metrics?.failure(`limit_${over}`);
-      throw tooMany(over === 'global' ? 'too many calls in progress: try again later' : `too many calls in progress on SIP trunk "${trunk.name}": try again later`);
+    if (this.#full()) {
+      this.#o.metrics?.failure('limit_global');
+      throw tooMany('too many calls in progress: try again later');
     }
+    const slot = await this.#slots.acquire(req.orgId, trunk.id);
+    if ('refused' in slot) {
+      this.#o.metrics?.failure(`limit_${slot.refused}`);
+      throw tooMany(slot.refused === 'trunk' ? `too many calls in progress on SIP trunk "${trunk.name}": try again later` : 'too many calls in progress for this organization: try again later');
+    }
+    try {
+      return await this.#placeDial(req, trunk, slot.held, ua);
+    } catch (err) {
+      slot.held.release();
+      throw err;
+    }
+  }
+
+  /** dial() once the call fits: the session, then the call through the trunk; the slot goes with the call. */
+  async #placeDial(req: OutboundDial, trunk: NonNullable<Awaited<ReturnType<typeof outboundTrunkFromStore>>>, held: HeldSlot, ua: SipUserAgent): Promise<{ callId: string }> {
     const agent = await this.#o.store.agents.get(req.orgId, req.agentId);
     if (agent === undefined || agent.status !== 'active') throw notFound('active agent');
     const { sessionId, connectUrl } = await this.#o.sessions.open({
@@ -316,14 +404,18 @@ export class CallBridge {
     void ua.dial({ trunk, to: req.number, callerId: req.callerId }).then(
       (result) => {
         if (!result.ok) {
+          held.release();
           this.#o.metrics?.failure(`dial_${result.reason}`);
           this.#records.failedDial(sessionId, result.reason, result.status);
           log.info({ reason: result.reason, status: result.status }, 'outbound call not answered');
           return;
         }
-        this.#track(result.call).attach(sessionId, connectUrl);
+        const core = this.#track(result.call);
+        this.#hold(core, held);
+        core.attach(sessionId, connectUrl);
       },
       (err: unknown) => {
+        held.release();
         log.error({ err }, 'outbound call failed');
         this.#records.failedDial(sessionId, 'unreachable');
       },

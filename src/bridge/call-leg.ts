@@ -23,7 +23,9 @@ export type RefusalCause =
   /** The agent, or its session, is not there for this call. */
   | 'agent_unavailable'
   /** The leg reached the bridge in a state it cannot handle (a routed call without its route). */
-  | 'internal_error';
+  | 'internal_error'
+  /** Its trunk or organization is at its concurrent call limit (bridge.max_calls_per_trunk / _per_org). */
+  | 'busy';
 
 /** The agent an inbound leg was routed to. */
 export interface LegRoute {

@@ -30,6 +30,8 @@ const REFUSAL_CLOSE: Record<RefusalCause, number> = {
   // Application range: the agent is not there for this call.
   agent_unavailable: 4404,
   internal_error: 1011,
+  // 1013 Try Again Later too: the organization is at its concurrent call limit.
+  busy: 1013,
 };
 
 export interface MediaStreamLegOptions {

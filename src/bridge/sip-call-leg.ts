@@ -16,6 +16,8 @@ const REFUSAL_STATUS: Record<RefusalCause, number> = {
   service_unavailable: 503,
   agent_unavailable: 480,
   internal_error: 500,
+  // RFC 3261 21.4.24 Busy Here: this trunk or organization is full, not the whole service.
+  busy: 486,
 };
 
 export class SipCallLeg implements CallLeg {

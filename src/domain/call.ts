@@ -127,6 +127,9 @@ const OUTCOMES: Readonly<Record<string, CallOutcome>> = {
   'callee side ended: remote_bye': 'ended_by_user',
 };
 
+/** The reason of a call whose node stopped heartbeating: a surviving node ended it (docs/store-postgres.md "Several nodes"). */
+export const NODE_LOST = 'node_lost';
+
 /** The outcome bucket of a termination reason; undefined for the others (error, expired, a failed dial). */
 export function outcomeOf(terminationReason: string): CallOutcome | undefined {
   return Object.hasOwn(OUTCOMES, terminationReason) ? OUTCOMES[terminationReason] : undefined;
@@ -135,9 +138,9 @@ export function outcomeOf(terminationReason: string): CallOutcome | undefined {
 /** The reasons that bucket into each outcome (docs, and the migration test). */
 export const OUTCOME_REASONS: Readonly<Record<string, CallOutcome>> = OUTCOMES;
 
-/** An ended call's end_status when the writer names none: failed for reason error, else completed. */
+/** An ended call's end_status when the writer names none: failed for reason error or node_lost, else completed. */
 export function endStatusOf(terminationReason: string): EndStatus {
-  return terminationReason === 'error' ? 'failed' : 'completed';
+  return terminationReason === 'error' || terminationReason === NODE_LOST ? 'failed' : 'completed';
 }
 
 /** How an outbound call that never connected ends (the SIP outcome of the dial). */

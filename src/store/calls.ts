@@ -126,7 +126,11 @@ export interface CallPage {
 }
 
 export class CallRepo {
-  constructor(private readonly db: SqlClient) {}
+  /** nodeId: the node whose rows this repository writes (calls.node_id; null when none). */
+  constructor(
+    private readonly db: SqlClient,
+    private readonly nodeId: string | null = null,
+  ) {}
 
   async get(orgId: string, id: string): Promise<CallRecord | undefined> {
     const r = await this.db.get<CallRow>(`${selectCall(this.db)} WHERE c.id = ? AND c.org_id = ?`, [id, orgId]);
@@ -136,8 +140,8 @@ export class CallRepo {
   async insert(c: NewCall): Promise<void> {
     await this.db.run(
       // transcript is named: the column's default ('[]') is the shape before migration 3.
-      `INSERT INTO calls (id, org_id, agent_id, graph_version_id, sip_trunk_id, direction, source, outbound, status, from_number, to_number, party_number, created_at, transcript, carrier_call_id)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'started', ?, ?, ?, ?, '{"entries":[]}', ?)`,
+      `INSERT INTO calls (id, org_id, agent_id, graph_version_id, sip_trunk_id, direction, source, outbound, status, from_number, to_number, party_number, created_at, transcript, carrier_call_id, node_id)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'started', ?, ?, ?, ?, '{"entries":[]}', ?, ?)`,
       [
         c.id,
         c.org_id,
@@ -152,6 +156,7 @@ export class CallRepo {
         partyNumber(c.direction, c.from, c.to),
         c.created_at,
         c.carrier_call_id ?? null,
+        this.nodeId,
       ],
     );
   }

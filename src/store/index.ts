@@ -15,6 +15,8 @@ import { AssignmentRepo } from './assignments.ts';
 import { CallRepo } from './calls.ts';
 import { SessionRepo } from './sessions.ts';
 import { RegistrationRepo } from './registrations.ts';
+import { ClusterNodeRepo } from './cluster-nodes.ts';
+import { CallSlotRepo } from './call-slots.ts';
 import { SecretBox } from './secret-box.ts';
 import { loadOrCreateSecret } from './data-dir-secrets.ts';
 import type { SqlClient } from './sql-client.ts';
@@ -43,6 +45,12 @@ export interface Store {
   sessions: SessionRepo;
   /** REGISTER bindings of PBXs on digest trunks (callbridge as their registrar). */
   registrations: RegistrationRepo;
+  /** Node leases (docs/store-postgres.md "Several nodes"). */
+  clusterNodes: ClusterNodeRepo;
+  /** Calls counted against the per-trunk and per-organization limits, across nodes. */
+  callSlots: CallSlotRepo;
+  /** This node's cluster.node_id: stamped on the call rows it writes (null: none given, e.g. a CLI). */
+  readonly nodeId: string | null;
   /**
    * Runs fn in one transaction: all of the writes fn makes through the store it is given commit
    * together or none does (fn's rejection rolls back and is rethrown). Writes through this store
@@ -60,6 +68,8 @@ export interface StoreBackendOptions {
   poolSize?: number;
   /** PostgreSQL: an idle pooled connection failed (the pool replaces it); default: ignored. */
   onIdleError?: (err: PostgresStoreError) => void;
+  /** cluster.node_id of the daemon: the node its call rows carry (absent: none, e.g. a CLI command). */
+  nodeId?: string;
 }
 
 /** True when the store URL names PostgreSQL (src/config.ts refuses any other non-empty URL). */
@@ -93,7 +103,7 @@ export async function openStore(dataDir: string, encryptionKey: string, backend:
     await client.close();
     throw err;
   }
-  return storeOver(client, secretBox, { sqlite: client.db });
+  return storeOver(client, secretBox, { sqlite: client.db, nodeId: backend.nodeId });
 }
 
 async function openPostgresStore(url: string, encryptionKey: string, backend: StoreBackendOptions): Promise<Store> {
@@ -106,7 +116,7 @@ async function openPostgresStore(url: string, encryptionKey: string, backend: St
     await client.close();
     throw err;
   }
-  return storeOver(client, secretBox);
+  return storeOver(client, secretBox, { nodeId: backend.nodeId });
 }
 
 interface SharedCaches {
@@ -115,11 +125,11 @@ interface SharedCaches {
 }
 
 /** The repositories over any SqlClient (the PostgreSQL backend builds its Store here too). */
-export function storeOver(client: SqlClient, secretBox: SecretBox, options: { sqlite?: Database } = {}): Store {
-  return build(client, secretBox, { agents: new Map(), keys: new Map() }, false, options.sqlite);
+export function storeOver(client: SqlClient, secretBox: SecretBox, options: { sqlite?: Database; nodeId?: string | undefined } = {}): Store {
+  return build(client, secretBox, { agents: new Map(), keys: new Map() }, false, options.sqlite, options.nodeId ?? null);
 }
 
-function build(client: SqlClient, secretBox: SecretBox, caches: SharedCaches, inTransaction: boolean, sqlite: Database | undefined): Store {
+function build(client: SqlClient, secretBox: SecretBox, caches: SharedCaches, inTransaction: boolean, sqlite: Database | undefined, nodeId: string | null): Store {
   const agents = new AgentRepo(client, { cache: caches.agents, inTransaction });
   const store: Store = {
     client,
@@ -131,14 +141,17 @@ function build(client: SqlClient, secretBox: SecretBox, caches: SharedCaches, in
     telcoNumbers: new TelcoNumberRepo(client, secretBox),
     sipTrunks: new SipTrunkRepo(client, secretBox),
     assignments: new AssignmentRepo(client),
-    calls: new CallRepo(client),
-    sessions: new SessionRepo(client),
+    calls: new CallRepo(client, nodeId),
+    sessions: new SessionRepo(client, nodeId),
     registrations: new RegistrationRepo(client),
+    clusterNodes: new ClusterNodeRepo(client),
+    callSlots: new CallSlotRepo(client),
+    nodeId,
     tx: async <T>(fn: (store: Store) => Promise<T>): Promise<T> => {
       let inner: Store | undefined;
       try {
         return await client.transaction((tx) => {
-          inner = build(tx, secretBox, caches, true, sqlite);
+          inner = build(tx, secretBox, caches, true, sqlite, nodeId);
           return fn(inner);
         });
       } finally {

@@ -398,4 +398,37 @@ export const MIGRATIONS: Migration[] = [
       ALTER TABLE telco_numbers ADD COLUMN previous_webhook TEXT;
     `,
   },
+  {
+    version: 9,
+    name: 'cluster: node leases, the node of each call, call slots',
+    // docs/store-postgres.md "Several nodes": several nodes on one database. Times here are milliseconds since the
+    // epoch read from the DATABASE's clock (the nodes' clocks may disagree).
+    sql: `
+      -- One row per running node: written at start, refreshed every cluster.heartbeat_secs,
+      -- deleted at a clean stop, or by a survivor once heartbeat_at is older than
+      -- cluster.node_timeout_secs. started_at tells a restarted node's lease from its old one.
+      CREATE TABLE cluster_nodes (
+        node_id TEXT PRIMARY KEY,
+        started_at INTEGER NOT NULL,
+        heartbeat_at INTEGER NOT NULL,
+        http_url TEXT NOT NULL DEFAULT '',
+        sip_address TEXT NOT NULL DEFAULT ''
+      );
+      -- The node that runs the call (null: a row written before nodes were recorded).
+      ALTER TABLE calls ADD COLUMN node_id TEXT;
+      CREATE INDEX calls_node_open ON calls (node_id) WHERE ended_at IS NULL;
+      -- A call counted against bridge.max_calls_per_trunk / max_calls_per_org, from admission
+      -- to its end; deleted with it, by its node's restart or by the sweep of a dead node.
+      CREATE TABLE call_slots (
+        id TEXT PRIMARY KEY,
+        node_id TEXT NOT NULL,
+        org_id TEXT NOT NULL,
+        trunk_id TEXT,
+        acquired_at INTEGER NOT NULL
+      );
+      CREATE INDEX call_slots_org ON call_slots (org_id);
+      CREATE INDEX call_slots_trunk ON call_slots (trunk_id);
+      CREATE INDEX call_slots_node ON call_slots (node_id);
+    `,
+  },
 ];

@@ -50,7 +50,11 @@ const fromRow = (r: SessionRow): SessionRecord => ({
 });
 
 export class SessionRepo {
-  constructor(private readonly db: SqlClient) {}
+  /** nodeId: this node (cluster.node_id), stamped on the call rows of the sessions it creates and opens. */
+  constructor(
+    private readonly db: SqlClient,
+    private readonly nodeId: string | null = null,
+  ) {}
 
   /** Stores the session and its call row (status started) in one transaction. */
   async create(s: NewSession): Promise<SessionRecord> {
@@ -58,7 +62,7 @@ export class SessionRepo {
     const direction = s.direction ?? 'web';
     const sipTrunkId = s.sip_trunk_id ?? null;
     await this.db.transaction(async (tx) => {
-      await new CallRepo(tx).insert({
+      await new CallRepo(tx, this.nodeId).insert({
         id: s.id,
         org_id: s.org_id,
         agent_id: s.agent_id,
@@ -107,19 +111,33 @@ export class SessionRepo {
   async claim(id: string, jti: string, now: string): Promise<boolean> {
     // The one statement that decides which connection owns the session: the database runs it
     // atomically, so of two connections racing with the same token exactly one changes the row.
-    const r = await this.db.run('UPDATE sessions SET connected_at = ? WHERE id = ? AND connected_at IS NULL AND token_jti = ? AND token_expires_at > ?', [now, id, jti, now]);
-    return r.changes === 1;
+    const claimed = await this.db.transaction(async (tx) => {
+      const r = await tx.run('UPDATE sessions SET connected_at = ? WHERE id = ? AND connected_at IS NULL AND token_jti = ? AND token_expires_at > ?', [now, id, jti, now]);
+      // The call now runs on this node (a token issued on one node may be opened on another):
+      // if this node dies, the survivors' sweep ends it (docs/store-postgres.md "Several nodes").
+      if (r.changes === 1 && this.nodeId !== null) await tx.run('UPDATE calls SET node_id = ? WHERE id = ?', [this.nodeId, id]);
+      return r.changes === 1;
+    });
+    return claimed;
   }
 
   /**
    * At start: sessions still in progress were cut when the previous run stopped without ending
    * them (a crash); their call rows end with reason error. Returns how many.
+   *
+   * Whose rows: on SQLite every such row (one node owns the file). On PostgreSQL only this
+   * node's own (node_id = this node's, its previous run): the other in-progress rows are other
+   * nodes' live calls, and a dead node's are ended by the lease sweep (cluster-nodes.ts). Rows
+   * without a node (written before nodes were recorded, or by a node without a node id) are
+   * left alone there for the same reason: they may be a not-yet-upgraded node's live calls.
    */
   async endAbandoned(now: string): Promise<number> {
+    const ownRowsOnly = this.db.dialect === 'postgres';
+    if (ownRowsOnly && this.nodeId === null) return 0;
     const r = await this.db.run(
       `UPDATE calls SET status = 'ended', end_status = 'failed', ended_at = ?, termination_reason = 'error'
-       WHERE ended_at IS NULL AND status = 'in_progress' AND id IN (SELECT id FROM sessions WHERE connected_at IS NOT NULL)`,
-      [now],
+       WHERE ended_at IS NULL AND status = 'in_progress' AND id IN (SELECT id FROM sessions WHERE connected_at IS NOT NULL)${ownRowsOnly ? ' AND node_id = ?' : ''}`,
+      ownRowsOnly ? [now, this.nodeId] : [now],
     );
     return r.changes;
   }

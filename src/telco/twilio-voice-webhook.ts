@@ -33,8 +33,8 @@ export interface VoiceWebhookDeps {
   importsOfAccount(accountSid: string): NumberImport[] | Promise<NumberImport[]>;
   /** The agent holding an import in its organization, and whether it is active. */
   holderOf(orgId: string, numberId: string): { id: string; active: boolean } | undefined | Promise<{ id: string; active: boolean } | undefined>;
-  /** Whether the bridge can take another call now (bridge.max_calls). */
-  hasRoom(): boolean;
+  /** The concurrent call limit a new call of the organization would exceed now (the setting's name), or undefined. */
+  callLimitReached(orgId: string): string | undefined | Promise<string | undefined>;
   tokens: StreamTokens;
   log: Logger;
 }
@@ -94,8 +94,9 @@ export async function answerVoiceWebhook(deps: VoiceWebhookDeps, req: WebhookReq
     log.warn({ orgId: number.org_id, agentId: agent.id }, 'call rejected: the agent is inactive');
     return { status: 200, twiml: rejectTwiml('rejected') };
   }
-  if (!deps.hasRoom()) {
-    log.warn({ orgId: number.org_id, agentId: agent.id }, 'call rejected busy: the concurrent call limit bridge.max_calls is reached');
+  const limit = await deps.callLimitReached(number.org_id);
+  if (limit !== undefined) {
+    log.warn({ orgId: number.org_id, agentId: agent.id }, `call rejected busy: the concurrent call limit ${limit} is reached`);
     return { status: 200, twiml: rejectTwiml('busy') };
   }
   const grant: StreamGrant = { orgId: number.org_id, agentId: agent.id, numberId: number.id, callSid, accountSid, from, to };

@@ -6,7 +6,7 @@
  */
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { loadConfig } from '../../src/config.ts';
 import { createLogger } from '../../src/log.ts';
 import { startDaemon, INITIAL_KEY_FILE, type Daemon, type DaemonOptions } from '../../src/main.ts';
@@ -39,13 +39,17 @@ export interface TestDaemon {
 /** `logLines`, when given, receives every log line (JSON) at info level and above, for tests that read them. */
 export async function startTestDaemon(overrides: Record<string, unknown> = {}, dataDir?: string, options: DaemonOptions = {}, logLines?: Pick<string[], 'push'>): Promise<TestDaemon> {
   const dir = dataDir ?? mkdtempSync(join(tmpdir(), 'callbridge-test-'));
-  const { sip, drain, ...rest } = overrides as { sip?: Record<string, unknown>; drain?: Record<string, unknown>; rtp?: Record<string, unknown> };
+  const { sip, drain, cluster, ...rest } = overrides as { sip?: Record<string, unknown>; drain?: Record<string, unknown>; cluster?: Record<string, unknown>; rtp?: Record<string, unknown> };
   // CALLBRIDGE_TEST_MEDIA_THREADS=N runs every test daemon's media on N worker threads (unless the test sets it).
   const threads = process.env.CALLBRIDGE_TEST_MEDIA_THREADS;
   if (threads !== undefined && threads !== '') rest.rtp = { media_threads: Number(threads), ...rest.rtp };
   const config = loadConfig(
     {
       data_dir: dir,
+      // A node id per data directory: daemons sharing a PostgreSQL store are distinct nodes, and a
+      // daemon restarted on its directory is the same node again (the host name would make every
+      // test daemon one node, each taking the others' lease).
+      cluster: { node_id: basename(dir), ...cluster },
       http: { host: '127.0.0.1', port: 0 },
       // SIP on loopback, UDP and TCP on one OS-chosen port; short drain so close() is quick.
       sip: { host: '127.0.0.1', port: 0, ...sip },

@@ -102,11 +102,12 @@ export function forEachStoreBackend(body: (backend: StoreBackend) => void): void
   describe.skipIf(pg.skip)(`on postgres${pg.skip ? `: skipped, ${pg.reason}` : ''}`, () => body('postgres'));
 }
 
-/** A fresh, empty store (schema migrated) on the backend. */
-export async function openTestStore(backend: StoreBackend, encryptionKey: string = TEST_ENCRYPTION_KEY): Promise<TestStore> {
+/** A fresh, empty store (schema migrated) on the backend; `nodeId`: the node its call rows carry (cluster.node_id). */
+export async function openTestStore(backend: StoreBackend, encryptionKey: string = TEST_ENCRYPTION_KEY, options: { nodeId?: string } = {}): Promise<TestStore> {
   const dataDir = mkdtempSync(join(tmpdir(), `callbridge-store-${backend}-`));
   const url = backend === 'postgres' ? await newDatabase() : undefined;
-  const open = () => openStore(dataDir, encryptionKey, url === undefined ? {} : { url, poolSize: 4 });
+  const node = options.nodeId !== undefined ? { nodeId: options.nodeId } : {};
+  const open = () => openStore(dataDir, encryptionKey, url === undefined ? node : { url, poolSize: 4, ...node });
   const t: TestStore = {
     backend,
     store: await open(),
@@ -123,6 +124,12 @@ export async function openTestStore(backend: StoreBackend, encryptionKey: string
     },
   };
   return t;
+}
+
+/** Another node's store on the same PostgreSQL database as `t` (its own pool and node id); closed by the caller. */
+export function openOtherNode(t: TestStore, nodeId: string): Promise<Store> {
+  if (t.url === undefined) throw new Error('openOtherNode: a second node shares a PostgreSQL database, not a SQLite file');
+  return openStore(t.dataDir, TEST_ENCRYPTION_KEY, { url: t.url, poolSize: 4, nodeId });
 }
 
 /** A database on this file's PostgreSQL server (started on first use), for tests that need a URL. */

@@ -21,7 +21,8 @@ forEachStoreBackend((backend) => describe('SessionRepo and the call end', () => 
   let orgId: string;
   let agentId: string;
   beforeAll(async () => {
-    t = await openTestStore(backend);
+    // A node id, as the daemon gives it: on PostgreSQL endAbandoned ends only this node's rows.
+    t = await openTestStore(backend, undefined, { nodeId: 'node-a' });
     store = t.store;
     orgId = (await store.organizations.createKey('o')).org.id;
     agentId = randomUUID();

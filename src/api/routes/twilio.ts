@@ -51,7 +51,8 @@ export async function twilioRoutes(app: FastifyInstance, deps: ApiDeps): Promise
           const agent = id === undefined ? undefined : await deps.store.agents.get(orgId, id);
           return agent === undefined ? undefined : { id: agent.id, active: agent.status === 'active' };
         },
-        hasRoom: () => deps.carrierStreams?.hasRoom() ?? false,
+        // Without a bridge nothing can take the call: as if bridge.max_calls were reached.
+        callLimitReached: (orgId) => deps.carrierStreams?.callLimitReached(orgId) ?? 'bridge.max_calls',
         tokens,
         log,
       },

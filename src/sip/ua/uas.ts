@@ -16,7 +16,7 @@ import type { ChallengeRateLimiter } from './challenge-rate-limit.ts';
 import { SipCall, type CallLogger } from './call.ts';
 import type { DialogManager, Dialog } from '../dialog/index.ts';
 import type { DigestServer } from '../digest/index.ts';
-import { decideInbound, throttled, type InboundDirectory, type InboundRoute, type InboundTrunk } from './inbound-routing.ts';
+import { decideInbound, throttled, type InboundDecision, type InboundDirectory, type InboundRoute, type InboundTrunk } from './inbound-routing.ts';
 import { createResponse, generateTag, type SipRequest } from '../message/index.ts';
 import { isSdpError, LocalSdpSession, SdpNegotiationError, type NegotiatedAnswer, type NegotiatedMedia, type SdpOffer, type SrtpPolicy } from '../sdp/index.ts';
 import { buildTrying, type ServerTransaction } from '../transaction/index.ts';
@@ -54,8 +54,18 @@ export interface AdmissionRefusal {
 /**
  * Called for each routed INVITE before any provisional response: undefined takes the call,
  * a refusal answers it at once (no 18x: a caller should not hear ringing that ends in busy).
+ * It may answer later (a promise: limits counted in a database); the INVITE waits for it. What
+ * admission holds for an admitted INVITE is the call's from delivery on, or is given back
+ * through AdmissionLapsed when the INVITE ends before it is delivered.
  */
-export type AdmitCall = (route: InboundRoute, trunk: InboundTrunk) => AdmissionRefusal | undefined;
+export type AdmitCall = (route: InboundRoute, trunk: InboundTrunk) => AdmissionRefusal | undefined | Promise<AdmissionRefusal | undefined>;
+
+/**
+ * An admitted INVITE ended before its call was delivered (refused later, CANCELled, no RTP port,
+ * no handler): called once with the route object admission was given, so that whatever
+ * admission took for it (a call slot) is given back.
+ */
+export type AdmissionLapsed = (route: InboundRoute) => void;
 
 /** What a new inbound INVITE needs; the user agent owns all of it. */
 export interface UasContext {
@@ -82,7 +92,9 @@ export interface UasContext {
   /** Called with the new call after 180 was sent; returns false when nobody takes calls. */
   deliver(call: SipCall): boolean;
   /** Admission of a routed INVITE before it rings (the call handler's; see AdmitCall). */
-  admit(route: InboundRoute, trunk: InboundTrunk): AdmissionRefusal | undefined;
+  admit: AdmitCall;
+  /** An admitted INVITE not delivered (see AdmissionLapsed). */
+  admissionLapsed: AdmissionLapsed;
   /** Bookkeeping of setups and failures (metrics). */
   count(outcome: string): void;
   /** REGISTER handling (registrar.ts); undefined: REGISTER gets 405 like any method we do not take. */
@@ -319,13 +331,33 @@ async function handleInvite(ctx: UasContext, tx: ServerTransaction, inbound: Inb
     return;
   }
 
-  const refusal = ctx.admit(decision.route, decision.trunk);
+  const pending = ctx.admit(decision.route, decision.trunk);
+  const refusal = pending instanceof Promise ? await pending : pending;
   if (refusal !== undefined) {
     ctx.logger.warn({ ...base, trunkId: decision.trunk.id, agentId: decision.route.agentId, status: refusal.status }, `INVITE refused (${refusal.status}): ${refusal.why}`);
     ctx.count(refusal.outcome ?? 'over_limit');
     respond(tx, req, refusal.status, refusal.reason, refusal.retryAfter === undefined ? [] : [['Retry-After', String(refusal.retryAfter)]]);
     return;
   }
+  // From here the INVITE holds what admission took for it until its call is delivered.
+  let delivered = false;
+  try {
+    delivered = await setUpAdmitted(ctx, tx, inbound, decision, { base, user, from });
+  } finally {
+    if (!delivered) ctx.admissionLapsed(decision.route);
+  }
+}
+
+/** An admitted INVITE: media, dialog, 180, delivery. True once the call was delivered to the handler. */
+async function setUpAdmitted(
+  ctx: UasContext,
+  tx: ServerTransaction,
+  inbound: Inbound<SipRequest>,
+  decision: Extract<InboundDecision, { kind: 'accept' }>,
+  { base, user, from }: { base: Record<string, string>; user: string; from: string },
+): Promise<boolean> {
+  const req = inbound.message;
+  if (tx.finalResponse !== undefined || tx.terminated) return false; // CANCELled while admission was asked
 
   const type = req.contentType?.toString().toLowerCase() ?? '';
   // No body: a delayed offer (RFC 3261 13.2.1): our offer goes in the 2xx, the answer in the ACK.
@@ -334,14 +366,14 @@ async function handleInvite(ctx: UasContext, tx: ServerTransaction, inbound: Inb
     ctx.logger.warn({ ...base, status: 415, contentType: type }, 'INVITE refused (415): the body is not SDP');
     ctx.count('bad_request');
     respond(tx, req, 415, undefined, [['Accept', 'application/sdp']]);
-    return;
+    return false;
   }
   const timer = negotiateSessionTimerUas(req, ctx.sessionTimer);
   if (timer.action === 'reject') {
     ctx.logger.warn({ ...base, status: timer.status, sessionExpires: req.get('Session-Expires') }, `INVITE refused (${timer.status}): ${timer.reason} (RFC 4028)`);
     ctx.count('session_interval');
     respond(tx, req, timer.status, timer.reason, timer.headers.map(([n, v]) => [n, String(v)]));
-    return;
+    return false;
   }
 
   // Accepted as far as this thread can tell: say so now (RFC 3261 17.2.1 lets the TU send 100
@@ -358,11 +390,11 @@ async function handleInvite(ctx: UasContext, tx: ServerTransaction, inbound: Inb
     ctx.logger.error({ ...base, err, status: 503 }, 'INVITE refused (503): no RTP port');
     ctx.count('no_rtp_port');
     respond(tx, req, 503, 'Service Unavailable', [['Retry-After', '5']]);
-    return;
+    return false;
   }
   if (tx.finalResponse !== undefined || tx.terminated) {
     ports.close();
-    return;
+    return false;
   }
 
   const sdp = new LocalSdpSession();
@@ -390,7 +422,7 @@ async function handleInvite(ctx: UasContext, tx: ServerTransaction, inbound: Inb
     ctx.logger.warn({ ...base, trunkId: decision.trunk.id, status: 488, sdp: err.message, mediaEncryption: srtp.mode, transport: inbound.source.protocol }, 'INVITE refused (488): no usable media in the offer');
     ctx.count('no_common_codec');
     respond(tx, req, 488, undefined, headers);
-    return;
+    return false;
   }
 
   let dialog: Dialog;
@@ -401,7 +433,7 @@ async function handleInvite(ctx: UasContext, tx: ServerTransaction, inbound: Inb
     ctx.logger.warn({ ...base, err, status: 400 }, 'INVITE refused (400): cannot create a dialog');
     ctx.count('bad_request');
     respond(tx, req, 400, 'Bad Request (no Contact)');
-    return;
+    return false;
   }
   const logger = ctx.logger;
   const rtp = createCallRtp(ports, {
@@ -442,5 +474,7 @@ async function handleInvite(ctx: UasContext, tx: ServerTransaction, inbound: Inb
   if (!ctx.deliver(call)) {
     ctx.logger.warn({ ...base, id: call.id, status: 480 }, 'INVITE refused (480): no call handler is registered');
     call.reject(480, 'No Call Handler');
+    return false;
   }
+  return true;
 }

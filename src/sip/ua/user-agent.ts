@@ -31,7 +31,7 @@ import { SipDnsResolver, TargetStatus, type SipDnsOptions } from '../dns/index.t
 import { TrunkTargets } from './trunk-targets.ts';
 import { DEFAULT_FAILOVER_TIMEOUT_MS } from './uac.ts';
 import { registrarContext, type RegistrarOptions } from './registrar.ts';
-import { handleOutOfDialog, type AdmitCall, type UasContext, type UasLogger } from './uas.ts';
+import { handleOutOfDialog, type AdmissionLapsed, type AdmitCall, type UasContext, type UasLogger } from './uas.ts';
 
 export interface SipUserAgentOptions {
   listen: SipTransportListen[];
@@ -89,6 +89,8 @@ export type InboundCallHandler = (call: SipCall) => void;
 export interface InboundCallOptions {
   /** Admission before any provisional response (e.g. concurrent call limits); see AdmitCall. */
   admit?: AdmitCall;
+  /** An admitted INVITE ended before delivery: what admission took for it is given back; see AdmissionLapsed. */
+  lapsed?: AdmissionLapsed;
 }
 
 export class SipUserAgent extends EventEmitter<SipUserAgentEvents> {
@@ -107,6 +109,7 @@ export class SipUserAgent extends EventEmitter<SipUserAgentEvents> {
   readonly #counters = new Map<string, number>();
   #handler: InboundCallHandler | undefined;
   #admit: AdmitCall | undefined;
+  #lapsed: AdmissionLapsed | undefined;
   #retryAfter: number | undefined;
   #started = false;
   #closing: Promise<void> | undefined;
@@ -143,6 +146,7 @@ export class SipUserAgent extends EventEmitter<SipUserAgentEvents> {
       ...(opts.sessionClock ? { sessionClock: opts.sessionClock } : {}),
       deliver: (call) => this.#deliver(call),
       admit: (route, trunk) => (this.#handler === undefined ? undefined : this.#admit?.(route, trunk)),
+      admissionLapsed: (route) => this.#lapsed?.(route),
       count: (outcome) => this.#count(outcome),
     };
     if (opts.registrar !== undefined) {
@@ -238,6 +242,7 @@ export class SipUserAgent extends EventEmitter<SipUserAgentEvents> {
   onInboundCall(handler: InboundCallHandler | undefined, opts: InboundCallOptions = {}): void {
     this.#handler = handler;
     this.#admit = opts.admit;
+    this.#lapsed = opts.lapsed;
   }
 
   /** From now on new INVITEs get 503 with Retry-After: `retryAfterSecs`; calls go on. */

@@ -328,4 +328,29 @@ export const POSTGRES_MIGRATIONS: Migration[] = [
       ALTER TABLE telco_numbers ADD COLUMN previous_webhook TEXT;
     `,
   },
+  {
+    version: 9,
+    name: 'cluster: node leases, the node of each call, call slots',
+    sql: `
+      CREATE TABLE cluster_nodes (
+        node_id TEXT PRIMARY KEY,
+        started_at BIGINT NOT NULL,      -- ms since the epoch, the database's clock
+        heartbeat_at BIGINT NOT NULL,    -- ms since the epoch, the database's clock
+        http_url TEXT NOT NULL DEFAULT '',
+        sip_address TEXT NOT NULL DEFAULT ''
+      );
+      ALTER TABLE calls ADD COLUMN node_id TEXT;
+      CREATE INDEX calls_node_open ON calls (node_id) WHERE ended_at IS NULL;
+      CREATE TABLE call_slots (
+        id TEXT PRIMARY KEY,
+        node_id TEXT NOT NULL,
+        org_id TEXT NOT NULL,
+        trunk_id TEXT,
+        acquired_at BIGINT NOT NULL      -- ms since the epoch, the database's clock
+      );
+      CREATE INDEX call_slots_org ON call_slots (org_id);
+      CREATE INDEX call_slots_trunk ON call_slots (trunk_id);
+      CREATE INDEX call_slots_node ON call_slots (node_id);
+    `,
+  },
 ];
