@@ -1,5 +1,5 @@
 /**
- * The cost of writing a call record, for bench/calls: how many calls per second CallRepo.insert
+ * The cost of writing a call record, for bench/calls: how many calls per CPU second CallRepo.insert
  * writes (one transaction per call, as the daemon does: the row, its trigram index entry, the
  * counters of call_counts and of call_gram_counts), against the same inserts with the gram
  * counters' triggers dropped (the baseline: what a call cost before them). Run as a child:
@@ -9,7 +9,9 @@
  * synchronous is OFF in both: with the daemon's FULL, a commit's fsync (the same in both, and at
  * the mercy of the disk's other writers) would drown what the triggers cost in CPU. Two fresh
  * data directories, one per variant; rounds alternate between them (3 each) so that
- * the machine's other work weighs on both alike; each variant's figure is its median round.
+ * the machine's other work weighs on both alike; each variant's figure is its median round. CPU
+ * time (this process's user + system), not wall time, is the figure: on a machine shared with
+ * other work, wall time is mostly waiting for a core (both are printed).
  * Party numbers as bench/lib/calls-fill.ts draws them (70 % E.164, 30 % `user-<n>`).
  */
 import { randomUUID } from 'node:crypto';
@@ -20,10 +22,13 @@ import { openStore, type Store } from '../../src/store/index.ts';
 import { prng } from '../../test/helpers/prng.ts';
 
 export interface InsertRate {
-  /** calls/s with every trigger of the schema. */
+  /** calls per CPU second of this process with every trigger of the schema. */
   withGrams: number;
-  /** calls/s with the triggers of call_gram_counts dropped. */
+  /** calls per CPU second with the triggers of call_gram_counts dropped. */
   withoutGrams: number;
+  /** The same two in calls per second of wall time. */
+  wallWithGrams: number;
+  wallWithoutGrams: number;
 }
 
 const ROUNDS = 3;
@@ -41,8 +46,9 @@ async function rate(dir: string, perRound: number): Promise<InsertRate> {
   const variants = [await open('with', false), await open('without', true)];
   const rand = prng(perRound);
   let seq = 0;
-  const round = async (v: { store: Store; org: string }): Promise<number> => {
+  const round = async (v: { store: Store; org: string }): Promise<[number, number]> => {
     const t0 = performance.now();
+    const cpu0 = process.cpuUsage();
     for (let i = 0; i < perRound; i++) {
       const web = rand() < 0.3;
       const number = () => `+1${String(2_000_000_000 + Math.floor(rand() * 7_999_999_999))}`;
@@ -57,13 +63,15 @@ async function rate(dir: string, perRound: number): Promise<InsertRate> {
         created_at: new Date(Date.UTC(2025, 0, 1) + seq++ * 1000).toISOString(),
       });
     }
-    return perRound / ((performance.now() - t0) / 1000);
+    const cpu = process.cpuUsage(cpu0);
+    return [perRound / ((cpu.user + cpu.system) / 1e6), perRound / ((performance.now() - t0) / 1000)];
   };
-  const samples: number[][] = [[], []];
+  const samples: Array<Array<[number, number]>> = [[], []];
   for (let r = 0; r < ROUNDS; r++) for (const [k, v] of variants.entries()) samples[k]!.push(await round(v));
   for (const v of variants) await v.store.close();
   const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? Number.NaN;
-  return { withGrams: median(samples[0]!), withoutGrams: median(samples[1]!) };
+  const of = (k: number, i: 0 | 1) => median(samples[k]!.map((x) => x[i]));
+  return { withGrams: of(0, 0), withoutGrams: of(1, 0), wallWithGrams: of(0, 1), wallWithoutGrams: of(1, 1) };
 }
 
 // A script: bench/calls.ts runs it as a child (and imports only its types).
