@@ -171,7 +171,7 @@ export async function run(): Promise<void> {
   const dbs: Db[] = [];
   const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
   try {
-    log(`inserting: ${insertsPerRound.toLocaleString('en')} calls per round through CallRepo.insert, 3 rounds per variant\n`);
+    log(`inserting: ${insertsPerRound.toLocaleString('en')} calls per round through CallRepo.insert, 6 rounds per variant\n`);
     const inserts = await insertRate(insertsPerRound, log);
     const base = await fillDir('baseline', baseN, log);
     dbs.push(base);

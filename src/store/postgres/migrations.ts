@@ -353,30 +353,38 @@ export const POSTGRES_MIGRATIONS: Migration[] = [
       INSERT INTO call_gram_counts (org_id, gram, n)
         SELECT c.org_id, g.gram, count(*) FROM calls c CROSS JOIN LATERAL call_grams(c.party_number) AS g (gram) GROUP BY 1, 2;
 
+      -- +1 (a call added) or -1 (removed) on each gram of party, the rows in gram order. A removal
+      -- only updates: when an organization is deleted its counters go before its calls, and a
+      -- row written back for it would break the foreign key.
+      CREATE FUNCTION call_grams_count(org TEXT, party TEXT, delta INTEGER) RETURNS void LANGUAGE plpgsql AS $fn$
+      BEGIN
+        IF delta > 0 THEN
+          INSERT INTO call_gram_counts (org_id, gram, n)
+            SELECT org, g.gram, delta FROM call_grams(party) AS g (gram) ORDER BY g.gram
+          ON CONFLICT (org_id, gram) DO UPDATE SET n = call_gram_counts.n + excluded.n;
+        ELSE
+          UPDATE call_gram_counts SET n = n + delta WHERE org_id = org AND gram IN (SELECT call_grams(party));
+        END IF;
+      END
+      $fn$;
       CREATE FUNCTION calls_grams_ai() RETURNS trigger LANGUAGE plpgsql AS $fn$
       BEGIN
-        INSERT INTO call_gram_counts (org_id, gram, n)
-          SELECT NEW.org_id, g.gram, 1 FROM call_grams(NEW.party_number) AS g (gram) ORDER BY g.gram
-        ON CONFLICT (org_id, gram) DO UPDATE SET n = call_gram_counts.n + 1;
+        PERFORM call_grams_count(NEW.org_id, NEW.party_number, 1);
         RETURN NULL;
       END
       $fn$;
       CREATE TRIGGER calls_grams_ai AFTER INSERT ON calls FOR EACH ROW EXECUTE FUNCTION calls_grams_ai();
-
       CREATE FUNCTION calls_grams_ad() RETURNS trigger LANGUAGE plpgsql AS $fn$
       BEGIN
-        UPDATE call_gram_counts SET n = n - 1 WHERE org_id = OLD.org_id AND gram IN (SELECT call_grams(OLD.party_number));
+        PERFORM call_grams_count(OLD.org_id, OLD.party_number, -1);
         RETURN NULL;
       END
       $fn$;
       CREATE TRIGGER calls_grams_ad AFTER DELETE ON calls FOR EACH ROW EXECUTE FUNCTION calls_grams_ad();
-
       CREATE FUNCTION calls_grams_au() RETURNS trigger LANGUAGE plpgsql AS $fn$
       BEGIN
-        UPDATE call_gram_counts SET n = n - 1 WHERE org_id = OLD.org_id AND gram IN (SELECT call_grams(OLD.party_number));
-        INSERT INTO call_gram_counts (org_id, gram, n)
-          SELECT NEW.org_id, g.gram, 1 FROM call_grams(NEW.party_number) AS g (gram) ORDER BY g.gram
-        ON CONFLICT (org_id, gram) DO UPDATE SET n = call_gram_counts.n + 1;
+        PERFORM call_grams_count(OLD.org_id, OLD.party_number, -1);
+        PERFORM call_grams_count(NEW.org_id, NEW.party_number, 1);
         RETURN NULL;
       END
       $fn$;
