@@ -159,7 +159,7 @@ export function pickIndex(f: CallListFilter): string {
 
 /**
  * A search of 1 or 2 characters (code points, as SQL's length() counts them): no trigram serves
- * it, but call_gram_counts (migration 11) counts the calls holding each such substring.
+ * it, but call_gram_counts (migration 10) counts the calls holding each such substring.
  */
 export const isShortSearch = (s: string | undefined): s is string => s !== undefined && s !== '' && [...s].length <= 2;
 

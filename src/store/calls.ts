@@ -273,7 +273,7 @@ async function counter(db: SqlClient, orgId: string, dim: CounterDim, val: strin
   return (await db.get<{ n: number }>('SELECT n FROM call_counts WHERE org_id = ? AND dim = ? AND val = ?', [orgId, dim, val]))?.n ?? 0;
 }
 
-/** How many of the organization's calls hold this 1-2 character string (call_gram_counts, migration 11). */
+/** How many of the organization's calls hold this 1-2 character string (call_gram_counts, migration 10). */
 async function gramCount(db: SqlClient, orgId: string, gram: string): Promise<number> {
   return (await db.get<{ n: number }>('SELECT n FROM call_gram_counts WHERE org_id = ? AND gram = ?', [orgId, gram]))?.n ?? 0;
 }

@@ -399,7 +399,7 @@ export const MIGRATIONS: Migration[] = [
     `,
   },
   {
-    version: 11,
+    version: 10,
     name: 'calls: counters of 1-2 character substrings of party_number',
     // docs/calls.md "Totals": the total of a 1-2 character search, which the trigram index cannot
     // serve (no trigram), is a lookup here, not a count over the organization's calls; a string

@@ -19,7 +19,7 @@
  *   pg_trgm (GIN), which serves `party_number LIKE '%...%'` directly. No call_search table.
  * - The call counters (call_counts) are kept by plpgsql trigger functions doing what SQLite's
  *   triggers do.
- * - The 1-2 character search counters (call_gram_counts, migration 11): SQLite's triggers list a
+ * - The 1-2 character search counters (call_gram_counts, migration 10): SQLite's triggers list a
  *   string's substrings with json_each (a trigger may not use WITH); PostgreSQL's with a SQL
  *   function, call_grams(), over generate_series.
  * - SQLite's WITHOUT ROWID is a storage choice PostgreSQL does not have (its tables are heaps).
@@ -332,9 +332,9 @@ export const POSTGRES_MIGRATIONS: Migration[] = [
     `,
   },
   {
-    version: 11,
+    version: 10,
     name: 'calls: counters of 1-2 character substrings of party_number',
-    // SQLite's migration 11: pg_trgm has the same 3-character floor as FTS5's trigrams.
+    // SQLite's migration 10: pg_trgm has the same 3-character floor as FTS5's trigrams.
     sql: `
       CREATE TABLE call_gram_counts (
         org_id TEXT NOT NULL REFERENCES organizations(id) ON DELETE CASCADE,
