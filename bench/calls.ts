@@ -15,6 +15,11 @@
  *      passed), against the large database then the baseline; latency from the send to the end
  *      of the body.
  *
+ * Before the fills, calls_insert_per_cpu_sec: calls written by CallRepo.insert (a transaction per
+ * call, synchronous off) per CPU second with every trigger, against the same inserts with the triggers of the 1-2 character
+ * search counters (call_gram_counts) dropped (bench/lib/calls-insert-rate.ts, BENCH_CALLS_INSERTS
+ * per round).
+ *
  * Every response must be a 200 with `{ calls, pagination }` and the same page size on both
  * databases (a full page where the filter matches enough calls): otherwise run() throws.
  * Target: a page of the call history stays fast at 1,000,000 calls; reported, not asserted.
@@ -29,6 +34,7 @@ import { formatValue, printFigures, table, type Figure } from './lib/result.ts';
 import { envNumber } from './lib/env.ts';
 import { ROOT, startChild, stopChild, waitForLine, type Child } from './lib/child.ts';
 import type { FillResult } from './lib/calls-fill.ts';
+import type { InsertRate } from './lib/calls-insert-rate.ts';
 
 const HOST = '127.0.0.1';
 const MIN_SAMPLES = 50;
@@ -51,6 +57,22 @@ interface Db {
   fill: FillResult;
   base: string;
   daemon?: Child;
+}
+
+/** bench/lib/calls-insert-rate.ts in a child: calls/s written with and without the gram counters. */
+async function insertRate(perRound: number, log: (s: string) => void): Promise<InsertRate> {
+  const dir = mkdtempSync(join(tmpdir(), 'callbridge-bench-calls-insert-'));
+  try {
+    const out = join(dir, 'rate.json');
+    const child = startChild('insert-rate', ['--import', 'tsx', join(ROOT, 'bench', 'lib', 'calls-insert-rate.ts'), dir, String(perRound), out], {});
+    await waitForLine(child, /^MEASURED$/m, 10 * 60_000);
+    await child.exited;
+    const r = JSON.parse(readFileSync(out, 'utf8')) as InsertRate;
+    log(`  inserts: ${formatValue(r.withGrams)} calls per CPU second (${formatValue(r.wallWithGrams)}/s of wall time), ${formatValue(r.withoutGrams)} (${formatValue(r.wallWithoutGrams)}/s) without the gram counters' triggers\n`);
+    return r;
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 }
 
 /** Fills a data directory in a child process; resolves with what it wrote. */
@@ -142,12 +164,15 @@ export async function run(): Promise<void> {
   const baseN = Math.round(envNumber('BENCH_CALLS_BASELINE', 1000));
   const requests = Math.round(envNumber('BENCH_CALLS_REQUESTS', 200));
   const budgetMs = envNumber('BENCH_CALLS_QUERY_SECS', 6) * 1000;
+  const insertsPerRound = Math.round(envNumber('BENCH_CALLS_INSERTS', 10_000));
   const log = (s: string) => process.stdout.write(s);
   log(`machine: ${cpus().length} CPUs (${cpus()[0]?.model.trim() ?? 'unknown'}), node ${process.version}, load average ${loadavg().map((l) => l.toFixed(2)).join(' ')}\n`);
   log(`filling: ${n.toLocaleString('en')} calls, and ${baseN.toLocaleString('en')} for the baseline\n`);
   const dbs: Db[] = [];
   const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
   try {
+    log(`inserting: ${insertsPerRound.toLocaleString('en')} calls per round through CallRepo.insert, 6 rounds per variant\n`);
+    const inserts = await insertRate(insertsPerRound, log);
     const base = await fillDir('baseline', baseN, log);
     dbs.push(base);
     const big = await fillDir('large', n, log);
@@ -172,7 +197,12 @@ export async function run(): Promise<void> {
         ['tag', '?tag=vip', 'tag vip (counted on the index)'],
         ['outcome', '?outcome=transferred', 'outcome transferred'],
         ['search', `?search=${encodeURIComponent(digits)}`, `search "${digits}" (7 digits: trigram index)`],
-        ['search_short', '?search=12', 'search "12" (2 characters: one pass over the index)'],
+        ['search_short', '?search=12', 'search "12" (2 characters, common)'],
+        ['search_short_1', '?search=7', 'search "7" (1 character, common)'],
+        ['search_short_rare', `?search=${encodeURIComponent('#')}`, 'search "#" (1 character, rare: guests)'],
+        ['search_short_rare2', '?search=gu', 'search "gu" (2 characters, rare: guests)'],
+        // Offset at 4 % of the organization's calls: page 1000 at half a million, page 1 at 1,000.
+        ['search_short_deep', `?search=12&page=${Math.max(1, Math.floor((f.orgCalls * 0.04) / 20))}`, 'search "12", page 1000 (1 on the baseline)'],
         ['combined', `?agent_ids=${f.agentIds[0]}&status=ended&outcome=ended_by_user&date_from=${month(2, 1)}&date_to=${month(5, 30)}`, 'agent + status + outcome + 4 months (counted on the index)'],
       ];
     };
@@ -188,7 +218,9 @@ export async function run(): Promise<void> {
       }
     }
     const rows = [['query', 'p50 ms', 'p99 ms', 'total', 'share', 'baseline p50', 'baseline p99', 'baseline total', 'what']];
-    const figures: Figure[] = [];
+    const figures: Figure[] = [
+      { name: 'calls_insert_per_cpu_sec', value: inserts.withGrams, unit: 'calls/cpu-s', baseline: inserts.withoutGrams, note: "CallRepo.insert, a transaction per call, synchronous off; baseline: the gram counters' triggers dropped" },
+    ];
     for (const [i, [name, q, what]] of bigQ.entries()) {
       log(`  ${name}...\n`);
       const l = await measure(agent, big, q, requests, budgetMs);

@@ -11,7 +11,9 @@
  * The mix: 4 organizations holding 50 / 30 / 15 / 5 % of the calls (the bench reads the first),
  * 10 agents each (skewed: the first agent takes a quarter of its organization's calls), over one
  * year in time order with jitter; 70 % phone calls through SIP (60 % of them inbound), 30 % web
- * sessions; party numbers random E.164, web callers `user-<n>`; the newest 0.1 % (at least 20)
+ * sessions; party numbers random E.164, web callers `user-<n>`, and a rare kind of web caller,
+ * `guest#<n>`, 1 in 20,000 calls (at least 3), all in the measured organization, spread evenly over
+ * the year (what a rare 1-2 character search finds: `#`, `gu`); the newest 0.1 % (at least 20)
  * still running,
  * the rest ended as the mappings of src/domain/call.ts end them (reasons: client_closed 55 %,
  * agent_hangup 25 %, transfer 8 %, timeout 5 %, silence_timeout 5 %, error 2 %; outbound dials
@@ -87,6 +89,8 @@ async function fill(dataDir: string, n: number): Promise<FillResult> {
   };
   // At least 20, so that a small database has running calls too.
   const running = Math.max(20, Math.floor(n / 1000));
+  // Every guestEvery-th call is a guest: a rare search matches at least 3 calls on any size.
+  const guestEvery = Math.floor(n / Math.max(3, Math.floor(n / 20_000)));
   let orgCalls = 0;
   let samplePartyNumber = '';
   let firstAt = '';
@@ -96,12 +100,13 @@ async function fill(dataDir: string, n: number): Promise<FillResult> {
   db.transaction(() => {
     for (let i = 0; i < n; i++) {
       const x = rand();
-      const o = x < 0.5 ? 0 : x < 0.8 ? 1 : x < 0.95 ? 2 : 3;
+      const guest = i % guestEvery === guestEvery - 1;
+      const o = guest || x < 0.5 ? 0 : x < 0.8 ? 1 : x < 0.95 ? 2 : 3;
       const org = orgs[o]!;
       const agentId = rand() < 0.25 ? org.agentIds[0]! : pick(org.agentIds);
-      const web = rand() < 0.3;
+      const web = guest || rand() < 0.3;
       const direction: CallDirection = web ? 'web' : rand() < 0.6 ? 'inbound' : 'outbound';
-      const from = web ? `user-${Math.floor(rand() * 100_000)}` : number();
+      const from = guest ? `guest#${i}` : web ? `user-${Math.floor(rand() * 100_000)}` : number();
       const to = web ? 'agent' : number();
       const party = partyNumber(direction, from, to);
       const createdMs = START_MS + Math.floor((i / n) * SPAN_MS + rand() * 30_000);

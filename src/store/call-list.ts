@@ -157,6 +157,22 @@ export function pickIndex(f: CallListFilter): string {
   return 'calls_org_created';
 }
 
+/**
+ * A search of 1 or 2 characters (code points, as SQL's length() counts them): no trigram serves
+ * it, but call_gram_counts (migration 10) counts the calls holding each such substring.
+ */
+export const isShortSearch = (s: string | undefined): s is string => s !== undefined && s !== '' && [...s].length <= 2;
+
+/**
+ * The gram whose counter is the total of this filter: a 1-2 character search and no other filter
+ * (with another, the matches of both are counted on the driver's index).
+ */
+export function gramCounterOf(f: CallListFilter): string | undefined {
+  if (!isShortSearch(f.search)) return undefined;
+  const other = Boolean(f.agentIds?.length) || Boolean(f.tag) || [f.status, f.source, f.outbound, f.outcome, f.dateFrom, f.dateTo].some((v) => v !== undefined);
+  return other ? undefined : f.search;
+}
+
 /** The dimensions of call_counts (migration 3). */
 export type CounterDim = 'all' | 'status' | 'source' | 'outbound' | 'outcome' | 'agent';
 

@@ -23,7 +23,7 @@ import {
   type Transcript,
   type TranscriptEntry,
 } from '../domain/call.ts';
-import { callListSql, callListSqlPostgres, counterOf, ftsPhrase, type CounterDim, type SearchPlan, type SqlQuery } from './call-list.ts';
+import { callListSql, callListSqlPostgres, counterOf, ftsPhrase, gramCounterOf, isShortSearch, type CounterDim, type SearchPlan, type SqlQuery } from './call-list.ts';
 
 export type { CallDirection, CallRecord } from '../domain/call.ts';
 
@@ -238,6 +238,9 @@ export class CallRepo {
    */
   list(orgId: string, f: CallListFilter, limit: number, offset: number): Promise<CallPage> {
     return this.db.transaction(async (tx): Promise<CallPage> => {
+      // A 1-2 character string no call of the organization holds: nothing to read. (Letters or
+      // signs in a history of phone numbers: the page scan would otherwise read every entry.)
+      if (isShortSearch(f.search) && (await gramCount(tx, orgId, f.search)) === 0) return { calls: [], total: 0 };
       const plan = await searchPlan(tx, orgId, f.search);
       const counted = await countedTotal(tx, orgId, f);
       const listSql = tx.dialect === 'postgres' ? callListSqlPostgres : callListSql;
@@ -275,8 +278,18 @@ async function counter(db: SqlClient, orgId: string, dim: CounterDim, val: strin
   return (await db.get<{ n: number }>('SELECT n FROM call_counts WHERE org_id = ? AND dim = ? AND val = ?', [orgId, dim, val]))?.n ?? 0;
 }
 
-/** The total of a list filtered by nothing or one counted dimension alone: from the counters. */
+/** How many of the organization's calls hold this 1-2 character string (call_gram_counts, migration 10). */
+async function gramCount(db: SqlClient, orgId: string, gram: string): Promise<number> {
+  return (await db.get<{ n: number }>('SELECT n FROM call_gram_counts WHERE org_id = ? AND gram = ?', [orgId, gram]))?.n ?? 0;
+}
+
+/**
+ * The total of a list filtered by nothing, one counted dimension alone, or a 1-2 character search
+ * alone: from the counters.
+ */
 async function countedTotal(db: SqlClient, orgId: string, f: CallListFilter): Promise<number | undefined> {
+  const gram = gramCounterOf(f);
+  if (gram !== undefined) return gramCount(db, orgId, gram);
   const c = counterOf(f);
   if (!c) return undefined;
   let sum = 0;

@@ -431,4 +431,55 @@ export const MIGRATIONS: Migration[] = [
       CREATE INDEX call_slots_node ON call_slots (node_id);
     `,
   },
+  {
+    version: 10,
+    name: 'calls: counters of 1-2 character substrings of party_number',
+    // docs/calls.md "Totals": the total of a 1-2 character search, which the trigram index cannot
+    // serve (no trigram), is a lookup here, not a count over the organization's calls; a string
+    // whose counter is 0 is answered without reading calls at all.
+    sql: `
+      -- Per organization and gram (each distinct substring of 1 or 2 characters of a call's
+      -- party_number): how many calls have it, a call counted once per gram however often it
+      -- has it. Rows that fall to 0 are kept, as in call_counts.
+      CREATE TABLE call_gram_counts (
+        org_id TEXT NOT NULL REFERENCES organizations(id) ON DELETE CASCADE,
+        gram TEXT NOT NULL,
+        n INTEGER NOT NULL,
+        PRIMARY KEY (org_id, gram)
+      ) WITHOUT ROWID;
+      -- A trigger may not use WITH, so the positions 0 .. length - 1 of a string come from
+      -- json_each over '[0,0,...]', one element per character (hex(zeroblob(n)) is n times '00').
+      -- substr() and length() count characters, as instr() matches them.
+      INSERT INTO call_gram_counts (org_id, gram, n)
+        SELECT org_id, gram, count(*) FROM (
+          SELECT DISTINCT c.id, c.org_id, substr(c.party_number, p.key + 1, w.value) AS gram
+          FROM calls c, json_each('[' || substr(replace(hex(zeroblob(length(c.party_number))), '00', ',0'), 2) || ']') p, json_each('[1,2]') w
+          WHERE p.key + w.value <= length(c.party_number)
+        ) GROUP BY org_id, gram;
+      CREATE TRIGGER calls_grams_ai AFTER INSERT ON calls BEGIN
+        INSERT INTO call_gram_counts (org_id, gram, n)
+          SELECT DISTINCT new.org_id, substr(new.party_number, p.key + 1, w.value), 1
+          FROM json_each('[' || substr(replace(hex(zeroblob(length(new.party_number))), '00', ',0'), 2) || ']') p, json_each('[1,2]') w
+          WHERE p.key + w.value <= length(new.party_number)
+          ON CONFLICT (org_id, gram) DO UPDATE SET n = n + 1;
+      END;
+      CREATE TRIGGER calls_grams_ad AFTER DELETE ON calls BEGIN
+        UPDATE call_gram_counts SET n = n - 1 WHERE org_id = old.org_id AND gram IN (
+          SELECT substr(old.party_number, p.key + 1, w.value)
+          FROM json_each('[' || substr(replace(hex(zeroblob(length(old.party_number))), '00', ',0'), 2) || ']') p, json_each('[1,2]') w
+          WHERE p.key + w.value <= length(old.party_number));
+      END;
+      CREATE TRIGGER calls_grams_au AFTER UPDATE OF party_number ON calls WHEN old.party_number IS NOT new.party_number BEGIN
+        UPDATE call_gram_counts SET n = n - 1 WHERE org_id = old.org_id AND gram IN (
+          SELECT substr(old.party_number, p.key + 1, w.value)
+          FROM json_each('[' || substr(replace(hex(zeroblob(length(old.party_number))), '00', ',0'), 2) || ']') p, json_each('[1,2]') w
+          WHERE p.key + w.value <= length(old.party_number));
+        INSERT INTO call_gram_counts (org_id, gram, n)
+          SELECT DISTINCT new.org_id, substr(new.party_number, p.key + 1, w.value), 1
+          FROM json_each('[' || substr(replace(hex(zeroblob(length(new.party_number))), '00', ',0'), 2) || ']') p, json_each('[1,2]') w
+          WHERE p.key + w.value <= length(new.party_number)
+          ON CONFLICT (org_id, gram) DO UPDATE SET n = n + 1;
+      END;
+    `,
+  },
 ];

@@ -259,6 +259,68 @@ forEachStoreBackend((backend) => describe('call list queries', () => {
     for (const org of orgs) records.push(...(await store.calls.list(org, {}, 10_000, 0)).calls);
   });
 
+  /** Per organization and 1-2 character substring, how many calls hold it: counted in JS, the oracle. */
+  const gramsByHand = async (): Promise<string[]> => {
+    const n = new Map<string, number>();
+    for (const c of await store.client.all<{ org_id: string; party_number: string }>('SELECT org_id, party_number FROM calls')) {
+      const cps = [...c.party_number];
+      const grams = new Set(cps.flatMap((ch, i) => (i + 1 < cps.length ? [ch, ch + cps[i + 1]!] : [ch])));
+      for (const g of grams) n.set(`${c.org_id} ${g}`, (n.get(`${c.org_id} ${g}`) ?? 0) + 1);
+    }
+    return [...n].map(([k, v]) => `${k}: ${v}`).sort();
+  };
+  const gramCounters = async (): Promise<string[]> =>
+    (await store.client.all<{ org_id: string; gram: string; n: number }>('SELECT org_id, gram, n FROM call_gram_counts WHERE n <> 0')).map((r) => `${r.org_id} ${r.gram}: ${r.n}`).sort();
+
+  it('the 1-2 character counters equal a count by hand after inserts, deletes and party_number updates, per organization', async () => {
+    expect(await gramCounters()).toEqual(await gramsByHand());
+    expect((await gramCounters()).length).toBeGreaterThan(100);
+    const other = await gramCounters().then((c) => c.filter((x) => !x.startsWith(orgs[0]!)));
+    // Repeated characters (counted once per call), two-byte and four-byte characters, 1 and 0 characters.
+    const odd = ['+15555555555', 'héé', '😀a😀', 'x', '', 'ab#ab'];
+    for (const [k, party] of odd.entries()) {
+      await store.calls.insert({ id: uuid(8, 100 + k), org_id: orgs[0]!, agent_id: null, sip_trunk_id: null, direction: 'web', from: party, to: 'agent', created_at: '2026-03-02T00:00:00.000Z' });
+    }
+    expect(await gramCounters()).toEqual(await gramsByHand());
+    // Another organization's counters did not move.
+    expect(await gramCounters().then((c) => c.filter((x) => !x.startsWith(orgs[0]!)))).toEqual(other);
+    await store.client.run('UPDATE calls SET party_number = ? WHERE id = ?', ['#a#', uuid(8, 100)]);
+    await store.client.run('UPDATE calls SET party_number = party_number WHERE id = ?', [uuid(8, 101)]);
+    await store.client.run("UPDATE calls SET summary = 'no gram moves' WHERE id = ?", [uuid(8, 102)]);
+    expect(await gramCounters()).toEqual(await gramsByHand());
+    await store.client.run('DELETE FROM calls WHERE id IN (?, ?)', [uuid(8, 104), uuid(8, 105)]);
+    expect(await gramCounters()).toEqual(await gramsByHand());
+    const c = await gramCounters();
+    expect(c).toContain(`${orgs[0]} #: 1`);
+    expect(c).toContain(`${orgs[0]} 😀a: 1`);
+    expect(c.some((x) => x.startsWith(`${orgs[0]} ab`))).toBe(false);
+    records = [];
+    for (const org of orgs) records.push(...(await store.calls.list(org, {}, 10_000, 0)).calls);
+  });
+
+  it('CallRepo.list, a 1-2 character search alone: the total from its counter, 0 answered without a scan; with other filters counted', async () => {
+    const org = orgs[0]!;
+    for (const search of ['5', '55', '1', '+1', '#', 'é', '😀', '😀a', 'u', 'us', 'x', 'q', 'zz']) {
+      const want = byHand(org, { search });
+      for (const [limit, offset] of [[20, 0], [7, 14], [5, want.length - 3]] as const) {
+        const got = await store.calls.list(org, { search }, limit, Math.max(0, offset));
+        expect(got.total, search).toBe(want.length);
+        expect(got.calls.map((r) => r.id), search).toEqual(want.slice(Math.max(0, offset), Math.max(0, offset) + limit));
+      }
+    }
+    // The total is the counter's (a wrong counter shows through), and a counter of 0 answers
+    // empty before any page is read, with another filter too.
+    const n = byHand(org, { search: '55' }).length;
+    await store.client.run("UPDATE call_gram_counts SET n = n + 5 WHERE org_id = ? AND gram = '55'", [org]);
+    expect((await store.calls.list(org, { search: '55' }, 20, 0)).total).toBe(n + 5);
+    expect((await store.calls.list(org, { search: '55', status: 'ended' }, 20, 0)).total).toBe(byHand(org, { search: '55', status: 'ended' }).length);
+    await store.client.run("UPDATE call_gram_counts SET n = 0 WHERE org_id = ? AND gram = '55'", [org]);
+    expect(await store.calls.list(org, { search: '55' }, 20, 0)).toEqual({ calls: [], total: 0 });
+    expect(await store.calls.list(org, { search: '55', outbound: true }, 20, 0)).toEqual({ calls: [], total: 0 });
+    await store.client.run("UPDATE call_gram_counts SET n = ? WHERE org_id = ? AND gram = '55'", [n, org]);
+    expect(await gramCounters()).toEqual(await gramsByHand());
+  });
+
   it('CallRepo.list: the counter for the unfiltered total, pages past the end empty', async () => {
     const org = orgs[0]!;
     const n = records.filter((r) => r.org_id === org).length;

@@ -88,7 +88,7 @@ describe.skipIf(pgAvailable.skip)(`PostgreSQL schema against SQLite's${pgAvailab
       expect(Object.keys(shape)).toEqual(expect.arrayContaining(['calls', 'call_counts', 'call_tags', 'sip_trunks', 'sip_registrations', 'sessions']));
       expect(shape.calls!.columns).toContain("source text not null default 'sip'");
       expect(shape.calls!.foreignKeys).toContain('(agent_id) -> agents (id) on delete set null');
-      expect(shape.calls!.triggers).toEqual(['calls_count_ad', 'calls_count_ai', 'calls_count_au']);
+      expect(shape.calls!.triggers).toEqual(['calls_count_ad', 'calls_count_ai', 'calls_count_au', 'calls_grams_ad', 'calls_grams_ai', 'calls_grams_au']);
       expect(shape.agents!.keys).toContain('unique (phone_number_id) where phone_number_id is not null');
       expect(schemaDifferences(reference, shape)).toEqual([]);
     });
@@ -212,6 +212,40 @@ describe.skipIf(pgAvailable.skip)(`PostgreSQL schema against SQLite's${pgAvailab
       expect(pgCounts).toContain(`${O1} agent=: 2`);
       expect(pgCounts).toContain(`${O1} status=ended: 2`);
       expect(pgCounts.some((c) => c.startsWith(O2))).toBe(false);
+    });
+
+    it('the 1-2 character counters: filled by the migration for the calls before it, then kept by the triggers, as SQLite does, and right', async () => {
+      const before = (ms: Migration[]) => ms.filter((m) => m.version < 10);
+      const db = sqlite(before(MIGRATIONS));
+      const client = await postgresWith('grams', before(POSTGRES_MIGRATIONS));
+      await both(db, client, [
+        ...SETUP,
+        call(1, O1, A1, 'started', 'sip', 0, '+4915112345678'),
+        call(2, O1, A1, 'started', 'sip', 1, '+33612345'),
+        call(3, O2, null, 'started', 'sip', 0, '+442071555'),
+      ]);
+      for (const m of MIGRATIONS.filter((x) => x.version >= 10)) db.transaction(() => db.exec(m.sql))();
+      expect(await migratePostgres(client)).toEqual(MIGRATIONS.map((m) => m.version).filter((v) => v >= 10));
+      await both(db, client, [
+        call(4, O1, null, 'started', 'sip', 0, 'héé#'),
+        ['UPDATE calls SET party_number = ? WHERE id = ?', ['+336', C(2)]],
+        ['DELETE FROM calls WHERE id = ?', [C(1)]],
+        call(5, O1, null, 'started', 'sip', 0, '+4915112345678'),
+      ]);
+      const GRAMS = 'SELECT org_id, gram, n FROM call_gram_counts WHERE n <> 0';
+      const grams = (rows: { org_id: string; gram: string; n: number }[]) => rows.map((r) => `${r.org_id} ${r.gram}: ${r.n}`).sort();
+      const pgGrams = grams(await client.all(GRAMS));
+      expect(pgGrams).toEqual(grams(db.prepare(GRAMS).all() as never));
+      // Right: each substring of 1-2 characters of the calls' party numbers, once per call.
+      const byHand = new Map<string, number>();
+      for (const r of await client.all<{ org_id: string; party_number: string }>('SELECT org_id, party_number FROM calls')) {
+        const cps = [...r.party_number];
+        for (const g of new Set(cps.flatMap((ch, i) => (i + 1 < cps.length ? [ch, ch + cps[i + 1]!] : [ch])))) byHand.set(`${r.org_id} ${g}`, (byHand.get(`${r.org_id} ${g}`) ?? 0) + 1);
+      }
+      expect(pgGrams).toEqual([...byHand].map(([k, v]) => `${k}: ${v}`).sort());
+      expect(pgGrams).toContain(`${O1} 5: 1`);
+      expect(pgGrams).toContain(`${O2} 5: 1`);
+      expect(pgGrams).toContain(`${O1} é: 1`);
     });
 
     it('the trigram search finds a party number by a 3-character substring, through its index, as SQLite does', async () => {

@@ -19,6 +19,9 @@
  *   pg_trgm (GIN), which serves `party_number LIKE '%...%'` directly. No call_search table.
  * - The call counters (call_counts) are kept by plpgsql trigger functions doing what SQLite's
  *   triggers do.
+ * - The 1-2 character search counters (call_gram_counts, migration 10): SQLite's triggers list a
+ *   string's substrings with json_each (a trigger may not use WITH); PostgreSQL's with a SQL
+ *   function, call_grams(), over generate_series.
  * - SQLite's WITHOUT ROWID is a storage choice PostgreSQL does not have (its tables are heaps).
  */
 import type { Migration } from '../migrations.ts';
@@ -351,6 +354,67 @@ export const POSTGRES_MIGRATIONS: Migration[] = [
       CREATE INDEX call_slots_org ON call_slots (org_id);
       CREATE INDEX call_slots_trunk ON call_slots (trunk_id);
       CREATE INDEX call_slots_node ON call_slots (node_id);
+    `,
+  },
+  {
+    version: 10,
+    name: 'calls: counters of 1-2 character substrings of party_number',
+    // SQLite's migration 10: pg_trgm has the same 3-character floor as FTS5's trigrams.
+    sql: `
+      CREATE TABLE call_gram_counts (
+        org_id TEXT NOT NULL REFERENCES organizations(id) ON DELETE CASCADE,
+        gram TEXT NOT NULL,
+        n BIGINT NOT NULL,
+        PRIMARY KEY (org_id, gram)
+      );
+      -- The distinct substrings of 1 and 2 characters of a string, sorted: the triggers lock the
+      -- counters' rows in this one order, so two transactions writing calls cannot deadlock on them.
+      CREATE FUNCTION call_grams(p TEXT) RETURNS SETOF TEXT LANGUAGE sql IMMUTABLE AS $fn$
+        SELECT DISTINCT substr(p, i, w) AS gram
+        FROM generate_series(1, length(p)) AS i, (VALUES (1), (2)) AS width (w)
+        WHERE i + w - 1 <= length(p)
+        ORDER BY 1
+      $fn$;
+      INSERT INTO call_gram_counts (org_id, gram, n)
+        SELECT c.org_id, g.gram, count(*) FROM calls c CROSS JOIN LATERAL call_grams(c.party_number) AS g (gram) GROUP BY 1, 2;
+
+      -- +1 (a call added) or -1 (removed) on each gram of party, the rows in gram order. A removal
+      -- only updates: when an organization is deleted its counters go before its calls, and a
+      -- row written back for it would break the foreign key.
+      CREATE FUNCTION call_grams_count(org TEXT, party TEXT, delta INTEGER) RETURNS void LANGUAGE plpgsql AS $fn$
+      BEGIN
+        IF delta > 0 THEN
+          INSERT INTO call_gram_counts (org_id, gram, n)
+            SELECT org, g.gram, delta FROM call_grams(party) AS g (gram) ORDER BY g.gram
+          ON CONFLICT (org_id, gram) DO UPDATE SET n = call_gram_counts.n + excluded.n;
+        ELSE
+          UPDATE call_gram_counts SET n = n + delta WHERE org_id = org AND gram IN (SELECT call_grams(party));
+        END IF;
+      END
+      $fn$;
+      CREATE FUNCTION calls_grams_ai() RETURNS trigger LANGUAGE plpgsql AS $fn$
+      BEGIN
+        PERFORM call_grams_count(NEW.org_id, NEW.party_number, 1);
+        RETURN NULL;
+      END
+      $fn$;
+      CREATE TRIGGER calls_grams_ai AFTER INSERT ON calls FOR EACH ROW EXECUTE FUNCTION calls_grams_ai();
+      CREATE FUNCTION calls_grams_ad() RETURNS trigger LANGUAGE plpgsql AS $fn$
+      BEGIN
+        PERFORM call_grams_count(OLD.org_id, OLD.party_number, -1);
+        RETURN NULL;
+      END
+      $fn$;
+      CREATE TRIGGER calls_grams_ad AFTER DELETE ON calls FOR EACH ROW EXECUTE FUNCTION calls_grams_ad();
+      CREATE FUNCTION calls_grams_au() RETURNS trigger LANGUAGE plpgsql AS $fn$
+      BEGIN
+        PERFORM call_grams_count(OLD.org_id, OLD.party_number, -1);
+        PERFORM call_grams_count(NEW.org_id, NEW.party_number, 1);
+        RETURN NULL;
+      END
+      $fn$;
+      CREATE TRIGGER calls_grams_au AFTER UPDATE OF party_number ON calls
+        FOR EACH ROW WHEN (OLD.party_number IS DISTINCT FROM NEW.party_number) EXECUTE FUNCTION calls_grams_au();
     `,
   },
 ];
