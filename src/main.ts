@@ -72,7 +72,10 @@ export const INITIAL_KEY_FILE = 'initial-api-key';
  */
 export async function ensureInitialKey(store: Store, config: Config, logger: Logger, print: (line: string) => void): Promise<void> {
   if ((await store.organizations.activeKeyCount()) > 0) return;
-  const { org, key } = await store.organizations.createKey('default');
+  // Checked again under a lock: nodes starting together on one database create one key between them.
+  const created = await store.organizations.createInitialKey('default');
+  if (created === undefined) return;
+  const { org, key } = created;
   const path = join(config.data_dir, INITIAL_KEY_FILE);
   writeFileSync(path, key + '\n', { mode: 0o600 });
   print(`callbridge: created organization "${org.name}" (${org.id}); its API key is:\n${key}\n(also written to ${path}; it is not shown again)`);

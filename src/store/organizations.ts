@@ -64,19 +64,39 @@ export class OrganizationRepo {
     return byName(this.#db, name);
   }
 
-  /** Creates an organization (or reuses the one of that name) and a new key; returns the key once. */
-  createKey(orgName: string): Promise<{ org: Organization; key: string }> {
+  /**
+   * The first start's organization and key: created only when no active key exists, else
+   * undefined. Several nodes starting together on one PostgreSQL database would each see no key
+   * and each create an organization; a transaction-level advisory lock makes them take turns, so
+   * the first creates and the others find its key. (SQLite: the transaction is the lock.)
+   */
+  createInitialKey(orgName: string): Promise<{ org: Organization; key: string } | undefined> {
     return this.#db.transaction(async (tx) => {
-      let org = await byName(tx, orgName);
-      if (!org) {
-        org = { id: newId(), name: orgName, created_at: nowIso() };
-        await tx.run('INSERT INTO organizations (id, name, created_at) VALUES (?, ?, ?)', [org.id, org.name, org.created_at]);
-      }
-      const key = KEY_PREFIX + randomBytes(24).toString('base64url');
-      await tx.run('INSERT INTO api_keys (id, org_id, key_hash, prefix, created_at) VALUES (?, ?, ?, ?, ?)', [newId(), org.id, hashKey(key), key.slice(0, 10), nowIso()]);
-      return { org, key };
+      if (tx.dialect === 'postgres') await tx.get(`SELECT pg_advisory_xact_lock(${INITIAL_KEY_LOCK})`);
+      const row = await tx.get<{ n: number }>('SELECT COUNT(*) AS n FROM api_keys WHERE revoked_at IS NULL');
+      if ((row?.n ?? 0) > 0) return undefined;
+      return insertKey(tx, orgName);
     });
   }
+
+  /** Creates an organization (or reuses the one of that name) and a new key; returns the key once. */
+  createKey(orgName: string): Promise<{ org: Organization; key: string }> {
+    return this.#db.transaction((tx) => insertKey(tx, orgName));
+  }
+}
+
+/** Advisory lock key of the first start's key creation ("cbinikey" as a 64-bit integer; not the migration's or a role's). */
+const INITIAL_KEY_LOCK = '7161402280408475001';
+
+async function insertKey(tx: SqlClient, orgName: string): Promise<{ org: Organization; key: string }> {
+  let org = await byName(tx, orgName);
+  if (!org) {
+    org = { id: newId(), name: orgName, created_at: nowIso() };
+    await tx.run('INSERT INTO organizations (id, name, created_at) VALUES (?, ?, ?)', [org.id, org.name, org.created_at]);
+  }
+  const key = KEY_PREFIX + randomBytes(24).toString('base64url');
+  await tx.run('INSERT INTO api_keys (id, org_id, key_hash, prefix, created_at) VALUES (?, ?, ?, ?, ?)', [newId(), org.id, hashKey(key), key.slice(0, 10), nowIso()]);
+  return { org, key };
 }
 
 function byName(db: SqlClient, name: string): Promise<Organization | undefined> {
