@@ -39,6 +39,11 @@ export interface CallbridgeNodeOptions {
   env?: Record<string, string>;
   /** How long start() waits for /readyz. Default 30 s (the sources are compiled by tsx at start). */
   startTimeoutMs?: number;
+  /**
+   * The API key to use. Default: the one the node writes into its data directory at its first
+   * start, which a node joining a shared store (store.url) does not: the store has a key already.
+   */
+  apiKey?: string;
 }
 
 export interface CallbridgeNode {
@@ -156,7 +161,7 @@ export async function startCallbridgeNode(o: CallbridgeNodeOptions): Promise<Cal
         }
         await new Promise((r) => setTimeout(r, 100));
       }
-      if (!key) key = readFileSync(join(dataDir, 'initial-api-key'), 'utf8').trim();
+      if (!key) key = o.apiKey ?? readFileSync(join(dataDir, 'initial-api-key'), 'utf8').trim();
     },
     api,
     async kill9() {
