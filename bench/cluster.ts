@@ -5,8 +5,9 @@
  *      same machine, same configuration but the store. SIPp calls each node directly (no
  *      Kamailio) at BENCH_CLUSTER_LATENCY_RATE calls/s for BENCH_CLUSTER_LATENCY_SECS, the two
  *      nodes taking turns BENCH_CLUSTER_LATENCY_ROUNDS times (a busy neighbour weighs on both
- *      alike). INVITE->200 per call: first transmission of the INVITE to the first 200, from
- *      SIPp's microsecond message trace (bench/lib/sipp-trace.ts).
+ *      alike; each round in the other order), after 15 unmeasured calls to each node
+ *      (--quick: 8). INVITE->200 per call: first transmission of the INVITE to the first 200,
+ *      from SIPp's microsecond message trace (bench/lib/sipp-trace.ts).
  *   2. Cluster: 1, 2 and 3 nodes on ONE PostgreSQL database behind Kamailio running the shipped
  *      deploy/kamailio/kamailio.cfg (test/cluster/dispatcher-kamailio.ts); a node joins as an
  *      operator adds one (dispatcher.list + kamcmd dispatcher.reload). Per node count:
@@ -20,15 +21,19 @@
  *        to 1, 2 and 3 nodes, and the step size is the figure's resolution.
  *      - calls held: BENCH_CLUSTER_HELD (concurrency steps) calls placed at
  *        BENCH_CLUSTER_HELD_RATE calls/s, all kept up through a settle time (3 s) and the
- *        window (BENCH_CLUSTER_WINDOW_SECS). A step is held when SIPp has no failed call, the
- *        nodes' callbridge_bridge_calls_active add up to all of them at the window's end, and
+ *        window (BENCH_CLUSTER_WINDOW_SECS); the window starts when all are up (at most
+ *        LATE_RAMP_MS after the planned time: a busy machine ramps late). A step is held when
+ *        SIPp has no failed call, the nodes' callbridge_bridge_calls_active add up to all of
+ *        them at the window's start and end, and
  *        every call's agent spoke its first message (callbridge_tts_first_byte_seconds_count
  *        grew by at least the calls; the local eSpeak voice, local/echo). Steps go on while held.
  *        The figure: the highest step held.
  *      - CPU per call per node: each node's user+system CPU over the window (/proc/<pid>/stat)
- *        divided by its call-seconds (its active calls x the window), ms of CPU per second of
+ *        divided by its call-seconds (its active calls, mean of the window's start and end, x
+ *        the window), ms of CPU per second of
  *        call, at the highest held step. The RESULT figure is the cluster's (all nodes' CPU /
- *        all call-seconds); each node's is in the table.
+ *        all call-seconds); each node's is in the table, beside its idle CPU (% of a core over
+ *        IDLE_SECS with no call up, before the node count's first step).
  *      RESULT baselines: the 1-node figure of the same run.
  *
  * Calls: SIPp (bench/lib/caller-sipp.ts) places them through an ACL trunk admitting 127.0.0.1
@@ -36,7 +41,8 @@
  * the embedded eSpeak voice: each node runs its agents' sessions in-process, as a default
  * deployment does), and plays the caller's RTP itself: a quiet tone (about -60 dBFS) that the
  * agent's VAD does not take for speech, so the agent speaks its first message and then sends
- * silence frames: RTP both ways for the whole call. Nodes: `node bin/callbridge.js start`
+ * silence frames: RTP both ways for the whole call (the agent's silence timeout is off, so a
+ * quiet caller is not prompted and hung up). Nodes: `node bin/callbridge.js start`
  * children (test/cluster/callbridge-node.ts), log level warn, the same sip.digest_secret,
  * token secret and encryption key; nodes 2 and 3 use the first node's API key (the store is
  * shared: only the first node creates one).
@@ -67,6 +73,9 @@ const MAX_FAILED_SHARE = 0.01;
 /** ...and at least this share of its rate completed. */
 const KEEP_UP = 0.95;
 const SETTLE_MS = 3000;
+/** How much longer than planned a held step's ramp may take before its window starts anyway. */
+const LATE_RAMP_MS = 8000;
+const IDLE_SECS = 3;
 /** Each node's RTP ports: its own slice above SIPp's (-mp 20000-24000 and up, bench/lib/caller-sipp.ts). */
 const RTP_BASE = 26000;
 const RTP_SLICE = 800;
@@ -87,21 +96,24 @@ interface Plan {
   held: number[];
   heldRate: number;
   windowSecs: number;
+  /** Unmeasured calls to each fresh node. */
+  warmUpCalls: number;
 }
 
 function plan(): Plan {
   const quick = process.argv.includes('--quick');
   return {
     latencyRate: envNumber('BENCH_CLUSTER_LATENCY_RATE', 10),
-    latencySecs: envNumber('BENCH_CLUSTER_LATENCY_SECS', quick ? 6 : 20),
-    latencyRounds: Math.round(envNumber('BENCH_CLUSTER_LATENCY_ROUNDS', quick ? 1 : 2)),
+    latencySecs: envNumber('BENCH_CLUSTER_LATENCY_SECS', quick ? 4 : 15),
+    latencyRounds: Math.round(envNumber('BENCH_CLUSTER_LATENCY_ROUNDS', quick ? 2 : 3)),
     nodeCounts: envIntegerList('BENCH_CLUSTER_NODES', '1,2,3'),
     rates: envIntegerList('BENCH_CLUSTER_RATES', quick ? '5,10' : '5,10,15,20,30,40,50'),
-    stepSecs: envNumber('BENCH_CLUSTER_STEP_SECS', quick ? 5 : 12),
+    stepSecs: envNumber('BENCH_CLUSTER_STEP_SECS', quick ? 4 : 12),
     setupHoldMs: Math.round(envNumber('BENCH_CLUSTER_SETUP_HOLD_MS', 1000)),
     held: envIntegerList('BENCH_CLUSTER_HELD', quick ? '10' : '20,40,60,80,100'),
     heldRate: envNumber('BENCH_CLUSTER_HELD_RATE', 10),
-    windowSecs: envNumber('BENCH_CLUSTER_WINDOW_SECS', quick ? 6 : 15),
+    windowSecs: envNumber('BENCH_CLUSTER_WINDOW_SECS', quick ? 5 : 15),
+    warmUpCalls: quick ? 8 : 15,
   };
 }
 
@@ -144,7 +156,8 @@ async function post(node: CallbridgeNode, path: string, body: unknown): Promise<
 
 /** The agent, an ACL trunk admitting 127.0.0.1 (Kamailio; SIPp in phase 1) and NUMBER routed to the agent. */
 async function provision(node: CallbridgeNode): Promise<void> {
-  const agent = await post(node, '/v1/agents', { name: 'bench cluster', first_message: FIRST_MESSAGE });
+  // No silence timeout (0: never): the quiet callers would otherwise be prompted and hung up.
+  const agent = await post(node, '/v1/agents', { name: 'bench cluster', first_message: FIRST_MESSAGE, vad_settings: { silence_timeout_secs: 0 } });
   const trunk = await post(node, '/v1/sip-trunks', { pbx: 'generic', name: 'bench cluster front', inbound_auth_type: 'acl', inbound_acl: [`${HOST}/32`] });
   await post(node, `/v1/sip-trunks/${trunk.id}/assignments`, { agent_id: agent.id, alternate_number: NUMBER });
 }
@@ -207,6 +220,16 @@ async function placeCalls(bin: string, remote: string, calls: number, rate: numb
 /** The caller's audio, looped by SIPp: a 440 Hz tone at about -60 dBFS (below the energy VAD). */
 const CALLER_AUDIO = ulawTone(3, 440, 30);
 
+/**
+ * A few calls straight to a fresh node, not measured: its first calls compile code paths (tsx,
+ * the JIT), open store connections and start the local voice; a cold node's INVITE->200 is
+ * hundreds of ms above a warm one's.
+ */
+async function warmUp(bin: string, p: Plan, node: CallbridgeNode): Promise<void> {
+  const r = await placeCalls(bin, `${HOST}:${node.sipPort}`, p.warmUpCalls, 5, 500);
+  log(`  warm-up ${node.name}: ${r.calls - r.failed}/${r.calls} calls ok`);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Phase 1: INVITE->200, SQLite vs PostgreSQL
 
@@ -221,7 +244,10 @@ async function latencyPhase(bin: string, p: Plan, targets: { name: string; node:
   const acc = targets.map(() => ({ samples: [] as number[], calls: 0, failed: 0 }));
   const calls = Math.max(2, Math.round(p.latencyRate * p.latencySecs));
   for (let round = 1; round <= p.latencyRounds; round++) {
-    for (const [i, t] of targets.entries()) {
+    // Each round in the other order: neither target always runs right after the other.
+    const order = [...targets.entries()];
+    if (round % 2 === 0) order.reverse();
+    for (const [i, t] of order) {
       const r = await placeCalls(bin, `${HOST}:${t.node.sipPort}`, calls, p.latencyRate, p.setupHoldMs);
       const a = acc[i]!;
       a.samples.push(...r.inviteTo200);
@@ -261,11 +287,21 @@ interface HeldStep {
 
 interface NodeCountResult {
   n: number;
+  /** Each node's CPU with no call up, % of a core: what a node costs before its first call. */
+  idlePct: number[];
   setups: SetupStep[];
   heldSteps: HeldStep[];
 }
 
 const dispatchCount = (front: DispatcherFront, from: number, node: CallbridgeNode) => front.log().slice(from).split(`dispatch INVITE `).filter((l) => new RegExp(`^\\S+ to ${node.sipUri.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}(\\s|$)`).test(l)).length;
+
+/** Each node's CPU over IDLE_SECS with no call up (the last step's calls have ended), % of a core. */
+async function idleCpu(nodes: readonly CallbridgeNode[]): Promise<number[]> {
+  await sleep(1000);
+  const c0 = nodes.map((n) => cpuSeconds(n.pid));
+  await sleep(IDLE_SECS * 1000);
+  return nodes.map((n, i) => (100 * (cpuSeconds(n.pid) - c0[i]!)) / IDLE_SECS);
+}
 
 async function setupSteps(bin: string, p: Plan, front: DispatcherFront, nodes: readonly CallbridgeNode[]): Promise<SetupStep[]> {
   const out: SetupStep[] = [];
@@ -280,7 +316,7 @@ async function setupSteps(bin: string, p: Plan, front: DispatcherFront, nodes: r
       `  ${nodes.length} node(s) @ ${rate} calls/s: ${calls - run.failed}/${calls} ok, ${formatValue(run.setupsPerSec)} setups/s, INVITE->200 p50 ${formatValue(quantile(run.inviteTo200, 0.5))} ms p99 ${formatValue(quantile(run.inviteTo200, 0.99))} ms, per node ${spread.join('/')}${sustained ? '' : ' -- NOT SUSTAINED'}`,
     );
     if (!sustained) {
-      if (run.failed > 0) log(run.describe.slice(-2500));
+      if (run.failed > 0) log(run.describe);
       break;
     }
     // Let the last calls' sessions finish before the next step.
@@ -293,29 +329,37 @@ async function heldSteps(bin: string, p: Plan, front: DispatcherFront, nodes: re
   const out: HeldStep[] = [];
   for (const calls of p.held) {
     const rampMs = (calls / p.heldRate) * 1000;
-    const holdMs = Math.ceil(rampMs + SETTLE_MS + p.windowSecs * 1000 + 2000);
+    // Room for a late ramp: on a busy machine SIPp places the calls slower than asked.
+    const holdMs = Math.ceil(rampMs + SETTLE_MS + LATE_RAMP_MS + p.windowSecs * 1000 + 2000);
     const before = await allCounters(nodes);
     let atStart: NodeCounters[] = [];
     let atEnd: NodeCounters[] = [];
     const run = await placeCalls(bin, `${HOST}:${front.port}`, calls, p.heldRate, holdMs, async (elapsed) => {
       await sleep(Math.max(0, rampMs + SETTLE_MS - elapsed()));
-      atStart = await allCounters(nodes);
+      const waitUntil = Date.now() + LATE_RAMP_MS;
+      for (;;) {
+        atStart = await allCounters(nodes);
+        if (atStart.reduce((a, c) => a + c.active, 0) >= calls || Date.now() > waitUntil) break;
+        await sleep(200);
+      }
       await sleep(p.windowSecs * 1000);
       atEnd = await allCounters(nodes);
     });
     const active = atEnd.map((c) => c.active);
     const spoke = atEnd.map((c, i) => c.spoke - before[i]!.spoke);
     const cpu = atEnd.map((c, i) => c.cpu - atStart[i]!.cpu);
-    const cpuMsPerCallSec = cpu.map((s, i) => (1000 * s) / (Math.min(active[i]!, atStart[i]!.active) * p.windowSecs));
+    // Call-seconds: the calls up at the window's start and end, averaged (equal when held).
+    const callSecs = atEnd.map((c, i) => ((c.active + atStart[i]!.active) / 2) * p.windowSecs);
+    const cpuMsPerCallSec = cpu.map((s, i) => (1000 * s) / callSecs[i]!);
     const totalActive = active.reduce((a, b) => a + b, 0);
-    const clusterCpuMsPerCallSec = (1000 * cpu.reduce((a, b) => a + b, 0)) / (totalActive * p.windowSecs);
+    const clusterCpuMsPerCallSec = (1000 * cpu.reduce((a, b) => a + b, 0)) / callSecs.reduce((a, b) => a + b, 0);
     const held = run.failed === 0 && totalActive === calls && atStart.reduce((a, c) => a + c.active, 0) === calls && spoke.reduce((a, b) => a + b, 0) >= calls;
     out.push({ calls, failed: run.failed, active, spoke, cpuMsPerCallSec, clusterCpuMsPerCallSec, held });
     log(
       `  ${nodes.length} node(s), ${calls} calls: ${held ? 'held' : 'NOT HELD'} (SIPp failed ${run.failed}; bridged at the window's end ${active.join('/')}; first messages spoken ${spoke.join('/')}); CPU ms per call-second ${cpuMsPerCallSec.map(formatValue).join('/')}, cluster ${formatValue(clusterCpuMsPerCallSec)}`,
     );
     if (!held) {
-      if (run.failed > 0) log(run.describe.slice(-2500));
+      if (run.failed > 0) log(run.describe);
       break;
     }
     await sleep(1000);
@@ -365,6 +409,8 @@ export async function run(): Promise<void> {
     const node1 = await startNode(cluster, 'node1', { CALLBRIDGE_STORE_URL: url });
     await provision(sqliteNode);
     await provision(node1);
+    await warmUp(sipp.bin, p, sqliteNode);
+    await warmUp(sipp.bin, p, node1);
     log('phase 1: INVITE->200, SQLite vs PostgreSQL');
     const [sqlite, postgres] = await latencyPhase(sipp.bin, p, [
       { name: 'sqlite', node: sqliteNode },
@@ -376,7 +422,11 @@ export async function run(): Promise<void> {
     // Phase 2.
     const maxNodes = p.nodeCounts[p.nodeCounts.length - 1]!;
     const members: CallbridgeNode[] = [node1];
-    for (let i = 2; i <= maxNodes; i++) members.push(await startNode(cluster, `node${i}`, { CALLBRIDGE_STORE_URL: url }, node1.key));
+    for (let i = 2; i <= maxNodes; i++) {
+      const node = await startNode(cluster, `node${i}`, { CALLBRIDGE_STORE_URL: url }, node1.key);
+      await warmUp(sipp.bin, p, node);
+      members.push(node);
+    }
     front = await startDispatcherFront({ nodes: [node1.sipUri], pingIntervalSecs: 1, frTimerMs: 2000 });
     const results: NodeCountResult[] = [];
     for (const n of p.nodeCounts) {
@@ -389,9 +439,11 @@ export async function run(): Promise<void> {
         await sleep(200);
       }
       log(`phase 2: ${n} node(s) behind Kamailio (load average ${load()})`);
+      const idlePct = await idleCpu(nodes);
+      log(`  idle (no call up, ${IDLE_SECS} s): ${idlePct.map((x) => `${formatValue(x)} %`).join(' / ')} of a core per node`);
       const setups = await setupSteps(sipp.bin, p, front, nodes);
       const held = await heldSteps(sipp.bin, p, front, nodes);
-      results.push({ n, setups, heldSteps: held });
+      results.push({ n, idlePct, setups, heldSteps: held });
     }
     report(p, sqlite!, postgres!, results);
     log(`bench/cluster ran ${((Date.now() - started) / 60_000).toFixed(1)} min; load average at the end ${load()} (other processes on this machine weigh on the figures)`);
@@ -403,7 +455,7 @@ export async function run(): Promise<void> {
 }
 
 function report(p: Plan, sqlite: LatencyResult, postgres: LatencyResult, results: NodeCountResult[]): void {
-  const rows = [['nodes', 'setups: highest sustained step', 'setups/s', 'p50 ms', 'p99 ms', 'spread', 'held calls', 'CPU ms/call-s per node', 'cluster CPU ms/call-s']];
+  const rows = [['nodes', 'setups: highest sustained step', 'setups/s', 'p50 ms', 'p99 ms', 'spread', 'held calls', 'CPU ms/call-s per node', 'cluster CPU ms/call-s', 'idle CPU % per node']];
   const best = results.map((r) => ({ r, setup: r.setups.filter((s) => s.sustained).pop(), held: r.heldSteps.filter((s) => s.held).pop() }));
   for (const { r, setup, held } of best) {
     rows.push([
@@ -416,6 +468,7 @@ function report(p: Plan, sqlite: LatencyResult, postgres: LatencyResult, results
       String(held?.calls ?? 0),
       held?.cpuMsPerCallSec.map(formatValue).join('/') ?? '',
       formatValue(held?.clusterCpuMsPerCallSec ?? Number.NaN),
+      r.idlePct.map(formatValue).join('/'),
     ]);
   }
   log(`\n${table(rows)}`);
@@ -436,4 +489,5 @@ function report(p: Plan, sqlite: LatencyResult, postgres: LatencyResult, results
   printFigures('bench/cluster figures (ratio = value / baseline; latency and CPU: lower is better)', figures.filter((f) => Number.isFinite(f.value) && Number.isFinite(f.baseline)));
   if (sqlite.samples.length === 0 || postgres.samples.length === 0) throw new Error('phase 1 measured no INVITE->200: see the SIPp output above');
   if (best.some((b) => !b.setup)) throw new Error('a node count sustained no setup step: see above');
+  if (!one?.held) throw new Error(`one node held no step of ${p.held.join(',')} calls (the baseline of the held and CPU figures): see above`);
 }
