@@ -47,9 +47,9 @@
  * token secret and encryption key; nodes 2 and 3 use the first node's API key (the store is
  * shared: only the first node creates one).
  *
- * Options (after the name): `npm run bench -- cluster --quick` is a smoke run (< 3 min): one
- * round of phase 1, two rate steps and one held step per node count. The full run takes about
- * 12-15 min on 2 vCPUs. Environment: the BENCH_CLUSTER_* above, BENCH_CLUSTER_NODES (1,2,3).
+ * Options (after the name): `npm run bench -- cluster --quick` is a smoke run (2.6 min): two
+ * short rounds of phase 1, two rate steps and one held step per node count. The full run took
+ * 18 min on 2 vCPUs (longer the more steps are sustained). Environment: the BENCH_CLUSTER_* above, BENCH_CLUSTER_NODES (1,2,3).
  * Needs SIPp (sip-tester), Kamailio (kamailio) and PostgreSQL (postgresql) from Debian; binds
  * 127.0.0.1 only; every process it starts is stopped by PID.
  */
