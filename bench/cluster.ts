@@ -268,6 +268,8 @@ interface SetupStep {
   run: CallRun;
   /** Calls Kamailio dispatched to each node in the step, in node order. */
   spread: number[];
+  /** INVITEs Kamailio sent on to another node after one did not answer in time or answered 503. */
+  failovers: number;
   sustained: boolean;
 }
 
@@ -310,10 +312,11 @@ async function setupSteps(bin: string, p: Plan, front: DispatcherFront, nodes: r
     const calls = Math.max(2, Math.round(rate * p.stepSecs));
     const run = await placeCalls(bin, `${HOST}:${front.port}`, calls, rate, p.setupHoldMs);
     const spread = nodes.map((node) => dispatchCount(front, from, node));
+    const failovers = front.log().slice(from).split('(failover: ').length - 1;
     const sustained = run.failed <= calls * MAX_FAILED_SHARE && run.setupsPerSec >= rate * KEEP_UP;
-    out.push({ rate, run, spread, sustained });
+    out.push({ rate, run, spread, failovers, sustained });
     log(
-      `  ${nodes.length} node(s) @ ${rate} calls/s: ${calls - run.failed}/${calls} ok, ${formatValue(run.setupsPerSec)} setups/s, INVITE->200 p50 ${formatValue(quantile(run.inviteTo200, 0.5))} ms p99 ${formatValue(quantile(run.inviteTo200, 0.99))} ms, per node ${spread.join('/')}${sustained ? '' : ' -- NOT SUSTAINED'}`,
+      `  ${nodes.length} node(s) @ ${rate} calls/s: ${calls - run.failed}/${calls} ok, ${formatValue(run.setupsPerSec)} setups/s, INVITE->200 p50 ${formatValue(quantile(run.inviteTo200, 0.5))} ms p99 ${formatValue(quantile(run.inviteTo200, 0.99))} ms, per node ${spread.join('/')}, failovers ${failovers}${sustained ? '' : ' -- NOT SUSTAINED'}`,
     );
     if (!sustained) {
       if (run.failed > 0) log(run.describe);
