@@ -46,6 +46,7 @@ import { startDaemon, INITIAL_KEY_FILE, type Daemon } from '../src/main.ts';
 import { exitMeaning, freeMediaPort, freeSipPort, freeUdpPort, sippAvailable } from '../test/interop/sipp.ts';
 import { formatValue, printFigures, table, type Figure } from './lib/result.ts';
 import { envIntegerList, envNumber } from './lib/env.ts';
+import { inviteTo200Ms, parseShortMessages, spanRate } from './lib/sipp-trace.ts';
 
 const HOST = '127.0.0.1';
 const SCENARIOS = fileURLToPath(new URL('./scenarios/', import.meta.url));
@@ -241,64 +242,6 @@ interface StepResult {
   workDir?: string;
 }
 
-interface CallTrace {
-  inviteAt?: number;
-  invites: number;
-  okAt?: number;
-  oks: number;
-  final?: number;
-  byes: number;
-  byeOk: boolean;
-}
-
-/** Parses -trace_shortmsg: date<TAB>time<TAB>epoch.usec<TAB>S|R<TAB>Call-ID<TAB>CSeq:n METHOD<TAB>first line. */
-function parseShortMessages(text: string): Map<string, CallTrace> {
-  const calls = new Map<string, CallTrace>();
-  for (const line of text.split('\n')) {
-    const f = line.split('\t');
-    if (f.length < 7) continue;
-    const [secs, usecs] = (f[2] ?? '').split('.');
-    const us = Number(secs) * 1e6 + Number((usecs ?? '0').padEnd(6, '0').slice(0, 6));
-    if (!Number.isFinite(us)) continue;
-    const dir = f[3];
-    const callId = f[4] ?? '';
-    const method = /^CSeq:\s*\d+\s+(\S+)/.exec(f[5] ?? '')?.[1];
-    const first = f.slice(6).join('\t');
-    let c = calls.get(callId);
-    if (!c) calls.set(callId, (c = { invites: 0, oks: 0, byes: 0, byeOk: false }));
-    if (dir === 'S' && first.startsWith('INVITE ')) {
-      c.invites++;
-      c.inviteAt ??= us;
-    } else if (dir === 'S' && first.startsWith('BYE ')) {
-      c.byes++;
-    } else if (dir === 'R') {
-      const status = Number(/^SIP\/2\.0\s+(\d{3})/.exec(first)?.[1]);
-      if (method === 'INVITE') {
-        if (status === 200) {
-          c.oks++;
-          c.okAt ??= us;
-        }
-        if (status >= 200) c.final ??= status;
-      } else if (method === 'BYE' && status === 200) {
-        c.byeOk = true;
-      }
-    }
-  }
-  return calls;
-}
-
-/** Per-second rate of timestamps (us) from the first to the last. */
-function spanRate(times: number[]): number {
-  if (times.length < 2) return 0;
-  let lo = Infinity;
-  let hi = -Infinity;
-  for (const t of times) {
-    if (t < lo) lo = t;
-    if (t > hi) hi = t;
-  }
-  return hi > lo ? ((times.length - 1) * 1e6) / (hi - lo) : 0;
-}
-
 /** -trace_stat's CSV: the last line's cumulative counters by name. */
 function parseStatCsv(text: string): Map<string, string> {
   const lines = text.split('\n').filter((l) => l.trim() !== '');
@@ -382,7 +325,6 @@ async function runStep(bin: string, target: Target, rate: number, secs: number, 
     const n = Number(v);
     if (Number.isFinite(n) && n > 0) causes.set(k.replace('(C)', ''), n);
   }
-  const samples: number[] = [];
   const otherFinals = new Map<number, number>();
   let noFinal = 0;
   let byeUnanswered = 0;
@@ -390,7 +332,6 @@ async function runStep(bin: string, target: Target, rate: number, secs: number, 
   let byeRetrans = 0;
   let okRetrans = 0;
   for (const c of trace.values()) {
-    if (c.inviteAt !== undefined && c.okAt !== undefined) samples.push((c.okAt - c.inviteAt) / 1000);
     if (c.final === undefined && c.invites > 0) noFinal++;
     if (c.final !== undefined && c.final !== 200) otherFinals.set(c.final, (otherFinals.get(c.final) ?? 0) + 1);
     if (c.byes > 0 && !c.byeOk) byeUnanswered++;
@@ -414,7 +355,7 @@ async function runStep(bin: string, target: Target, rate: number, secs: number, 
     failed,
     offeredRate: spanRate(values.flatMap((c) => (c.inviteAt === undefined ? [] : [c.inviteAt]))),
     setupsPerSec: spanRate(values.flatMap((c) => (c.okAt === undefined ? [] : [c.okAt]))),
-    inviteTo200: Float64Array.from(samples).sort(),
+    inviteTo200: inviteTo200Ms(trace),
     sippRtd: Float64Array.from(rtt).sort(),
     otherFinals,
     noFinal,
