@@ -49,7 +49,7 @@ export class ClusterNodeRepo {
     const now = dbNowMs(this.db);
     const r = await this.db.get<{ started_at: number }>(
       `INSERT INTO cluster_nodes (node_id, started_at, heartbeat_at, http_url, sip_address) VALUES (?, ${now}, ${now}, ?, ?)
-       ON CONFLICT (node_id) DO UPDATE SET started_at = EXCLUDED.started_at, heartbeat_at = EXCLUDED.heartbeat_at, http_url = EXCLUDED.http_url, sip_address = EXCLUDED.sip_address
+       ON CONFLICT (node_id) DO UPDATE SET started_at = CASE WHEN EXCLUDED.started_at > cluster_nodes.started_at THEN EXCLUDED.started_at ELSE cluster_nodes.started_at + 1 END, heartbeat_at = EXCLUDED.heartbeat_at, http_url = EXCLUDED.http_url, sip_address = EXCLUDED.sip_address
        RETURNING started_at`,
       [nodeId, addresses.httpUrl ?? '', addresses.sipAddress ?? ''],
     );
