@@ -240,9 +240,11 @@ export class CallRepo {
     return this.db.transaction(async (tx): Promise<CallPage> => {
       // A 1-2 character string no call of the organization holds: nothing to read. (Letters or
       // signs in a history of phone numbers: the page scan would otherwise read every entry.)
-      if (isShortSearch(f.search) && (await gramCount(tx, orgId, f.search)) === 0) return { calls: [], total: 0 };
+      const grams = isShortSearch(f.search) ? await gramCount(tx, orgId, f.search) : undefined;
+      if (grams === 0) return { calls: [], total: 0 };
       const plan = await searchPlan(tx, orgId, f.search);
-      const counted = await countedTotal(tx, orgId, f);
+      // A short search alone: that counter is the total (read once, just above).
+      const counted = gramCounterOf(f) !== undefined ? grams : await countedTotal(tx, orgId, f);
       const listSql = tx.dialect === 'postgres' ? callListSqlPostgres : callListSql;
       const total = counted ?? ((await tx.get<{ n: number }>(...sqlOf(listSql(orgId, f, plan, limit, offset).count)))?.n ?? 0);
       if (offset >= total) return { calls: [], total };
@@ -283,13 +285,8 @@ async function gramCount(db: SqlClient, orgId: string, gram: string): Promise<nu
   return (await db.get<{ n: number }>('SELECT n FROM call_gram_counts WHERE org_id = ? AND gram = ?', [orgId, gram]))?.n ?? 0;
 }
 
-/**
- * The total of a list filtered by nothing, one counted dimension alone, or a 1-2 character search
- * alone: from the counters.
- */
+/** The total of a list filtered by nothing or one counted dimension alone: from the counters. */
 async function countedTotal(db: SqlClient, orgId: string, f: CallListFilter): Promise<number | undefined> {
-  const gram = gramCounterOf(f);
-  if (gram !== undefined) return gramCount(db, orgId, gram);
   const c = counterOf(f);
   if (!c) return undefined;
   let sum = 0;
