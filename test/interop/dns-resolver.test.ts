@@ -26,6 +26,22 @@ describe.skipIf(!available.ok)(`RFC 3263 resolution order against dnsmasq${avail
     return [...dns.log().slice(from).matchAll(/query\[(\w+)\] (\S+) from/g)].map((m) => `${m[1]} ${m[2]}`);
   }
 
+  /**
+   * dnsmasq writes its query log through a pipe, so a line can arrive after the answer did (seen on
+   * a loaded CI machine: the AAAA line of one test landed in the next test's window). Waits until
+   * the log has been still for 150 ms, then gives its length: a window's start and end.
+   */
+  async function settledLog(): Promise<number> {
+    const deadline = Date.now() + 3000;
+    let seen = dns.log().length;
+    for (;;) {
+      await new Promise((res) => setTimeout(res, 150));
+      const now = dns.log().length;
+      if (now === seen || Date.now() > deadline) return now;
+      seen = now;
+    }
+  }
+
   const base = (host: string, extra: Partial<ResolveRequest> = {}): ResolveRequest => ({ host, transport: 'udp', transportExplicit: false, supported: ['udp', 'tcp', 'tls'], ...extra });
 
   beforeAll(async () => {
@@ -62,28 +78,30 @@ describe.skipIf(!available.ok)(`RFC 3263 resolution order against dnsmasq${avail
 
   it('a name with a port: A and AAAA only, every address with that port', async () => {
     const r = new SipDnsResolver({ servers: [dns.server] });
-    const from = dns.log().length;
+    const from = await settledLog();
     const out = await r.resolve(base(`both.${D}`, { port: 5080 }));
     expect(out.map((t) => t.destination)).toEqual([
       { protocol: 'udp', address: '127.0.1.9', port: 5080 },
       { protocol: 'udp', address: '::1', port: 5080 },
     ]);
+    await settledLog();
     expect(queries(from).sort()).toEqual([`A both.${D}`, `AAAA both.${D}`]);
   });
 
   it('an IP literal: nothing asked', async () => {
     const r = new SipDnsResolver({ servers: [dns.server] });
-    const from = dns.log().length;
+    const from = await settledLog();
     expect((await r.resolve(base('[2001:db8::5]', { transport: 'tcp' })))[0]!.destination).toEqual({ protocol: 'tcp', address: '2001:db8::5', port: 5060 });
-    await new Promise((res) => setTimeout(res, 100));
+    await settledLog();
     expect(queries(from)).toEqual([]);
   });
 
   it(';transport=tcp: only the _sip._tcp SRV, no NAPTR', async () => {
     const r = new SipDnsResolver({ servers: [dns.server] });
-    const from = dns.log().length;
+    const from = await settledLog();
     const out = await r.resolve(base(`explicit.${D}`, { transport: 'tcp', transportExplicit: true }));
     expect(out.map((t) => t.destination)).toEqual([{ protocol: 'tcp', address: '127.0.1.1', port: 5010 }]);
+    await settledLog();
     expect(queries(from).filter((q) => !q.startsWith('A'))).toEqual([`SRV _sip._tcp.explicit.${D}`]);
   });
 
@@ -92,9 +110,10 @@ describe.skipIf(!available.ok)(`RFC 3263 resolution order against dnsmasq${avail
     const viaNaptr = await r.resolve(base(`naptrtls.${D}`, { transport: 'tls' }));
     // RFC 5922 7.2: the certificate must name the domain looked up, not the NAPTR/SRV target.
     expect(viaNaptr.map((t) => [t.via, t.destination])).toEqual([['naptr', { protocol: 'tls', address: '127.0.1.3', port: 5071, tlsName: `naptrtls.${D}` }]]);
-    const from = dns.log().length;
+    const from = await settledLog();
     const viaSrv = await r.resolve(base(`secure.${D}`, { transport: 'tls' }));
     expect(viaSrv.map((t) => t.destination)).toEqual([{ protocol: 'tls', address: '127.0.1.1', port: 5061, tlsName: `secure.${D}` }]);
+    await settledLog();
     expect(queries(from).filter((q) => q.startsWith('SRV'))).toEqual([`SRV _sips._tcp.secure.${D}`]);
   });
 
@@ -112,9 +131,9 @@ describe.skipIf(!available.ok)(`RFC 3263 resolution order against dnsmasq${avail
     // draw floor(r * 101): 5 reaches a (weight 10) first; 50 passes a's 10 and reaches b (10 + 90).
     expect((await low.resolve(base(`prio.${D}`))).map((t) => t.destination.port)).toEqual([5001, 5002, 5003]);
     expect((await high.resolve(base(`prio.${D}`))).map((t) => t.destination.port)).toEqual([5002, 5001, 5003]);
-    const from = dns.log().length;
+    const from = await settledLog();
     await high.resolve(base(`prio.${D}`));
-    await new Promise((res) => setTimeout(res, 100));
+    await settledLog();
     expect(queries(from)).toEqual([]);
   });
 
