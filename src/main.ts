@@ -170,7 +170,7 @@ export async function startDaemon(
       const sipUp = sip === undefined ? !config.sip.enabled : sip.ua.listening;
       const storeDown = storeProbe?.failure;
       const ready = listening && sipUp && storeDown === undefined;
-      return { ready, draining, reason: draining ? 'draining' : ready ? undefined : !listening ? 'starting' : !sipUp ? 'SIP not listening' : `store unreachable: ${storeDown}` };
+      return { ready, draining, started: listening, reason: draining ? 'draining' : ready ? undefined : !listening ? 'starting' : !sipUp ? 'SIP not listening' : `store unreachable: ${storeDown}` };
     },
   }, registry).catch(async (err: unknown) => {
     // The roles' connection would keep the process alive (and the roles taken) otherwise.

@@ -16,6 +16,8 @@ import type { CarrierDialRequest } from '../domain/dial.ts';
 export interface Readiness {
   ready: boolean;
   draining: boolean;
+  /** Not ready although it started: a dependency (the store, SIP) is down. False while starting. */
+  started?: boolean;
   reason?: string;
 }
 

@@ -157,6 +157,7 @@ describe.skipIf(pgAvailable.skip)(`the daemon on a PostgreSQL store${pgAvailable
       r = await d.api('GET', '/readyz');
     }
     expect(r.status, r.text).toBe(503);
+    expect(r.body.status).toBe('unavailable');
     expect(r.body.reason).toMatch(/^store unreachable: /);
     expect(r.body.reason).toContain(`127.0.0.1:${server.port}`);
     expect((await d.api('GET', '/healthz')).status).toBe(200);

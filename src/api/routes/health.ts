@@ -22,6 +22,7 @@ export async function healthRoutes(app: FastifyInstance, deps: ApiDeps): Promise
   app.get('/readyz', { config: { public: true }, schema: { tags: ['operations'], response: { 200: Health, 503: Health } } }, async (_req, reply) => {
     const r = deps.readiness();
     if (r.ready && !r.draining) return detail === undefined ? { status: 'ready' } : { status: 'ready', detail };
-    return reply.code(503).send({ status: r.draining ? 'draining' : 'starting', reason: r.reason ?? '' });
+    // 'unavailable' once started: an operator paged at 3 a.m. must not read "starting" for a store that went away.
+    return reply.code(503).send({ status: r.draining ? 'draining' : r.started === true ? 'unavailable' : 'starting', reason: r.reason ?? '' });
   });
 }
