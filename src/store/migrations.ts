@@ -482,4 +482,60 @@ export const MIGRATIONS: Migration[] = [
       END;
     `,
   },
+  {
+    version: 12,
+    name: 'calls: postings of the rare 1-2 character substrings of party_number',
+    // docs/calls.md "Rare 1-2 character strings": the page of a 1-2 character search for a string
+    // that has a character other than a digit or '+' (a letter, '#', '*') is read in list order
+    // from its postings, not found by reading the organization's created_at index up to its last
+    // match. (Version 11 is another branch's; the runner applies versions in order, gaps allowed.)
+    sql: `
+      -- Per organization and gram: the calls whose party_number holds it, in list order. Only the
+      -- grams (distinct substrings of 1 or 2 characters) with a character outside [0-9+]: an
+      -- E.164 number writes no row, 'guest#12' writes the 12 of its grams with a letter or '#'.
+      -- No foreign key: the rows go with their call (the delete trigger), as its counters do.
+      CREATE TABLE call_short_grams (
+        org_id TEXT NOT NULL,
+        gram TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        call_id TEXT NOT NULL,
+        PRIMARY KEY (org_id, gram, created_at, call_id)
+      ) WITHOUT ROWID;
+      -- The calls stored before: read from calls_org_created (it carries every column needed),
+      -- the numbers of digits and '+' alone skipped before their grams are listed.
+      INSERT INTO call_short_grams (org_id, gram, created_at, call_id)
+        SELECT DISTINCT c.org_id, substr(c.party_number, p.key + 1, w.value), c.created_at, c.id
+        FROM calls c INDEXED BY calls_org_created,
+          json_each('[' || substr(replace(hex(zeroblob(length(c.party_number))), '00', ',0'), 2) || ']') p, json_each('[1,2]') w
+        WHERE c.party_number GLOB '*[^0-9+]*' AND p.key + w.value <= length(c.party_number)
+          AND substr(c.party_number, p.key + 1, w.value) GLOB '*[^0-9+]*';
+      -- The triggers do nothing (the WHEN) for a number of digits and '+' alone.
+      CREATE TRIGGER calls_short_grams_ai AFTER INSERT ON calls WHEN new.party_number GLOB '*[^0-9+]*' BEGIN
+        INSERT INTO call_short_grams (org_id, gram, created_at, call_id)
+          SELECT DISTINCT new.org_id, g.gram, new.created_at, new.id FROM (SELECT substr(new.party_number, p.key + 1, w.value) AS gram
+            FROM json_each('[' || substr(replace(hex(zeroblob(length(new.party_number))), '00', ',0'), 2) || ']') p, json_each('[1,2]') w
+            WHERE p.key + w.value <= length(new.party_number)) g
+          WHERE g.gram GLOB '*[^0-9+]*';
+      END;
+      CREATE TRIGGER calls_short_grams_ad AFTER DELETE ON calls WHEN old.party_number GLOB '*[^0-9+]*' BEGIN
+        DELETE FROM call_short_grams WHERE org_id = old.org_id AND created_at = old.created_at AND call_id = old.id AND gram IN (
+          SELECT substr(old.party_number, p.key + 1, w.value)
+          FROM json_each('[' || substr(replace(hex(zeroblob(length(old.party_number))), '00', ',0'), 2) || ']') p, json_each('[1,2]') w
+          WHERE p.key + w.value <= length(old.party_number));
+      END;
+      CREATE TRIGGER calls_short_grams_au AFTER UPDATE OF party_number, org_id, created_at ON calls
+        WHEN (old.party_number IS NOT new.party_number OR old.org_id IS NOT new.org_id OR old.created_at IS NOT new.created_at)
+          AND (old.party_number GLOB '*[^0-9+]*' OR new.party_number GLOB '*[^0-9+]*') BEGIN
+        DELETE FROM call_short_grams WHERE org_id = old.org_id AND created_at = old.created_at AND call_id = old.id AND gram IN (
+          SELECT substr(old.party_number, p.key + 1, w.value)
+          FROM json_each('[' || substr(replace(hex(zeroblob(length(old.party_number))), '00', ',0'), 2) || ']') p, json_each('[1,2]') w
+          WHERE p.key + w.value <= length(old.party_number));
+        INSERT INTO call_short_grams (org_id, gram, created_at, call_id)
+          SELECT DISTINCT new.org_id, g.gram, new.created_at, new.id FROM (SELECT substr(new.party_number, p.key + 1, w.value) AS gram
+            FROM json_each('[' || substr(replace(hex(zeroblob(length(new.party_number))), '00', ',0'), 2) || ']') p, json_each('[1,2]') w
+            WHERE p.key + w.value <= length(new.party_number)) g
+          WHERE g.gram GLOB '*[^0-9+]*';
+      END;
+    `,
+  },
 ];

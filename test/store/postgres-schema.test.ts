@@ -17,6 +17,7 @@ import { POSTGRES_MIGRATIONS } from '../../src/store/postgres/migrations.ts';
 import { postgresAvailability, startPostgres, type PostgresServer } from '../helpers/postgres.ts';
 import { postgresShape, schemaDifferences, sqliteShape, type Ignore } from '../helpers/schema-shape.ts';
 import { CALL_COUNTS_RECOUNT } from '../helpers/call-counts.ts';
+import { gramsOf, postedGramsOf } from '../helpers/short-grams.ts';
 
 /** What each dialect has on purpose and the other has not (docs/store-postgres.md). */
 const SQLITE_ONLY: Ignore = {
@@ -88,7 +89,7 @@ describe.skipIf(pgAvailable.skip)(`PostgreSQL schema against SQLite's${pgAvailab
       expect(Object.keys(shape)).toEqual(expect.arrayContaining(['calls', 'call_counts', 'call_tags', 'sip_trunks', 'sip_registrations', 'sessions']));
       expect(shape.calls!.columns).toContain("source text not null default 'sip'");
       expect(shape.calls!.foreignKeys).toContain('(agent_id) -> agents (id) on delete set null');
-      expect(shape.calls!.triggers).toEqual(['calls_count_ad', 'calls_count_ai', 'calls_count_au', 'calls_grams_ad', 'calls_grams_ai', 'calls_grams_au']);
+      expect(shape.calls!.triggers).toEqual(['calls_count_ad', 'calls_count_ai', 'calls_count_au', 'calls_grams_ad', 'calls_grams_ai', 'calls_grams_au', 'calls_short_grams_ad', 'calls_short_grams_ai', 'calls_short_grams_au']);
       expect(shape.agents!.keys).toContain('unique (phone_number_id) where phone_number_id is not null');
       expect(schemaDifferences(reference, shape)).toEqual([]);
     });
@@ -239,13 +240,40 @@ describe.skipIf(pgAvailable.skip)(`PostgreSQL schema against SQLite's${pgAvailab
       // Right: each substring of 1-2 characters of the calls' party numbers, once per call.
       const byHand = new Map<string, number>();
       for (const r of await client.all<{ org_id: string; party_number: string }>('SELECT org_id, party_number FROM calls')) {
-        const cps = [...r.party_number];
-        for (const g of new Set(cps.flatMap((ch, i) => (i + 1 < cps.length ? [ch, ch + cps[i + 1]!] : [ch])))) byHand.set(`${r.org_id} ${g}`, (byHand.get(`${r.org_id} ${g}`) ?? 0) + 1);
+        for (const g of gramsOf(r.party_number)) byHand.set(`${r.org_id} ${g}`, (byHand.get(`${r.org_id} ${g}`) ?? 0) + 1);
       }
       expect(pgGrams).toEqual([...byHand].map(([k, v]) => `${k}: ${v}`).sort());
       expect(pgGrams).toContain(`${O1} 5: 1`);
       expect(pgGrams).toContain(`${O2} 5: 1`);
       expect(pgGrams).toContain(`${O1} é: 1`);
+    });
+
+    it('the postings of the rare 1-2 character strings: filled by migration 12 for the calls before it, then kept by the triggers, as SQLite does, and right', async () => {
+      const before = (ms: Migration[]) => ms.filter((m) => m.version < 12);
+      const db = sqlite(before(MIGRATIONS));
+      const client = await postgresWith('short_grams', before(POSTGRES_MIGRATIONS));
+      await both(db, client, [
+        ...SETUP,
+        call(1, O1, A1, 'started', 'sip', 0, '+4915112345678'),
+        call(2, O1, A1, 'started', 'sip', 1, 'guest#12'),
+        call(3, O2, null, 'started', 'sip', 0, 'Ab*😀'),
+      ]);
+      for (const m of MIGRATIONS.filter((x) => x.version >= 12)) db.transaction(() => db.exec(m.sql))();
+      expect(await migratePostgres(client)).toEqual(MIGRATIONS.map((m) => m.version).filter((v) => v >= 12));
+      await both(db, client, [
+        call(4, O1, null, 'started', 'sip', 0, 'héé#'),
+        ['UPDATE calls SET party_number = ? WHERE id = ?', ['+336', C(2)]],
+        ['UPDATE calls SET party_number = ? WHERE id = ?', ['x+1', C(1)]],
+        ['DELETE FROM calls WHERE id = ?', [C(3)]],
+        call(5, O2, null, 'started', 'sip', 0, 'a#a#'),
+      ]);
+      const POSTINGS = 'SELECT org_id, gram, created_at, call_id FROM call_short_grams';
+      const postings = (rows: { org_id: string; gram: string; created_at: string; call_id: string }[]) => rows.map((r) => `${r.org_id} ${r.gram} ${r.created_at} ${r.call_id}`).sort();
+      const pgPostings = postings(await client.all(POSTINGS));
+      expect(pgPostings).toEqual(postings(db.prepare(POSTINGS).all() as never));
+      const calls = await client.all<{ org_id: string; party_number: string; created_at: string; id: string }>('SELECT org_id, party_number, created_at, id FROM calls');
+      expect(pgPostings).toEqual(calls.flatMap((c) => postedGramsOf(c.party_number).map((g) => `${c.org_id} ${g} ${c.created_at} ${c.id}`)).sort());
+      expect(pgPostings.filter((p) => p.endsWith(C(4))).map((p) => p.split(' ')[1]).sort()).toEqual(['#', 'h', 'hé', 'é', 'é#', 'éé']);
     });
 
     it('the trigram search finds a party number by a 3-character substring, through its index, as SQLite does', async () => {
