@@ -29,6 +29,25 @@ const uuid = (a: number, b: number) => `${String(a).padStart(8, '0')}-0000-4000-
 const TAGS = ['vip', 'callback', 'sales', 'x"y'];
 const REASONS = ['client_closed', 'agent_hangup', 'transfer', 'timeout', 'silence_timeout', 'error'];
 
+/** The filter applied by hand to every record: the oracle (a plain substring scan for `search`), in list order. */
+const listByHand = (records: readonly CallRecord[], org: string, f: CallListFilter): string[] =>
+  records
+    .filter(
+      (r) =>
+        r.org_id === org &&
+        (!f.agentIds?.length || (r.agent_id !== null && f.agentIds.includes(r.agent_id))) &&
+        (f.status === undefined || r.status === f.status) &&
+        (f.source === undefined || r.source === f.source) &&
+        (f.dateFrom === undefined || r.created_at >= f.dateFrom) &&
+        (f.dateTo === undefined || r.created_at <= f.dateTo) &&
+        (f.outbound === undefined || (r.direction === 'outbound') === f.outbound) &&
+        (!f.search || r.party_number.includes(f.search)) &&
+        (!f.tag || r.tags.includes(f.tag)) &&
+        (f.outcome === undefined || r.outcome === f.outcome),
+    )
+    .sort((a, b) => (a.created_at === b.created_at ? (a.id < b.id ? 1 : -1) : a.created_at < b.created_at ? 1 : -1))
+    .map((r) => r.id);
+
 forEachStoreBackend((backend) => describe('call list queries', () => {
   let t: TestStore;
   let store: Store;
@@ -86,24 +105,7 @@ forEachStoreBackend((backend) => describe('call list queries', () => {
   });
   afterAll(() => t?.dispose());
 
-  /** The filter applied by hand to every record: the oracle. */
-  const byHand = (org: string, f: CallListFilter): string[] =>
-    records
-      .filter(
-        (r) =>
-          r.org_id === org &&
-          (!f.agentIds?.length || (r.agent_id !== null && f.agentIds.includes(r.agent_id))) &&
-          (f.status === undefined || r.status === f.status) &&
-          (f.source === undefined || r.source === f.source) &&
-          (f.dateFrom === undefined || r.created_at >= f.dateFrom) &&
-          (f.dateTo === undefined || r.created_at <= f.dateTo) &&
-          (f.outbound === undefined || (r.direction === 'outbound') === f.outbound) &&
-          (!f.search || r.party_number.includes(f.search)) &&
-          (!f.tag || r.tags.includes(f.tag)) &&
-          (f.outcome === undefined || r.outcome === f.outcome),
-      )
-      .sort((a, b) => (a.created_at === b.created_at ? (a.id < b.id ? 1 : -1) : a.created_at < b.created_at ? 1 : -1))
-      .map((r) => r.id);
+  const byHand = (org: string, f: CallListFilter): string[] => listByHand(records, org, f);
 
   const listSql = backend === 'postgres' ? callListSqlPostgres : callListSql;
   const run = async (org: string, f: CallListFilter, plan: SearchPlan, limit: number, offset: number) => {
@@ -416,20 +418,7 @@ forEachStoreBackend((backend) => describe('rare 1-2 character search: the postin
   });
   afterAll(() => t?.dispose());
 
-  const byHand = (org: string, f: CallListFilter): string[] =>
-    records
-      .filter(
-        (r) =>
-          r.org_id === org &&
-          (!f.agentIds?.length || (r.agent_id !== null && f.agentIds.includes(r.agent_id))) &&
-          (f.status === undefined || r.status === f.status) &&
-          (f.dateFrom === undefined || r.created_at >= f.dateFrom) &&
-          (f.dateTo === undefined || r.created_at <= f.dateTo) &&
-          (!f.search || r.party_number.includes(f.search)) &&
-          (!f.tag || r.tags.includes(f.tag)),
-      )
-      .sort((a, b) => (a.created_at === b.created_at ? (a.id < b.id ? 1 : -1) : a.created_at < b.created_at ? 1 : -1))
-      .map((r) => r.id);
+  const byHand = (org: string, f: CallListFilter): string[] => listByHand(records, org, f);
 
   /** Every posting, and every posting there should be (the grams with a character outside [0-9+] of every call). */
   const postings = async () => (await store.client.all<{ org_id: string; gram: string; created_at: string; call_id: string }>('SELECT org_id, gram, created_at, call_id FROM call_short_grams')).map((r) => `${r.org_id} ${r.gram} ${r.created_at} ${r.call_id}`).sort();

@@ -180,6 +180,20 @@ describe.skipIf(pgAvailable.skip)(`PostgreSQL schema against SQLite's${pgAvailab
       }
     }
 
+    /**
+     * Both databases migrated up to (not including) `version`, the same statements run on both, then
+     * the migrations from `version` on applied to both (SQLite's SQL as it is; PostgreSQL's through
+     * migratePostgres).
+     */
+    async function bothMigratedOver(version: number, name: string, steps: [string, SqlValue[]][]): Promise<{ db: Database; client: PostgresClient }> {
+      const db = sqlite(MIGRATIONS.filter((m) => m.version < version));
+      const client = await postgresWith(name, POSTGRES_MIGRATIONS.filter((m) => m.version < version));
+      await both(db, client, steps);
+      for (const m of MIGRATIONS.filter((x) => x.version >= version)) db.transaction(() => db.exec(m.sql))();
+      expect(await migratePostgres(client)).toEqual(MIGRATIONS.map((m) => m.version).filter((v) => v >= version));
+      return { db, client };
+    }
+
     it('the call counters: the same totals as SQLite after the same inserts, updates and deletes, and right', async () => {
       const db = sqlite();
       const client = await postgresWith('counters');
@@ -216,17 +230,12 @@ describe.skipIf(pgAvailable.skip)(`PostgreSQL schema against SQLite's${pgAvailab
     });
 
     it('the 1-2 character counters: filled by the migration for the calls before it, then kept by the triggers, as SQLite does, and right', async () => {
-      const before = (ms: Migration[]) => ms.filter((m) => m.version < 10);
-      const db = sqlite(before(MIGRATIONS));
-      const client = await postgresWith('grams', before(POSTGRES_MIGRATIONS));
-      await both(db, client, [
+      const { db, client } = await bothMigratedOver(10, 'grams', [
         ...SETUP,
         call(1, O1, A1, 'started', 'sip', 0, '+4915112345678'),
         call(2, O1, A1, 'started', 'sip', 1, '+33612345'),
         call(3, O2, null, 'started', 'sip', 0, '+442071555'),
       ]);
-      for (const m of MIGRATIONS.filter((x) => x.version >= 10)) db.transaction(() => db.exec(m.sql))();
-      expect(await migratePostgres(client)).toEqual(MIGRATIONS.map((m) => m.version).filter((v) => v >= 10));
       await both(db, client, [
         call(4, O1, null, 'started', 'sip', 0, 'héé#'),
         ['UPDATE calls SET party_number = ? WHERE id = ?', ['+336', C(2)]],
@@ -249,17 +258,12 @@ describe.skipIf(pgAvailable.skip)(`PostgreSQL schema against SQLite's${pgAvailab
     });
 
     it('the postings of the rare 1-2 character strings: filled by migration 12 for the calls before it, then kept by the triggers, as SQLite does, and right', async () => {
-      const before = (ms: Migration[]) => ms.filter((m) => m.version < 12);
-      const db = sqlite(before(MIGRATIONS));
-      const client = await postgresWith('short_grams', before(POSTGRES_MIGRATIONS));
-      await both(db, client, [
+      const { db, client } = await bothMigratedOver(12, 'short_grams', [
         ...SETUP,
         call(1, O1, A1, 'started', 'sip', 0, '+4915112345678'),
         call(2, O1, A1, 'started', 'sip', 1, 'guest#12'),
         call(3, O2, null, 'started', 'sip', 0, 'Ab*😀'),
       ]);
-      for (const m of MIGRATIONS.filter((x) => x.version >= 12)) db.transaction(() => db.exec(m.sql))();
-      expect(await migratePostgres(client)).toEqual(MIGRATIONS.map((m) => m.version).filter((v) => v >= 12));
       await both(db, client, [
         call(4, O1, null, 'started', 'sip', 0, 'héé#'),
         ['UPDATE calls SET party_number = ? WHERE id = ?', ['+336', C(2)]],

@@ -435,43 +435,28 @@ export const POSTGRES_MIGRATIONS: Migration[] = [
         SELECT c.org_id, g.gram, c.created_at, c.id FROM calls c CROSS JOIN LATERAL call_grams(c.party_number) AS g (gram)
         WHERE c.party_number ~ '[^0-9+]' AND g.gram ~ '[^0-9+]';
 
-      -- The postings of one call (added: +1, removed: -1).
-      CREATE FUNCTION call_short_grams_post(org TEXT, party TEXT, created TEXT, call TEXT, delta INTEGER) RETURNS void LANGUAGE plpgsql AS $fn$
+      -- One function for the three triggers: the old row's postings go (delete, update), the new
+      -- row's come (insert, update).
+      CREATE FUNCTION calls_short_grams() RETURNS trigger LANGUAGE plpgsql AS $fn$
       BEGIN
-        IF delta > 0 THEN
-          INSERT INTO call_short_grams (org_id, gram, created_at, call_id)
-            SELECT org, g.gram, created, call FROM call_grams(party) AS g (gram) WHERE g.gram ~ '[^0-9+]';
-        ELSE
-          DELETE FROM call_short_grams WHERE org_id = org AND created_at = created AND call_id = call AND gram IN (SELECT call_grams(party));
+        IF TG_OP <> 'INSERT' THEN
+          DELETE FROM call_short_grams WHERE org_id = OLD.org_id AND created_at = OLD.created_at AND call_id = OLD.id
+            AND gram IN (SELECT call_grams(OLD.party_number));
         END IF;
-      END
-      $fn$;
-      CREATE FUNCTION calls_short_grams_ai() RETURNS trigger LANGUAGE plpgsql AS $fn$
-      BEGIN
-        PERFORM call_short_grams_post(NEW.org_id, NEW.party_number, NEW.created_at, NEW.id, 1);
+        IF TG_OP <> 'DELETE' THEN
+          INSERT INTO call_short_grams (org_id, gram, created_at, call_id)
+            SELECT NEW.org_id, g.gram, NEW.created_at, NEW.id FROM call_grams(NEW.party_number) AS g (gram) WHERE g.gram ~ '[^0-9+]';
+        END IF;
         RETURN NULL;
       END
       $fn$;
       CREATE TRIGGER calls_short_grams_ai AFTER INSERT ON calls
-        FOR EACH ROW WHEN (NEW.party_number ~ '[^0-9+]') EXECUTE FUNCTION calls_short_grams_ai();
-      CREATE FUNCTION calls_short_grams_ad() RETURNS trigger LANGUAGE plpgsql AS $fn$
-      BEGIN
-        PERFORM call_short_grams_post(OLD.org_id, OLD.party_number, OLD.created_at, OLD.id, -1);
-        RETURN NULL;
-      END
-      $fn$;
+        FOR EACH ROW WHEN (NEW.party_number ~ '[^0-9+]') EXECUTE FUNCTION calls_short_grams();
       CREATE TRIGGER calls_short_grams_ad AFTER DELETE ON calls
-        FOR EACH ROW WHEN (OLD.party_number ~ '[^0-9+]') EXECUTE FUNCTION calls_short_grams_ad();
-      CREATE FUNCTION calls_short_grams_au() RETURNS trigger LANGUAGE plpgsql AS $fn$
-      BEGIN
-        PERFORM call_short_grams_post(OLD.org_id, OLD.party_number, OLD.created_at, OLD.id, -1);
-        PERFORM call_short_grams_post(NEW.org_id, NEW.party_number, NEW.created_at, NEW.id, 1);
-        RETURN NULL;
-      END
-      $fn$;
+        FOR EACH ROW WHEN (OLD.party_number ~ '[^0-9+]') EXECUTE FUNCTION calls_short_grams();
       CREATE TRIGGER calls_short_grams_au AFTER UPDATE OF party_number, org_id, created_at ON calls
         FOR EACH ROW WHEN ((OLD.party_number, OLD.org_id, OLD.created_at) IS DISTINCT FROM (NEW.party_number, NEW.org_id, NEW.created_at)
-          AND (OLD.party_number ~ '[^0-9+]' OR NEW.party_number ~ '[^0-9+]')) EXECUTE FUNCTION calls_short_grams_au();
+          AND (OLD.party_number ~ '[^0-9+]' OR NEW.party_number ~ '[^0-9+]')) EXECUTE FUNCTION calls_short_grams();
     `,
   },
 ];
