@@ -8,6 +8,23 @@ export interface Migration {
   sql: string;
 }
 
+/**
+ * Migration 12's statements on one row of calls in a trigger: its postings written (`new`), or
+ * removed (`old`). SQLite's triggers cannot share a statement (nor use WITH): the insert and the
+ * update trigger both write the new row's, the delete and the update trigger both remove the old
+ * row's. The positions 0 .. length - 1 of the number come from json_each, as in migration 10.
+ */
+const positions = (row: 'new' | 'old') => `json_each('[' || substr(replace(hex(zeroblob(length(${row}.party_number))), '00', ',0'), 2) || ']')`;
+const postShortGrams = (row: 'new') => `INSERT INTO call_short_grams (org_id, gram, created_at, call_id)
+          SELECT DISTINCT ${row}.org_id, g.gram, ${row}.created_at, ${row}.id FROM (SELECT substr(${row}.party_number, p.key + 1, w.value) AS gram
+            FROM ${positions(row)} p, json_each('[1,2]') w
+            WHERE p.key + w.value <= length(${row}.party_number)) g
+          WHERE g.gram GLOB '*[^0-9+]*';`;
+const unpostShortGrams = (row: 'old') => `DELETE FROM call_short_grams WHERE org_id = ${row}.org_id AND created_at = ${row}.created_at AND call_id = ${row}.id AND gram IN (
+          SELECT substr(${row}.party_number, p.key + 1, w.value)
+          FROM ${positions(row)} p, json_each('[1,2]') w
+          WHERE p.key + w.value <= length(${row}.party_number));`;
+
 export const MIGRATIONS: Migration[] = [
   {
     version: 1,
@@ -511,30 +528,16 @@ export const MIGRATIONS: Migration[] = [
           AND substr(c.party_number, p.key + 1, w.value) GLOB '*[^0-9+]*';
       -- The triggers do nothing (the WHEN) for a number of digits and '+' alone.
       CREATE TRIGGER calls_short_grams_ai AFTER INSERT ON calls WHEN new.party_number GLOB '*[^0-9+]*' BEGIN
-        INSERT INTO call_short_grams (org_id, gram, created_at, call_id)
-          SELECT DISTINCT new.org_id, g.gram, new.created_at, new.id FROM (SELECT substr(new.party_number, p.key + 1, w.value) AS gram
-            FROM json_each('[' || substr(replace(hex(zeroblob(length(new.party_number))), '00', ',0'), 2) || ']') p, json_each('[1,2]') w
-            WHERE p.key + w.value <= length(new.party_number)) g
-          WHERE g.gram GLOB '*[^0-9+]*';
+        ${postShortGrams('new')}
       END;
       CREATE TRIGGER calls_short_grams_ad AFTER DELETE ON calls WHEN old.party_number GLOB '*[^0-9+]*' BEGIN
-        DELETE FROM call_short_grams WHERE org_id = old.org_id AND created_at = old.created_at AND call_id = old.id AND gram IN (
-          SELECT substr(old.party_number, p.key + 1, w.value)
-          FROM json_each('[' || substr(replace(hex(zeroblob(length(old.party_number))), '00', ',0'), 2) || ']') p, json_each('[1,2]') w
-          WHERE p.key + w.value <= length(old.party_number));
+        ${unpostShortGrams('old')}
       END;
       CREATE TRIGGER calls_short_grams_au AFTER UPDATE OF party_number, org_id, created_at ON calls
         WHEN (old.party_number IS NOT new.party_number OR old.org_id IS NOT new.org_id OR old.created_at IS NOT new.created_at)
           AND (old.party_number GLOB '*[^0-9+]*' OR new.party_number GLOB '*[^0-9+]*') BEGIN
-        DELETE FROM call_short_grams WHERE org_id = old.org_id AND created_at = old.created_at AND call_id = old.id AND gram IN (
-          SELECT substr(old.party_number, p.key + 1, w.value)
-          FROM json_each('[' || substr(replace(hex(zeroblob(length(old.party_number))), '00', ',0'), 2) || ']') p, json_each('[1,2]') w
-          WHERE p.key + w.value <= length(old.party_number));
-        INSERT INTO call_short_grams (org_id, gram, created_at, call_id)
-          SELECT DISTINCT new.org_id, g.gram, new.created_at, new.id FROM (SELECT substr(new.party_number, p.key + 1, w.value) AS gram
-            FROM json_each('[' || substr(replace(hex(zeroblob(length(new.party_number))), '00', ',0'), 2) || ']') p, json_each('[1,2]') w
-            WHERE p.key + w.value <= length(new.party_number)) g
-          WHERE g.gram GLOB '*[^0-9+]*';
+        ${unpostShortGrams('old')}
+        ${postShortGrams('new')}
       END;
     `,
   },
