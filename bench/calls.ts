@@ -1,7 +1,7 @@
 /**
  * bench/calls: GET /v1/calls page latency (p50/p99) with 1,000,000 calls in the database, for no
- * filter, a page deep in the list, each filter of the service document, search (the trigram index
- * and the short-string fallback) and a combination; baseline: the same requests against a
+ * filter, a page deep in the list, each filter of the service document, search (the trigram index;
+ * 1-2 characters, common and rare) and a combination; baseline: the same requests against a
  * database of 1,000 calls filled the same way, in the same run.
  *
  *   1. two data directories are filled by bench/lib/calls-fill.ts (a child running the daemon's
@@ -17,8 +17,8 @@
  *
  * Before the fills, calls_insert_per_cpu_sec: calls written by CallRepo.insert (a transaction per
  * call, synchronous off) per CPU second with every trigger, against the same inserts with the triggers of the 1-2 character
- * search counters (call_gram_counts) dropped (bench/lib/calls-insert-rate.ts, BENCH_CALLS_INSERTS
- * per round).
+ * search dropped, its counters' (call_gram_counts) and its postings' (call_short_grams)
+ * (bench/lib/calls-insert-rate.ts, BENCH_CALLS_INSERTS per round).
  *
  * Every response must be a 200 with `{ calls, pagination }` and the same page size on both
  * databases (a full page where the filter matches enough calls): otherwise run() throws.
@@ -59,7 +59,7 @@ interface Db {
   daemon?: Child;
 }
 
-/** bench/lib/calls-insert-rate.ts in a child: calls/s written with and without the gram counters. */
+/** bench/lib/calls-insert-rate.ts in a child: calls/s written with and without the 1-2 character search's triggers. */
 async function insertRate(perRound: number, log: (s: string) => void): Promise<InsertRate> {
   const dir = mkdtempSync(join(tmpdir(), 'callbridge-bench-calls-insert-'));
   try {
@@ -68,7 +68,7 @@ async function insertRate(perRound: number, log: (s: string) => void): Promise<I
     await waitForLine(child, /^MEASURED$/m, 10 * 60_000);
     await child.exited;
     const r = JSON.parse(readFileSync(out, 'utf8')) as InsertRate;
-    log(`  inserts: ${formatValue(r.withGrams)} calls per CPU second (${formatValue(r.wallWithGrams)}/s of wall time), ${formatValue(r.withoutGrams)} (${formatValue(r.wallWithoutGrams)}/s) without the gram counters' triggers\n`);
+    log(`  inserts: ${formatValue(r.withGrams)} calls per CPU second (${formatValue(r.wallWithGrams)}/s of wall time), ${formatValue(r.withoutGrams)} (${formatValue(r.wallWithoutGrams)}/s) without the 1-2 character search's triggers (counters, postings)\n`);
     return r;
   } finally {
     rmSync(dir, { recursive: true, force: true });
@@ -219,7 +219,7 @@ export async function run(): Promise<void> {
     }
     const rows = [['query', 'p50 ms', 'p99 ms', 'total', 'share', 'baseline p50', 'baseline p99', 'baseline total', 'what']];
     const figures: Figure[] = [
-      { name: 'calls_insert_per_cpu_sec', value: inserts.withGrams, unit: 'calls/cpu-s', baseline: inserts.withoutGrams, note: "CallRepo.insert, a transaction per call, synchronous off; baseline: the gram counters' triggers dropped" },
+      { name: 'calls_insert_per_cpu_sec', value: inserts.withGrams, unit: 'calls/cpu-s', baseline: inserts.withoutGrams, note: "CallRepo.insert, a transaction per call, synchronous off; baseline: the 1-2 character search's triggers (counters, postings) dropped" },
     ];
     for (const [i, [name, q, what]] of bigQ.entries()) {
       log(`  ${name}...\n`);

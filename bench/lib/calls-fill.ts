@@ -20,8 +20,8 @@
  * busy, no_answer or auth_failed 10 %); 10 % tagged (1-2 of 5 tags); a short transcript (3
  * entries) per answered call. One transaction of prepared statements on the raw SQLite handle
  * (store.sqlite): each row is inserted whole
- * (its values from src/domain/call.ts), and the triggers of migration 3 write the trigram index
- * and the counters as they do in production.
+ * (its values from src/domain/call.ts), and the triggers write the trigram index, the counters
+ * and the 1-2 character counters and postings (migrations 3, 10, 12) as they do in production.
  */
 import { randomUUID } from 'node:crypto';
 import { writeFileSync } from 'node:fs';

@@ -1,8 +1,9 @@
 /**
  * The cost of writing a call record, for bench/calls: how many calls per CPU second CallRepo.insert
  * writes (one transaction per call, as the daemon does: the row, its trigram index entry, the
- * counters of call_counts and of call_gram_counts), against the same inserts with the gram
- * counters' triggers dropped (the baseline: what a call cost before them). Run as a child:
+ * counters of call_counts and of call_gram_counts, the postings of call_short_grams), against the
+ * same inserts with the triggers of the 1-2 character search dropped, its counters' and its
+ * postings' (the baseline: what a call cost before them). Run as a child:
  *
  *   node --import tsx bench/lib/calls-insert-rate.ts <scratch dir> <calls per round> <result.json>
  *
@@ -25,7 +26,7 @@ import { prng } from '../../test/helpers/prng.ts';
 export interface InsertRate {
   /** calls per CPU second of this process with every trigger of the schema. */
   withGrams: number;
-  /** calls per CPU second with the triggers of call_gram_counts dropped. */
+  /** calls per CPU second with the triggers of call_gram_counts and call_short_grams dropped. */
   withoutGrams: number;
   /** The same two in calls per second of wall time. */
   wallWithGrams: number;
@@ -34,7 +35,8 @@ export interface InsertRate {
 
 /** Rounds per variant and order: 2 x ROUNDS in all per variant. */
 const ROUNDS = 3;
-const GRAM_TRIGGERS = ['calls_grams_ai', 'calls_grams_ad', 'calls_grams_au'];
+/** The triggers of the 1-2 character search: its counters (migration 10) and postings (migration 12). */
+const GRAM_TRIGGERS = ['calls_grams_ai', 'calls_grams_ad', 'calls_grams_au', 'calls_short_grams_ai', 'calls_short_grams_ad', 'calls_short_grams_au'];
 
 async function rate(dir: string, perRound: number): Promise<InsertRate> {
   const open = async (name: string, dropGrams: boolean): Promise<{ store: Store; org: string }> => {

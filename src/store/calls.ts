@@ -23,7 +23,7 @@ import {
   type Transcript,
   type TranscriptEntry,
 } from '../domain/call.ts';
-import { callListSql, callListSqlPostgres, counterOf, ftsPhrase, gramCounterOf, isShortSearch, type CounterDim, type SearchPlan, type SqlQuery } from './call-list.ts';
+import { callListSql, callListSqlPostgres, counterOf, ftsPhrase, gramCounterOf, hasGramPostings, isShortSearch, type CounterDim, type SearchPlan, type SqlQuery } from './call-list.ts';
 
 export type { CallDirection, CallRecord } from '../domain/call.ts';
 
@@ -221,7 +221,7 @@ export class CallRepo {
     });
   }
 
-  /** How the list query serves `search` for this organization (see FTS_SELECTIVITY). */
+  /** How the list query serves `search` for this organization (see FTS_SELECTIVITY; 'grams': hasGramPostings). */
   searchPlan(orgId: string, search: string | undefined): Promise<SearchPlan> {
     return searchPlan(this.db, orgId, search);
   }
@@ -238,8 +238,7 @@ export class CallRepo {
    */
   list(orgId: string, f: CallListFilter, limit: number, offset: number): Promise<CallPage> {
     return this.db.transaction(async (tx): Promise<CallPage> => {
-      // A 1-2 character string no call of the organization holds: nothing to read. (Letters or
-      // signs in a history of phone numbers: the page scan would otherwise read every entry.)
+      // A 1-2 character string no call of the organization holds: nothing to read.
       const grams = isShortSearch(f.search) ? await gramCount(tx, orgId, f.search) : undefined;
       if (grams === 0) return { calls: [], total: 0 };
       const plan = await searchPlan(tx, orgId, f.search);
@@ -267,6 +266,8 @@ export class CallRepo {
 const sqlOf = (q: SqlQuery): [string, SqlValue[]] => [q.sql, q.args as SqlValue[]];
 
 async function searchPlan(db: SqlClient, orgId: string, search: string | undefined): Promise<SearchPlan> {
+  // A 1-2 character string with a letter or a sign: its postings (call_short_grams), on both.
+  if (hasGramPostings(search)) return 'grams';
   // PostgreSQL's planner chooses between the trigram index and a scan itself (callListSqlPostgres).
   if (!search || [...search].length < 3 || db.dialect === 'postgres') return 'scan';
   const budget = Math.floor((await counter(db, orgId, 'all', '')) / FTS_SELECTIVITY);

@@ -8,6 +8,23 @@ export interface Migration {
   sql: string;
 }
 
+/**
+ * Migration 12's statements on one row of calls in a trigger: its postings written (`new`), or
+ * removed (`old`). SQLite's triggers cannot share a statement (nor use WITH): the insert and the
+ * update trigger both write the new row's, the delete and the update trigger both remove the old
+ * row's. The positions 0 .. length - 1 of the number come from json_each, as in migration 10.
+ */
+const positions = (row: 'new' | 'old') => `json_each('[' || substr(replace(hex(zeroblob(length(${row}.party_number))), '00', ',0'), 2) || ']')`;
+const postShortGrams = (row: 'new') => `INSERT INTO call_short_grams (org_id, gram, created_at, call_id)
+          SELECT DISTINCT ${row}.org_id, g.gram, ${row}.created_at, ${row}.id FROM (SELECT substr(${row}.party_number, p.key + 1, w.value) AS gram
+            FROM ${positions(row)} p, json_each('[1,2]') w
+            WHERE p.key + w.value <= length(${row}.party_number)) g
+          WHERE g.gram GLOB '*[^0-9+]*';`;
+const unpostShortGrams = (row: 'old') => `DELETE FROM call_short_grams WHERE org_id = ${row}.org_id AND created_at = ${row}.created_at AND call_id = ${row}.id AND gram IN (
+          SELECT substr(${row}.party_number, p.key + 1, w.value)
+          FROM ${positions(row)} p, json_each('[1,2]') w
+          WHERE p.key + w.value <= length(${row}.party_number));`;
+
 export const MIGRATIONS: Migration[] = [
   {
     version: 1,
@@ -479,6 +496,48 @@ export const MIGRATIONS: Migration[] = [
           FROM json_each('[' || substr(replace(hex(zeroblob(length(new.party_number))), '00', ',0'), 2) || ']') p, json_each('[1,2]') w
           WHERE p.key + w.value <= length(new.party_number)
           ON CONFLICT (org_id, gram) DO UPDATE SET n = n + 1;
+      END;
+    `,
+  },
+  {
+    version: 12,
+    name: 'calls: postings of the rare 1-2 character substrings of party_number',
+    // docs/calls.md "Rare 1-2 character strings": the page of a 1-2 character search for a string
+    // that has a character other than a digit or '+' (a letter, '#', '*') is read in list order
+    // from its postings, not found by reading the organization's created_at index up to its last
+    // match. (Version 11 is another branch's; the runner applies versions in order, gaps allowed.)
+    sql: `
+      -- Per organization and gram: the calls whose party_number holds it, in list order. Only the
+      -- grams (distinct substrings of 1 or 2 characters) with a character outside [0-9+]: an
+      -- E.164 number writes no row, 'guest#12' writes the 12 of its grams with a letter or '#'.
+      -- No foreign key: the rows go with their call (the delete trigger), as its counters do.
+      CREATE TABLE call_short_grams (
+        org_id TEXT NOT NULL,
+        gram TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        call_id TEXT NOT NULL,
+        PRIMARY KEY (org_id, gram, created_at, call_id)
+      ) WITHOUT ROWID;
+      -- The calls stored before: read from calls_org_created (it carries every column needed),
+      -- the numbers of digits and '+' alone skipped before their grams are listed.
+      INSERT INTO call_short_grams (org_id, gram, created_at, call_id)
+        SELECT DISTINCT c.org_id, substr(c.party_number, p.key + 1, w.value), c.created_at, c.id
+        FROM calls c INDEXED BY calls_org_created,
+          json_each('[' || substr(replace(hex(zeroblob(length(c.party_number))), '00', ',0'), 2) || ']') p, json_each('[1,2]') w
+        WHERE c.party_number GLOB '*[^0-9+]*' AND p.key + w.value <= length(c.party_number)
+          AND substr(c.party_number, p.key + 1, w.value) GLOB '*[^0-9+]*';
+      -- The triggers do nothing (the WHEN) for a number of digits and '+' alone.
+      CREATE TRIGGER calls_short_grams_ai AFTER INSERT ON calls WHEN new.party_number GLOB '*[^0-9+]*' BEGIN
+        ${postShortGrams('new')}
+      END;
+      CREATE TRIGGER calls_short_grams_ad AFTER DELETE ON calls WHEN old.party_number GLOB '*[^0-9+]*' BEGIN
+        ${unpostShortGrams('old')}
+      END;
+      CREATE TRIGGER calls_short_grams_au AFTER UPDATE OF party_number, org_id, created_at ON calls
+        WHEN (old.party_number IS NOT new.party_number OR old.org_id IS NOT new.org_id OR old.created_at IS NOT new.created_at)
+          AND (old.party_number GLOB '*[^0-9+]*' OR new.party_number GLOB '*[^0-9+]*') BEGIN
+        ${unpostShortGrams('old')}
+        ${postShortGrams('new')}
       END;
     `,
   },

@@ -17,6 +17,7 @@ import { POSTGRES_MIGRATIONS } from '../../src/store/postgres/migrations.ts';
 import { postgresAvailability, startPostgres, type PostgresServer } from '../helpers/postgres.ts';
 import { postgresShape, schemaDifferences, sqliteShape, type Ignore } from '../helpers/schema-shape.ts';
 import { CALL_COUNTS_RECOUNT } from '../helpers/call-counts.ts';
+import { gramsOf, postedGramsOf } from '../helpers/short-grams.ts';
 
 /** What each dialect has on purpose and the other has not (docs/store-postgres.md). */
 const SQLITE_ONLY: Ignore = {
@@ -88,7 +89,7 @@ describe.skipIf(pgAvailable.skip)(`PostgreSQL schema against SQLite's${pgAvailab
       expect(Object.keys(shape)).toEqual(expect.arrayContaining(['calls', 'call_counts', 'call_tags', 'sip_trunks', 'sip_registrations', 'sessions']));
       expect(shape.calls!.columns).toContain("source text not null default 'sip'");
       expect(shape.calls!.foreignKeys).toContain('(agent_id) -> agents (id) on delete set null');
-      expect(shape.calls!.triggers).toEqual(['calls_count_ad', 'calls_count_ai', 'calls_count_au', 'calls_grams_ad', 'calls_grams_ai', 'calls_grams_au']);
+      expect(shape.calls!.triggers).toEqual(['calls_count_ad', 'calls_count_ai', 'calls_count_au', 'calls_grams_ad', 'calls_grams_ai', 'calls_grams_au', 'calls_short_grams_ad', 'calls_short_grams_ai', 'calls_short_grams_au']);
       expect(shape.agents!.keys).toContain('unique (phone_number_id) where phone_number_id is not null');
       expect(schemaDifferences(reference, shape)).toEqual([]);
     });
@@ -179,6 +180,20 @@ describe.skipIf(pgAvailable.skip)(`PostgreSQL schema against SQLite's${pgAvailab
       }
     }
 
+    /**
+     * Both databases migrated up to (not including) `version`, the same statements run on both, then
+     * the migrations from `version` on applied to both (SQLite's SQL as it is; PostgreSQL's through
+     * migratePostgres).
+     */
+    async function bothMigratedOver(version: number, name: string, steps: [string, SqlValue[]][]): Promise<{ db: Database; client: PostgresClient }> {
+      const db = sqlite(MIGRATIONS.filter((m) => m.version < version));
+      const client = await postgresWith(name, POSTGRES_MIGRATIONS.filter((m) => m.version < version));
+      await both(db, client, steps);
+      for (const m of MIGRATIONS.filter((x) => x.version >= version)) db.transaction(() => db.exec(m.sql))();
+      expect(await migratePostgres(client)).toEqual(MIGRATIONS.map((m) => m.version).filter((v) => v >= version));
+      return { db, client };
+    }
+
     it('the call counters: the same totals as SQLite after the same inserts, updates and deletes, and right', async () => {
       const db = sqlite();
       const client = await postgresWith('counters');
@@ -214,22 +229,33 @@ describe.skipIf(pgAvailable.skip)(`PostgreSQL schema against SQLite's${pgAvailab
       expect(pgCounts.some((c) => c.startsWith(O2))).toBe(false);
     });
 
-    it('the 1-2 character counters: filled by the migration for the calls before it, then kept by the triggers, as SQLite does, and right', async () => {
-      const before = (ms: Migration[]) => ms.filter((m) => m.version < 10);
-      const db = sqlite(before(MIGRATIONS));
-      const client = await postgresWith('grams', before(POSTGRES_MIGRATIONS));
-      await both(db, client, [
+    it('the 1-2 character counters and postings: filled by migrations 10 and 12 for the calls before them, then kept by the triggers, as SQLite does, and right', async () => {
+      const { db, client } = await bothMigratedOver(10, 'grams', [
         ...SETUP,
         call(1, O1, A1, 'started', 'sip', 0, '+4915112345678'),
         call(2, O1, A1, 'started', 'sip', 1, '+33612345'),
         call(3, O2, null, 'started', 'sip', 0, '+442071555'),
+        call(6, O2, null, 'started', 'sip', 0, 'Ab*😀'),
+        call(7, O1, A1, 'started', 'sip', 1, 'guest#12'),
       ]);
-      for (const m of MIGRATIONS.filter((x) => x.version >= 10)) db.transaction(() => db.exec(m.sql))();
-      expect(await migratePostgres(client)).toEqual(MIGRATIONS.map((m) => m.version).filter((v) => v >= 10));
+      // The postings (migration 12): the grams with a character outside [0-9+], once per call,
+      // the same on both and as counted by hand; first those the migration wrote.
+      const POSTINGS = 'SELECT org_id, gram, created_at, call_id FROM call_short_grams';
+      const postings = (rows: { org_id: string; gram: string; created_at: string; call_id: string }[]) => rows.map((r) => `${r.org_id} ${r.gram} ${r.created_at} ${r.call_id}`).sort();
+      const checkPostings = async (): Promise<string[]> => {
+        const pgPostings = postings(await client.all(POSTINGS));
+        expect(pgPostings).toEqual(postings(db.prepare(POSTINGS).all() as never));
+        const calls = await client.all<{ org_id: string; party_number: string; created_at: string; id: string }>('SELECT org_id, party_number, created_at, id FROM calls');
+        expect(pgPostings).toEqual(calls.flatMap((c) => postedGramsOf(c.party_number).map((g) => `${c.org_id} ${g} ${c.created_at} ${c.id}`)).sort());
+        return pgPostings;
+      };
+      expect((await checkPostings()).length).toBe(postedGramsOf('Ab*😀').length + postedGramsOf('guest#12').length);
       await both(db, client, [
         call(4, O1, null, 'started', 'sip', 0, 'héé#'),
         ['UPDATE calls SET party_number = ? WHERE id = ?', ['+336', C(2)]],
+        ['UPDATE calls SET party_number = ? WHERE id = ?', ['x+1', C(7)]],
         ['DELETE FROM calls WHERE id = ?', [C(1)]],
+        ['DELETE FROM calls WHERE id = ?', [C(6)]],
         call(5, O1, null, 'started', 'sip', 0, '+4915112345678'),
       ]);
       const GRAMS = 'SELECT org_id, gram, n FROM call_gram_counts WHERE n <> 0';
@@ -239,13 +265,15 @@ describe.skipIf(pgAvailable.skip)(`PostgreSQL schema against SQLite's${pgAvailab
       // Right: each substring of 1-2 characters of the calls' party numbers, once per call.
       const byHand = new Map<string, number>();
       for (const r of await client.all<{ org_id: string; party_number: string }>('SELECT org_id, party_number FROM calls')) {
-        const cps = [...r.party_number];
-        for (const g of new Set(cps.flatMap((ch, i) => (i + 1 < cps.length ? [ch, ch + cps[i + 1]!] : [ch])))) byHand.set(`${r.org_id} ${g}`, (byHand.get(`${r.org_id} ${g}`) ?? 0) + 1);
+        for (const g of gramsOf(r.party_number)) byHand.set(`${r.org_id} ${g}`, (byHand.get(`${r.org_id} ${g}`) ?? 0) + 1);
       }
       expect(pgGrams).toEqual([...byHand].map(([k, v]) => `${k}: ${v}`).sort());
       expect(pgGrams).toContain(`${O1} 5: 1`);
       expect(pgGrams).toContain(`${O2} 5: 1`);
       expect(pgGrams).toContain(`${O1} é: 1`);
+      const pgPostings = await checkPostings();
+      expect(pgPostings.filter((p) => p.endsWith(C(4))).map((p) => p.split(' ')[1]).sort()).toEqual(['#', 'h', 'hé', 'é', 'é#', 'éé']);
+      expect(pgPostings.filter((p) => p.endsWith(C(7))).map((p) => p.split(' ')[1]).sort()).toEqual(['x', 'x+']);
     });
 
     it('the trigram search finds a party number by a 3-character substring, through its index, as SQLite does', async () => {

@@ -21,7 +21,8 @@
  *   triggers do.
  * - The 1-2 character search counters (call_gram_counts, migration 10): SQLite's triggers list a
  *   string's substrings with json_each (a trigger may not use WITH); PostgreSQL's with a SQL
- *   function, call_grams(), over generate_series.
+ *   function, call_grams(), over generate_series. The postings of the rare ones (call_short_grams,
+ *   migration 12) test "a character outside [0-9+]" with GLOB there, a regular expression here.
  * - SQLite's WITHOUT ROWID is a storage choice PostgreSQL does not have (its tables are heaps).
  */
 import type { Migration } from '../migrations.ts';
@@ -415,6 +416,47 @@ export const POSTGRES_MIGRATIONS: Migration[] = [
       $fn$;
       CREATE TRIGGER calls_grams_au AFTER UPDATE OF party_number ON calls
         FOR EACH ROW WHEN (OLD.party_number IS DISTINCT FROM NEW.party_number) EXECUTE FUNCTION calls_grams_au();
+    `,
+  },
+  {
+    version: 12,
+    name: 'calls: postings of the rare 1-2 character substrings of party_number',
+    // SQLite's migration 12, its triggers as plpgsql functions; the grams from call_grams()
+    // (migration 10), a character outside [0-9+] tested with a regular expression.
+    sql: `
+      CREATE TABLE call_short_grams (
+        org_id TEXT NOT NULL,
+        gram TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        call_id TEXT NOT NULL,
+        PRIMARY KEY (org_id, gram, created_at, call_id)
+      );
+      INSERT INTO call_short_grams (org_id, gram, created_at, call_id)
+        SELECT c.org_id, g.gram, c.created_at, c.id FROM calls c CROSS JOIN LATERAL call_grams(c.party_number) AS g (gram)
+        WHERE c.party_number ~ '[^0-9+]' AND g.gram ~ '[^0-9+]';
+
+      -- One function for the three triggers: the old row's postings go (delete, update), the new
+      -- row's come (insert, update).
+      CREATE FUNCTION calls_short_grams() RETURNS trigger LANGUAGE plpgsql AS $fn$
+      BEGIN
+        IF TG_OP <> 'INSERT' THEN
+          DELETE FROM call_short_grams WHERE org_id = OLD.org_id AND created_at = OLD.created_at AND call_id = OLD.id
+            AND gram IN (SELECT call_grams(OLD.party_number));
+        END IF;
+        IF TG_OP <> 'DELETE' THEN
+          INSERT INTO call_short_grams (org_id, gram, created_at, call_id)
+            SELECT NEW.org_id, g.gram, NEW.created_at, NEW.id FROM call_grams(NEW.party_number) AS g (gram) WHERE g.gram ~ '[^0-9+]';
+        END IF;
+        RETURN NULL;
+      END
+      $fn$;
+      CREATE TRIGGER calls_short_grams_ai AFTER INSERT ON calls
+        FOR EACH ROW WHEN (NEW.party_number ~ '[^0-9+]') EXECUTE FUNCTION calls_short_grams();
+      CREATE TRIGGER calls_short_grams_ad AFTER DELETE ON calls
+        FOR EACH ROW WHEN (OLD.party_number ~ '[^0-9+]') EXECUTE FUNCTION calls_short_grams();
+      CREATE TRIGGER calls_short_grams_au AFTER UPDATE OF party_number, org_id, created_at ON calls
+        FOR EACH ROW WHEN ((OLD.party_number, OLD.org_id, OLD.created_at) IS DISTINCT FROM (NEW.party_number, NEW.org_id, NEW.created_at)
+          AND (OLD.party_number ~ '[^0-9+]' OR NEW.party_number ~ '[^0-9+]')) EXECUTE FUNCTION calls_short_grams();
     `,
   },
 ];
