@@ -203,6 +203,9 @@ export async function run(): Promise<void> {
         ['search_short_rare2', '?search=gu', 'search "gu" (2 characters, rare: guests)'],
         // Offset at 4 % of the organization's calls: page 1000 at half a million, page 1 at 1,000.
         ['search_short_deep', `?search=12&page=${Math.max(1, Math.floor((f.orgCalls * 0.04) / 20))}`, 'search "12", page 1000 (1 on the baseline)'],
+        // A short digit string with another filter: no counter or postings serve it; counted on the other filter's index.
+        ['search_short_status', '?search=12&status=ended', 'search "12" + status ended (counted on the status index)'],
+        ['search_short_agent', `?search=12&agent_ids=${f.agentIds[0]}`, 'search "12" + one agent (counted on the agent index)'],
         ['combined', `?agent_ids=${f.agentIds[0]}&status=ended&outcome=ended_by_user&date_from=${month(2, 1)}&date_to=${month(5, 30)}`, 'agent + status + outcome + 4 months (counted on the index)'],
       ];
     };
