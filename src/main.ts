@@ -65,6 +65,8 @@ export interface DaemonOptions {
 }
 
 export const INITIAL_KEY_FILE = 'initial-api-key';
+/** How often the holder of session_token_sweep deletes expired stream grants. */
+const STREAM_GRANT_SWEEP_MS = 60_000;
 
 /**
  * First start on an empty data directory: create an organization and key, write the key to a
@@ -135,8 +137,9 @@ export async function startDaemon(
   // The bridge connects to our own /v1/connection, whose URL is known once HTTP listens.
   let url = '';
   const carrier = createCarrierClient(config);
-  // The media streams' one-time tokens: issued by the voice webhook and by outbound carrier dials.
-  const streamTokens = new StreamTokens();
+  // The media streams' one-time tokens: issued by the voice webhook and by outbound carrier dials,
+  // kept in the store (any node sharing it may take the stream).
+  const streamTokens = new StreamTokens(store.streamGrants);
   const bridge = new CallBridge({
     store,
     logger,
@@ -193,6 +196,12 @@ export async function startDaemon(
     throw err;
   }
   storeProbe?.start();
+  // Expired stream grants are deleted by the node holding session_token_sweep.
+  const grantSweep = setInterval(() => {
+    if (!roles.holds('session_token_sweep')) return;
+    streamTokens.sweep().catch((err: unknown) => logger.error({ err }, 'stream grant sweep failed'));
+  }, STREAM_GRANT_SWEEP_MS);
+  grantSweep.unref();
   listening = true;
   const addr = app.server.address();
   const port = typeof addr === 'object' && addr ? addr.port : config.http.port;
@@ -229,6 +238,7 @@ export async function startDaemon(
         voiceCatalog.stop();
         // The bridge's last record writes (ends, recordings) go in before the store closes.
         await bridge.recordsWritten();
+        clearInterval(grantSweep);
         // The calls have ended: this node leaves the lease table (nothing for a survivor to take over).
         await heartbeat.stop().catch((err: unknown) => logger.warn({ err }, 'cluster: deleting this node\'s lease failed'));
         storeProbe?.stop();

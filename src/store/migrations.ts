@@ -482,4 +482,39 @@ export const MIGRATIONS: Migration[] = [
       END;
     `,
   },
+  {
+    version: 11,
+    name: 'stream grants: the carrier media streams\' one-time tokens',
+    // docs/telco.md "The stream's one-time token": what the voice webhook (or an outbound carrier
+    // dial) granted a media stream, so that the stream may open on any node sharing the store.
+    // The token is random and stored only as its SHA-256 (hex); expires_at is on the issuing
+    // node's clock, as sessions.token_expires_at (ISO-8601). An outbound dial's row also carries
+    // its call record (call_id), the session's connect token sealed with the store's secret box
+    // (the node taking the stream attaches the session with it), whether the carrier said the
+    // call was answered, and once redeemed whether its stream started (the dial is then no
+    // longer ringing on any node). Rows are deleted by the session_token_sweep role a while
+    // after they expire.
+    sql: `
+      CREATE TABLE stream_grants (
+        token_hash TEXT PRIMARY KEY,
+        org_id TEXT NOT NULL,
+        agent_id TEXT NOT NULL,
+        number_id TEXT NOT NULL,
+        call_sid TEXT NOT NULL,
+        account_sid TEXT NOT NULL,
+        from_number TEXT NOT NULL,
+        to_number TEXT NOT NULL,
+        call_id TEXT,
+        session_token_enc TEXT,
+        answered INTEGER NOT NULL DEFAULT 0 CHECK (answered IN (0, 1)),
+        redeemed_at TEXT,
+        stream_started INTEGER NOT NULL DEFAULT 0 CHECK (stream_started IN (0, 1)),
+        expires_at TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        CHECK ((call_id IS NULL) = (session_token_enc IS NULL))
+      );
+      CREATE UNIQUE INDEX stream_grants_call ON stream_grants (call_id);
+      CREATE INDEX stream_grants_expires ON stream_grants (expires_at);
+    `,
+  },
 ];

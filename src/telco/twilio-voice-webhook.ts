@@ -100,7 +100,7 @@ export async function answerVoiceWebhook(deps: VoiceWebhookDeps, req: WebhookReq
     return { status: 200, twiml: rejectTwiml('busy') };
   }
   const grant: StreamGrant = { orgId: number.org_id, agentId: agent.id, numberId: number.id, callSid, accountSid, from, to };
-  const token = deps.tokens.issue(grant);
+  const token = await deps.tokens.issue(grant);
   log.info({ orgId: number.org_id, agentId: agent.id, from }, 'carrier call accepted: connecting its media stream');
   return { status: 200, twiml: connectStreamTwiml(req.streamUrl, { token, callSid, from, to }) };
 }

@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrate } from '../../src/store/db.ts';
 import { SqliteClient } from '../../src/store/sqlite-client.ts';
 import { MIGRATIONS } from '../../src/store/migrations.ts';
+import { openStore, type Store } from '../../src/store/index.ts';
 import { twilioSignature, validTwilioSignature } from '../../src/telco/twilio-signature.ts';
 import { StreamTokens, type StreamGrant } from '../../src/telco/twilio-stream-tokens.ts';
 import { connectStreamTwiml, rejectTwiml } from '../../src/telco/twilio-twiml.ts';
@@ -49,22 +50,33 @@ describe('TwiML', () => {
 
 describe('one-time stream tokens', () => {
   const grant: StreamGrant = { orgId: 'o', agentId: 'a', numberId: 'n', callSid: 'CA1', accountSid: 'AC1', from: '+1', to: '+2' };
-  it('are random, redeemed once, and expire', () => {
+  // The grants are kept in the store (test/store/stream-grants.test.ts: both backends, several nodes).
+  let store: Store;
+  let dir: string;
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'callbridge-tokens-'));
+    store = await openStore(dir, '');
+  });
+  afterAll(async () => {
+    await store.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  it('are random, redeemed once, and expire', async () => {
     let now = 1000;
-    const t = new StreamTokens({ ttlMs: 500, now: () => now });
-    const a = t.issue(grant);
-    const b = t.issue(grant);
+    const t = new StreamTokens(store.streamGrants, { ttlMs: 500, now: () => now });
+    const a = await t.issue(grant);
+    const b = await t.issue(grant);
     expect(a).not.toBe(b);
     expect(a).toMatch(/^[A-Za-z0-9_-]{43}$/);
-    expect(t.redeem(a)).toEqual(grant);
-    expect(t.redeem(a)).toBeUndefined();
+    expect(await t.redeem(a)).toEqual(grant);
+    expect(await t.redeem(a)).toBeUndefined();
     now += 500;
-    expect(t.redeem(b)).toBeUndefined();
-    expect(t.redeem(undefined)).toBeUndefined();
-    expect(t.redeem(42)).toBeUndefined();
-    t.issue(grant);
+    expect(await t.redeem(b)).toBeUndefined();
+    expect(await t.redeem(undefined)).toBeUndefined();
+    expect(await t.redeem(42)).toBeUndefined();
+    await t.issue(grant);
     now += 1000;
-    expect(t.pending).toBe(0);
+    expect(await t.pending()).toBe(0);
   });
 });
 

@@ -30,8 +30,8 @@ function publicBase(publicUrl: string, req: FastifyRequest): string {
 
 export async function twilioRoutes(app: FastifyInstance, deps: ApiDeps): Promise<void> {
   const log = deps.logger.child({ component: 'telco' });
-  // Shared with the bridge's outbound dials, which issue tokens too.
-  const tokens = deps.streamTokens ?? new StreamTokens();
+  // Shared with the bridge's outbound dials, which issue tokens too; the grants are in the store.
+  const tokens = deps.streamTokens ?? new StreamTokens(deps.store.streamGrants);
 
   // The carrier posts its webhooks form-encoded. Kept as ordered pairs: the signature covers
   // every parameter as sent. Registered in this plugin only: the rest of the API speaks JSON.
@@ -76,7 +76,7 @@ export async function twilioRoutes(app: FastifyInstance, deps: ApiDeps): Promise
       log,
     );
     if (answer.status !== 204) return reply.code(answer.status).send({ error: answer.error });
-    deps.carrierStreams?.callStatus(answer.update);
+    await deps.carrierStreams?.callStatus(answer.update);
     return reply.code(204).send();
   });
 
