@@ -62,6 +62,8 @@ export interface DaemonOptions {
   sessionServer?: { pingIntervalMs?: number; maxBufferedBytes?: number };
   /** Modules each media worker imports before anything else (the benchmarks' instrumentation). */
   mediaWorkerPreload?: readonly URL[];
+  /** Tuning of outbound carrier dials (tests shorten the watchdog's slack beyond the ring timeout). */
+  carrierDials?: { watchdogSlackMs?: number };
 }
 
 export const INITIAL_KEY_FILE = 'initial-api-key';
@@ -151,7 +153,7 @@ export async function startDaemon(
     recorder: config.bridge.recording
       ? (id) => new CallRecorder({ dir: join(config.data_dir, 'recordings'), callId: id, sampleRate: config.bridge.recording_sample_rate, logger: logger.child({ component: 'recorder', sessionId: id }) })
       : undefined,
-    carrier: { client: carrier, tokens: streamTokens, publicUrl: config.http.public_url, ringTimeoutSecs: config.sip.ring_timeout_secs },
+    carrier: { client: carrier, tokens: streamTokens, publicUrl: config.http.public_url, ringTimeoutSecs: config.sip.ring_timeout_secs, ...options.carrierDials },
   });
   // Vendors' voice lists are fetched in the background from here on (GET /v1/voices reads the cache).
   const voiceCatalog = new VoiceCatalog({ config, logger });
