@@ -147,7 +147,13 @@ export class CarrierDials {
       const twiml = connectStreamTwiml(base.replace(/^http/, 'ws') + TWILIO_STREAM_PATH, { token, callId, from, to: req.number });
       const statusCallback = `${base}${TWILIO_STATUS_PATH}?call=${encodeURIComponent(callId)}`;
       const placed = await o.client.createCall(creds.account_sid, creds.auth_token, { to: req.number, from, twiml, statusCallback, timeoutSecs: o.ringTimeoutSecs });
-      if (this.#pending.get(callId) === pending && pending.callSid === undefined) await this.#bind(pending, placed.sid);
+      // A failed bind does not undo the placed call: its first status callback binds it again.
+      if (this.#pending.get(callId) === pending && pending.callSid === undefined) {
+        await this.#bind(pending, placed.sid).catch((err: unknown) => {
+          pending.callSid = undefined;
+          log.warn({ err: err instanceof Error ? err.message : String(err) }, 'binding the stream grant to the CallSid failed');
+        });
+      }
       await o.store.calls.setCarrierCallId(callId, placed.sid);
       log.info({ callSid: placed.sid, status: placed.status }, 'carrier accepted the outbound call');
       return { callId };
@@ -273,7 +279,7 @@ export class CarrierDials {
   async #checkStore(): Promise<void> {
     const ids = [...this.#pending.keys()];
     if (ids.length === 0) return;
-    let states;
+    let states: Awaited<ReturnType<Store['streamGrants']['dialStates']>>;
     try {
       states = await this.#o.store.streamGrants.dialStates(ids);
     } catch (err) {
