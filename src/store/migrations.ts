@@ -8,6 +8,30 @@ export interface Migration {
   sql: string;
 }
 
+/** Migration 11's SQL: the same text in both dialects (src/store/postgres/migrations.ts uses it too). */
+export const STREAM_GRANTS_SQL = `
+      CREATE TABLE stream_grants (
+        token_hash TEXT PRIMARY KEY,
+        org_id TEXT NOT NULL,
+        agent_id TEXT NOT NULL,
+        number_id TEXT NOT NULL,
+        call_sid TEXT NOT NULL,
+        account_sid TEXT NOT NULL,
+        from_number TEXT NOT NULL,
+        to_number TEXT NOT NULL,
+        call_id TEXT,
+        session_token_enc TEXT,
+        answered INTEGER NOT NULL DEFAULT 0 CHECK (answered IN (0, 1)),
+        redeemed_at TEXT,
+        stream_started INTEGER NOT NULL DEFAULT 0 CHECK (stream_started IN (0, 1)),
+        expires_at TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        CHECK ((call_id IS NULL) = (session_token_enc IS NULL))
+      );
+      CREATE UNIQUE INDEX stream_grants_call ON stream_grants (call_id);
+      CREATE INDEX stream_grants_expires ON stream_grants (expires_at);
+    `;
+
 export const MIGRATIONS: Migration[] = [
   {
     version: 1,
@@ -494,27 +518,6 @@ export const MIGRATIONS: Migration[] = [
     // call was answered, and once redeemed whether its stream started (the dial is then no
     // longer ringing on any node). Rows are deleted by the session_token_sweep role a while
     // after they expire.
-    sql: `
-      CREATE TABLE stream_grants (
-        token_hash TEXT PRIMARY KEY,
-        org_id TEXT NOT NULL,
-        agent_id TEXT NOT NULL,
-        number_id TEXT NOT NULL,
-        call_sid TEXT NOT NULL,
-        account_sid TEXT NOT NULL,
-        from_number TEXT NOT NULL,
-        to_number TEXT NOT NULL,
-        call_id TEXT,
-        session_token_enc TEXT,
-        answered INTEGER NOT NULL DEFAULT 0 CHECK (answered IN (0, 1)),
-        redeemed_at TEXT,
-        stream_started INTEGER NOT NULL DEFAULT 0 CHECK (stream_started IN (0, 1)),
-        expires_at TEXT NOT NULL,
-        created_at TEXT NOT NULL,
-        CHECK ((call_id IS NULL) = (session_token_enc IS NULL))
-      );
-      CREATE UNIQUE INDEX stream_grants_call ON stream_grants (call_id);
-      CREATE INDEX stream_grants_expires ON stream_grants (expires_at);
-    `,
+    sql: STREAM_GRANTS_SQL,
   },
 ];

@@ -5,16 +5,14 @@
  * the record (carrier_timeout), and its stream token is spent. The carrier client, store and
  * session opener are stand-ins here: the wire protocol is proven in twilio-outbound.test.ts.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CarrierDials } from '../../src/bridge/carrier-dial.ts';
 import { CallRecordWriter } from '../../src/bridge/call-record-writer.ts';
 import { createLogger } from '../../src/log.ts';
 import type { CarrierClient } from '../../src/telco/carrier-client.ts';
 import { StreamTokens } from '../../src/telco/twilio-stream-tokens.ts';
-import { openStore, type Store } from '../../src/store/index.ts';
+import type { Store } from '../../src/store/index.ts';
+import { openTestStore, type TestStore } from '../helpers/store-backends.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 async function until(what: string, check: () => boolean): Promise<void> {
@@ -22,22 +20,17 @@ async function until(what: string, check: () => boolean): Promise<void> {
 }
 
 // The stream grants are in a real (SQLite) store; the rest of the store is a stand-in.
-let grantStore: Store;
-let grantDir: string;
+let grants: TestStore;
 beforeAll(async () => {
-  grantDir = mkdtempSync(join(tmpdir(), 'callbridge-watchdog-'));
-  grantStore = await openStore(grantDir, '');
+  grants = await openTestStore('sqlite');
 });
-afterAll(async () => {
-  await grantStore.close();
-  rmSync(grantDir, { recursive: true, force: true });
-});
+afterAll(() => grants.dispose());
 
 function harness() {
   const updates: Array<{ callSid: string; fields: unknown }> = [];
   const ends: Array<{ id: string; reason: string; end_status?: string }> = [];
   let issued = '';
-  const tokens = new StreamTokens(grantStore.streamGrants);
+  const tokens = new StreamTokens(grants.store.streamGrants);
   const issue = tokens.issue.bind(tokens);
   tokens.issue = async (grant, ttl) => (issued = await issue(grant, ttl));
   const client: CarrierClient = {
@@ -55,7 +48,7 @@ function harness() {
     agents: { get: () => ({ id: 'agent-1', status: 'active', active_version_id: null }) },
     telcoNumbers: { get: () => ({ id: 'num-1', phone_number: '+15550001111' }), credentials: () => ({ account_sid: 'AC1', auth_token: 'tok' }) },
     calls: { setCarrierCallId: () => true },
-    streamGrants: grantStore.streamGrants,
+    streamGrants: grants.store.streamGrants,
   } as unknown as Store;
   const records = new CallRecordWriter({ markAnswered: () => true, setRecording: () => true, end: (id, e) => (ends.push({ id, reason: e.termination_reason, ...(e.end_status ? { end_status: e.end_status } : {}) }), true) }, true);
   const dials = new CarrierDials({

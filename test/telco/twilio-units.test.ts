@@ -11,11 +11,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrate } from '../../src/store/db.ts';
 import { SqliteClient } from '../../src/store/sqlite-client.ts';
 import { MIGRATIONS } from '../../src/store/migrations.ts';
-import { openStore, type Store } from '../../src/store/index.ts';
 import { twilioSignature, validTwilioSignature } from '../../src/telco/twilio-signature.ts';
 import { StreamTokens, type StreamGrant } from '../../src/telco/twilio-stream-tokens.ts';
 import { connectStreamTwiml, rejectTwiml } from '../../src/telco/twilio-twiml.ts';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { openTestStore, type TestStore } from '../helpers/store-backends.ts';
 import { startFakeCarrier, type FakeCarrier } from '../helpers/fake-carrier.ts';
 import { parseWav } from '../bridge/wav.ts';
 import { FakeStream, incomingCallParams, levelDbfs, postVoiceWebhook, sid, twilioSign } from './fake-twilio.ts';
@@ -51,19 +51,14 @@ describe('TwiML', () => {
 describe('one-time stream tokens', () => {
   const grant: StreamGrant = { orgId: 'o', agentId: 'a', numberId: 'n', callSid: 'CA1', accountSid: 'AC1', from: '+1', to: '+2' };
   // The grants are kept in the store (test/store/stream-grants.test.ts: both backends, several nodes).
-  let store: Store;
-  let dir: string;
+  let t0: TestStore;
   beforeAll(async () => {
-    dir = mkdtempSync(join(tmpdir(), 'callbridge-tokens-'));
-    store = await openStore(dir, '');
+    t0 = await openTestStore('sqlite');
   });
-  afterAll(async () => {
-    await store.close();
-    rmSync(dir, { recursive: true, force: true });
-  });
+  afterAll(() => t0.dispose());
   it('are random, redeemed once, and expire', async () => {
     let now = 1000;
-    const t = new StreamTokens(store.streamGrants, { ttlMs: 500, now: () => now });
+    const t = new StreamTokens(t0.store.streamGrants, { ttlMs: 500, now: () => now });
     const a = await t.issue(grant);
     const b = await t.issue(grant);
     expect(a).not.toBe(b);

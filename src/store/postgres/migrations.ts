@@ -24,7 +24,7 @@
  *   function, call_grams(), over generate_series.
  * - SQLite's WITHOUT ROWID is a storage choice PostgreSQL does not have (its tables are heaps).
  */
-import type { Migration } from '../migrations.ts';
+import { STREAM_GRANTS_SQL, type Migration } from '../migrations.ts';
 
 export const POSTGRES_MIGRATIONS: Migration[] = [
   {
@@ -420,28 +420,7 @@ export const POSTGRES_MIGRATIONS: Migration[] = [
   {
     version: 11,
     name: 'stream grants: the carrier media streams\' one-time tokens',
-    // SQLite's migration 11, word for word.
-    sql: `
-      CREATE TABLE stream_grants (
-        token_hash TEXT PRIMARY KEY,
-        org_id TEXT NOT NULL,
-        agent_id TEXT NOT NULL,
-        number_id TEXT NOT NULL,
-        call_sid TEXT NOT NULL,
-        account_sid TEXT NOT NULL,
-        from_number TEXT NOT NULL,
-        to_number TEXT NOT NULL,
-        call_id TEXT,
-        session_token_enc TEXT,
-        answered INTEGER NOT NULL DEFAULT 0 CHECK (answered IN (0, 1)),
-        redeemed_at TEXT,
-        stream_started INTEGER NOT NULL DEFAULT 0 CHECK (stream_started IN (0, 1)),
-        expires_at TEXT NOT NULL,
-        created_at TEXT NOT NULL,
-        CHECK ((call_id IS NULL) = (session_token_enc IS NULL))
-      );
-      CREATE UNIQUE INDEX stream_grants_call ON stream_grants (call_id);
-      CREATE INDEX stream_grants_expires ON stream_grants (expires_at);
-    `,
+    // SQLite's migration 11: the same statements (TEXT and INTEGER columns only).
+    sql: STREAM_GRANTS_SQL,
   },
 ];
