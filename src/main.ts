@@ -62,8 +62,11 @@ export interface DaemonOptions {
   sessionServer?: { pingIntervalMs?: number; maxBufferedBytes?: number };
   /** Modules each media worker imports before anything else (the benchmarks' instrumentation). */
   mediaWorkerPreload?: readonly URL[];
-  /** Tuning of outbound carrier dials (tests shorten the watchdog's slack beyond the ring timeout). */
-  carrierDials?: { watchdogSlackMs?: number };
+  /**
+   * Tuning of the carrier path (tests shorten them): the outbound dials' watchdog slack beyond the
+   * ring timeout, and the voice webhook's stream token lifetime (and so its slot reservations').
+   */
+  carrier?: { watchdogSlackMs?: number; streamTokenTtlMs?: number };
 }
 
 export const INITIAL_KEY_FILE = 'initial-api-key';
@@ -141,7 +144,7 @@ export async function startDaemon(
   const carrier = createCarrierClient(config);
   // The media streams' one-time tokens: issued by the voice webhook and by outbound carrier dials,
   // kept in the store (any node sharing it may take the stream).
-  const streamTokens = new StreamTokens(store.streamGrants);
+  const streamTokens = new StreamTokens(store.streamGrants, options.carrier?.streamTokenTtlMs !== undefined ? { ttlMs: options.carrier.streamTokenTtlMs } : {});
   const bridge = new CallBridge({
     store,
     logger,
@@ -153,7 +156,7 @@ export async function startDaemon(
     recorder: config.bridge.recording
       ? (id) => new CallRecorder({ dir: join(config.data_dir, 'recordings'), callId: id, sampleRate: config.bridge.recording_sample_rate, logger: logger.child({ component: 'recorder', sessionId: id }) })
       : undefined,
-    carrier: { client: carrier, tokens: streamTokens, publicUrl: config.http.public_url, ringTimeoutSecs: config.sip.ring_timeout_secs, ...options.carrierDials },
+    carrier: { client: carrier, tokens: streamTokens, publicUrl: config.http.public_url, ringTimeoutSecs: config.sip.ring_timeout_secs, ...options.carrier },
   });
   // Vendors' voice lists are fetched in the background from here on (GET /v1/voices reads the cache).
   const voiceCatalog = new VoiceCatalog({ config, logger });
@@ -167,7 +170,7 @@ export async function startDaemon(
     tokens,
     runtimeFactory,
     dialer: config.sip.enabled ? (req) => bridge.dial(req) : undefined,
-    carrierStreams: { handle: (stream) => bridge.handleMediaStream(stream), callLimitReached: (orgId) => bridge.callLimitReached(orgId), callStatus: (update) => bridge.carrierStatus(update) },
+    carrierStreams: { handle: (stream) => bridge.handleMediaStream(stream), callLimitReached: (orgId, callSid) => bridge.callLimitReached(orgId, callSid), callStatus: (update) => bridge.carrierStatus(update) },
     streamTokens,
     carrierDialer: (req) => bridge.dialCarrier(req),
     sessionServer: { ...options.sessionServer, runsExpirySweep: () => roles.holds('session_token_sweep') },

@@ -39,7 +39,7 @@ import type { CallLeg } from './call-leg.ts';
 import type { StartedStream, StreamSink } from '../telco/twilio-stream-socket.ts';
 import type { CarrierClient } from '../telco/carrier-client.ts';
 import type { CarrierCallStatus } from '../telco/twilio-call-status.ts';
-import type { StreamTokens } from '../telco/twilio-stream-tokens.ts';
+import { DEFAULT_STREAM_TOKEN_TTL_MS, type StreamTokens } from '../telco/twilio-stream-tokens.ts';
 import { carrierCallControl } from './carrier-call-control.ts';
 import { CallSlots, MemorySlots, type HeldSlot, type SlotResult } from './call-slots.ts';
 import { CarrierDials, DIAL_STORE_CHECK_MS, type CarrierDialRequest } from './carrier-dial.ts';
@@ -77,8 +77,21 @@ export interface CallBridgeOptions {
    * The carrier's call API (docs/telco.md): outbound dials from carrier numbers, hang-up and
    * transfer of stream calls. Undefined: streams are only closed, dials need a SIP trunk.
    */
-  carrier?: { client: CarrierClient; tokens: StreamTokens; publicUrl: string; ringTimeoutSecs: number; watchdogSlackMs?: number } | undefined;
+  carrier?: {
+    client: CarrierClient;
+    tokens: StreamTokens;
+    publicUrl: string;
+    ringTimeoutSecs: number;
+    watchdogSlackMs?: number;
+    /** How long the voice webhook's stream tokens are valid (the tokens' own TTL): its slot reservations last as long, plus a margin. */
+    streamTokenTtlMs?: number;
+  } | undefined;
 }
+
+/** The call slot the voice webhook reserves for a carrier call's stream: one per CallSid, whichever node reserves or adopts it. */
+const streamSlotKey = (callSid: string) => `twilio-stream:${callSid}`;
+/** A reservation outlives the stream token it was made with by this much (a stream then can no longer start). */
+const RESERVATION_SLACK_MS = 5000;
 
 /** Retry-After of the 503 over bridge.max_calls: calls last minutes, but capacity frees up call by call. */
 const LIMIT_RETRY_AFTER_SECS = 5;
@@ -138,13 +151,17 @@ export class CallBridge {
   }
 
   /**
-   * Which concurrent call limit a new call of this organization (no trunk: the carrier's voice
-   * webhook) would exceed now, as the setting's name; undefined when it fits. A look, not a
-   * reservation: the call's stream takes its slot when it starts.
+   * The carrier's voice webhook for a call of this organization (no trunk): which concurrent call
+   * limit it would exceed now, as the setting's name, or undefined when it fits. When it fits
+   * and bridge.max_calls_per_org applies, a slot is reserved for the call (bound to its CallSid,
+   * across nodes on PostgreSQL) that its media stream adopts on whichever node it starts, and
+   * that is freed if no stream comes before the stream token expires. bridge.max_calls, this
+   * node's count, is a look: the stream may start on another node.
    */
-  async callLimitReached(orgId: string): Promise<string | undefined> {
+  async callLimitReached(orgId: string, callSid: string): Promise<string | undefined> {
     if (this.#full()) return 'bridge.max_calls';
-    return (await this.#slots.wouldRefuse(orgId, null)) === 'org' ? 'bridge.max_calls_per_org' : undefined;
+    const r = await this.#slots.reserve(orgId, streamSlotKey(callSid), (this.#o.carrier?.streamTokenTtlMs ?? DEFAULT_STREAM_TOKEN_TTL_MS) + RESERVATION_SLACK_MS);
+    return r?.refused === 'org' ? 'bridge.max_calls_per_org' : undefined;
   }
 
   /**
@@ -286,7 +303,8 @@ export class CallBridge {
     // caller_number and called_number, as for a SIP call (no trunk on this path).
     const variables = callVariables({ callerNumber: grant.from, calledNumber: grant.to });
     const core = this.#core(leg, log, (url, recording, events) => openVoiceLink(undefined, url, recording, events), undefined);
-    void core.start(this.#holding(core, this.#slots.acquire(grant.orgId, null), () => inboundSession(this.#o.store.agents, sessions, leg, variables)));
+    // The slot the voice webhook reserved for this call (on any node), else one taken now.
+    void core.start(this.#holding(core, this.#slots.adopt(grant.orgId, streamSlotKey(grant.callSid)), () => inboundSession(this.#o.store.agents, sessions, leg, variables)));
     return leg;
   }
 
@@ -325,6 +343,7 @@ export class CallBridge {
 
   /** Resolves once the call record writes and slot releases issued so far are made (before the store closes). */
   async recordsWritten(): Promise<void> {
+    this.#slots.dropReservations();
     await this.#carrierDials?.settled();
     await Promise.all([this.#records.settled(), this.#slots.settled()]);
   }

@@ -72,7 +72,7 @@ describe.skipIf(pg.skip)(`the carrier path behind one load balancer: two nodes o
       telco: { api_base_url: carrier.url, timeout_ms: 2000 },
       sip: { ring_timeout_secs: 1 },
     };
-    n1 = await startTestDaemon({ ...common, bridge: { max_calls: 1 } }, undefined, { carrierDials: { watchdogSlackMs: WATCHDOG_SLACK_MS } });
+    n1 = await startTestDaemon({ ...common, bridge: { max_calls: 1 } }, undefined, { carrier: { watchdogSlackMs: WATCHDOG_SLACK_MS } });
     n2 = await startTestDaemon(common);
     const imported = await n1.api('POST', '/v1/telco/numbers', { phone_number: NUMBER, account_sid: ACCOUNT, auth_token: AUTH_TOKEN });
     expect(imported.status, imported.text).toBe(201);

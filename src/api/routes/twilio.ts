@@ -52,7 +52,7 @@ export async function twilioRoutes(app: FastifyInstance, deps: ApiDeps): Promise
           return agent === undefined ? undefined : { id: agent.id, active: agent.status === 'active' };
         },
         // Without a bridge nothing can take the call: as if bridge.max_calls were reached.
-        callLimitReached: (orgId) => deps.carrierStreams?.callLimitReached(orgId) ?? 'bridge.max_calls',
+        callLimitReached: (orgId, callSid) => deps.carrierStreams?.callLimitReached(orgId, callSid) ?? 'bridge.max_calls',
         tokens,
         log,
       },
