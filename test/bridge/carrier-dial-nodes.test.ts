@@ -22,12 +22,9 @@ import type { CarrierClient } from '../../src/telco/carrier-client.ts';
 import type { CarrierCallStatus } from '../../src/telco/twilio-call-status.ts';
 import { callProgress } from '../../src/telco/twilio-call-status.ts';
 import { StreamTokens } from '../../src/telco/twilio-stream-tokens.ts';
+import { delay, untilAsync } from '../helpers/until.ts';
 import { forEachStoreBackend, openOtherNode, openTestStore, type TestStore } from '../helpers/store-backends.ts';
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-async function until(what: string, check: () => boolean | Promise<boolean>, ms = 5000): Promise<void> {
-  for (const end = Date.now() + ms; !(await check()); await sleep(20)) if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-}
 
 const ACCOUNT = 'AC' + randomUUID().replace(/-/g, '');
 const FROM = '+15550505001';
@@ -115,7 +112,7 @@ forEachStoreBackend((backend) =>
       const na = node(a);
       const p = await na.dial();
       expect(await b.calls.end(p.callId, { ended_at: '2026-01-01T00:00:00.000Z', termination_reason: 'ended_elsewhere', end_status: 'failed' })).toBe(true);
-      await sleep(600);
+      await delay(600);
       expect(na.dials.pending).toBe(0);
       expect(na.updates).toEqual([]);
       expect(await record(p.callId)).toMatchObject({ ended_at: '2026-01-01T00:00:00.000Z', termination_reason: 'ended_elsewhere' });
@@ -125,7 +122,7 @@ forEachStoreBackend((backend) =>
       const na = node(a);
       const p = await na.dial();
       expect(await new StreamTokens(b.streamGrants).redeem(p.token, p.sid)).toMatchObject({ outbound: { callId: p.callId, sessionToken: `s-${p.callId}` } });
-      await sleep(600);
+      await delay(600);
       expect(na.dials.pending).toBe(0);
       expect(na.updates).toEqual([]);
       expect((await record(p.callId))?.ended_at).toBeNull();
@@ -136,7 +133,7 @@ forEachStoreBackend((backend) =>
       const p = await na.dial();
       expect(na.dials.pending).toBe(1);
       await new StreamTokens(b.streamGrants).redeem(p.token, p.sid);
-      await until('node a drops the dial', () => na.dials.pending === 0, 2000);
+      await untilAsync(() => na.dials.pending === 0, 'node a drops the dial', 2000);
       expect(na.updates).toEqual([]);
       na.dials.close();
       await na.dials.settled();
@@ -153,7 +150,7 @@ forEachStoreBackend((backend) =>
       await nb.dials.statusElsewhere(callback(p, 'ringing'));
       await nb.dials.statusElsewhere(callback(p, 'in-progress'));
       expect((await a.streamGrants.dialStates([p.callId])).get(p.callId)?.answered).toBe(true);
-      await until('the watchdog', () => na.updates.length > 0, 3000);
+      await untilAsync(() => na.updates.length > 0, 'the watchdog', 3000);
       expect(na.updates).toEqual([{ callSid: p.sid, fields: { Status: 'completed' } }]);
       expect(await record(p.callId)).toMatchObject({ status: 'ended', end_status: 'failed', termination_reason: 'carrier_timeout' });
     });
@@ -165,7 +162,7 @@ forEachStoreBackend((backend) =>
       await nb.dials.statusElsewhere(callback(p, 'busy'));
       expect(await record(p.callId)).toMatchObject({ status: 'ended', end_status: 'busy', termination_reason: 'busy (486)' });
       expect(await new StreamTokens(a.streamGrants).redeem(p.token, p.sid)).toBeUndefined();
-      await sleep(1000);
+      await delay(1000);
       expect(na.updates).toEqual([]);
       expect(na.dials.pending).toBe(0);
 
@@ -175,7 +172,7 @@ forEachStoreBackend((backend) =>
       expect((await record(streaming.callId))?.ended_at).toBeNull();
       // The placing node's own final callback of a call that streams elsewhere: no write either.
       expect(await na.dials.status(callback(streaming, 'completed'))).toBe(true);
-      await sleep(100);
+      await delay(100);
       expect((await record(streaming.callId))?.ended_at).toBeNull();
       expect(na.updates).toEqual([]);
     });

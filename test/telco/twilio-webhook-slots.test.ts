@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.ts';
 import { startFakeCarrier, type FakeCarrier } from '../helpers/fake-carrier.ts';
 import { postgresAvailability, startPostgres, type PostgresServer } from '../helpers/postgres.ts';
+import { delay, untilAsync } from '../helpers/until.ts';
 import { FakeStream, incomingCallParams, postVoiceWebhook, sid } from './fake-twilio.ts';
 
 const ACCOUNT = sid('AC');
@@ -19,10 +20,6 @@ const PUBLIC_URL = 'http://127.0.0.1:9';
 const TOKEN_TTL_MS = 1500;
 const pg = postgresAvailability();
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-async function until(what: string, check: () => boolean | Promise<boolean>, ms = 5000): Promise<void> {
-  for (const end = Date.now() + ms; !(await check()); await sleep(25)) if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-}
 
 describe.skipIf(pg.skip)(`the voice webhook reserves the call's slot for its stream, across nodes${pg.skip ? `: skipped, ${pg.reason}` : ''}`, () => {
   let server: PostgresServer;
@@ -70,23 +67,23 @@ describe.skipIf(pg.skip)(`the voice webhook reserves the call's slot for its str
 
     const stream = await FakeStream.open(`${n2.url.replace(/^http/, 'ws')}/v1/telco/twilio/stream`);
     stream.start({ accountSid: ACCOUNT, callSid: first, customParameters: hook.stream!.parameters });
-    await until('node 2 to take the call and its slot', async () => n2.daemon.bridge.active === 1 && (await n2.daemon.bridge.slotsHeld()) === 1);
+    await untilAsync(async () => n2.daemon.bridge.active === 1 && (await n2.daemon.bridge.slotsHeld()) === 1, 'node 2 to take the call and its slot');
     expect(await n1.daemon.bridge.slotsHeld()).toBe(0);
-    await sleep(300);
+    await delay(300);
     expect(stream.closeCode).toBeUndefined();
 
     stream.stop(ACCOUNT, first);
-    await until('the call\'s slot to go', async () => (await n2.daemon.bridge.slotsHeld()) === 0);
+    await untilAsync(async () => (await n2.daemon.bridge.slotsHeld()) === 0, 'the call\'s slot to go');
     expect((await webhook(sid('CA'))).stream).toBeDefined();
   });
 
   it('a reservation whose stream never comes is freed after the token expired', async () => {
     // The previous test's last webhook left a reservation too: both expire the same way.
-    await until('node 1\'s reservations to expire', async () => (await n1.daemon.bridge.slotsHeld()) === 0, TOKEN_TTL_MS + 8000);
+    await untilAsync(async () => (await n1.daemon.bridge.slotsHeld()) === 0, 'node 1\'s reservations to expire', TOKEN_TTL_MS + 8000);
     const hook = await webhook(sid('CA'));
     expect(hook.stream).toBeDefined();
     expect((await webhook(sid('CA'))).reject).toBe('busy');
-    await until('the unused reservation to expire', async () => (await n1.daemon.bridge.slotsHeld()) === 0, TOKEN_TTL_MS + 8000);
+    await untilAsync(async () => (await n1.daemon.bridge.slotsHeld()) === 0, 'the unused reservation to expire', TOKEN_TTL_MS + 8000);
     expect((await webhook(sid('CA'))).stream).toBeDefined();
   });
 });
