@@ -62,9 +62,16 @@ export interface DaemonOptions {
   sessionServer?: { pingIntervalMs?: number; maxBufferedBytes?: number };
   /** Modules each media worker imports before anything else (the benchmarks' instrumentation). */
   mediaWorkerPreload?: readonly URL[];
+  /**
+   * Tuning of the carrier path (tests shorten them): the outbound dials' watchdog slack beyond the
+   * ring timeout, and the voice webhook's stream token lifetime (and so its slot reservations').
+   */
+  carrier?: { watchdogSlackMs?: number; streamTokenTtlMs?: number };
 }
 
 export const INITIAL_KEY_FILE = 'initial-api-key';
+/** How often the holder of session_token_sweep deletes expired stream grants. */
+const STREAM_GRANT_SWEEP_MS = 60_000;
 
 /**
  * First start on an empty data directory: create an organization and key, write the key to a
@@ -135,8 +142,9 @@ export async function startDaemon(
   // The bridge connects to our own /v1/connection, whose URL is known once HTTP listens.
   let url = '';
   const carrier = createCarrierClient(config);
-  // The media streams' one-time tokens: issued by the voice webhook and by outbound carrier dials.
-  const streamTokens = new StreamTokens();
+  // The media streams' one-time tokens: issued by the voice webhook and by outbound carrier dials,
+  // kept in the store (any node sharing it may take the stream).
+  const streamTokens = new StreamTokens(store.streamGrants, options.carrier?.streamTokenTtlMs !== undefined ? { ttlMs: options.carrier.streamTokenTtlMs } : {});
   const bridge = new CallBridge({
     store,
     logger,
@@ -148,7 +156,7 @@ export async function startDaemon(
     recorder: config.bridge.recording
       ? (id) => new CallRecorder({ dir: join(config.data_dir, 'recordings'), callId: id, sampleRate: config.bridge.recording_sample_rate, logger: logger.child({ component: 'recorder', sessionId: id }) })
       : undefined,
-    carrier: { client: carrier, tokens: streamTokens, publicUrl: config.http.public_url, ringTimeoutSecs: config.sip.ring_timeout_secs },
+    carrier: { client: carrier, tokens: streamTokens, publicUrl: config.http.public_url, ringTimeoutSecs: config.sip.ring_timeout_secs, ...options.carrier },
   });
   // Vendors' voice lists are fetched in the background from here on (GET /v1/voices reads the cache).
   const voiceCatalog = new VoiceCatalog({ config, logger });
@@ -162,7 +170,7 @@ export async function startDaemon(
     tokens,
     runtimeFactory,
     dialer: config.sip.enabled ? (req) => bridge.dial(req) : undefined,
-    carrierStreams: { handle: (stream) => bridge.handleMediaStream(stream), callLimitReached: (orgId) => bridge.callLimitReached(orgId), callStatus: (update) => bridge.carrierStatus(update) },
+    carrierStreams: { handle: (stream) => bridge.handleMediaStream(stream), callLimitReached: (orgId, callSid) => bridge.callLimitReached(orgId, callSid), callStatus: (update) => bridge.carrierStatus(update) },
     streamTokens,
     carrierDialer: (req) => bridge.dialCarrier(req),
     sessionServer: { ...options.sessionServer, runsExpirySweep: () => roles.holds('session_token_sweep') },
@@ -193,6 +201,12 @@ export async function startDaemon(
     throw err;
   }
   storeProbe?.start();
+  // Expired stream grants are deleted by the node holding session_token_sweep.
+  const grantSweep = setInterval(() => {
+    if (!roles.holds('session_token_sweep')) return;
+    streamTokens.sweep().catch((err: unknown) => logger.error({ err }, 'stream grant sweep failed'));
+  }, STREAM_GRANT_SWEEP_MS);
+  grantSweep.unref();
   listening = true;
   const addr = app.server.address();
   const port = typeof addr === 'object' && addr ? addr.port : config.http.port;
@@ -229,6 +243,7 @@ export async function startDaemon(
         voiceCatalog.stop();
         // The bridge's last record writes (ends, recordings) go in before the store closes.
         await bridge.recordsWritten();
+        clearInterval(grantSweep);
         // The calls have ended: this node leaves the lease table (nothing for a survivor to take over).
         await heartbeat.stop().catch((err: unknown) => logger.warn({ err }, 'cluster: deleting this node\'s lease failed'));
         storeProbe?.stop();

@@ -40,7 +40,7 @@ export interface ApiDeps {
   /** Runs the conversation of each voice session; none: sessions close 1011 "no runtime configured". */
   runtimeFactory?: SessionRuntimeFactory;
   /** Bridges the carrier's media streams (routes/twilio.ts); undefined: streams are closed 1013. */
-  carrierStreams?: { handle(stream: StartedStream): StreamSink; callLimitReached(orgId: string): Promise<string | undefined>; callStatus(update: CarrierCallStatus): void } | undefined;
+  carrierStreams?: { handle(stream: StartedStream): StreamSink; callLimitReached(orgId: string, callSid: string): Promise<string | undefined>; callStatus(update: CarrierCallStatus): Promise<void> } | undefined;
   /** The media streams' one-time tokens, shared by the voice webhook and outbound carrier dials. */
   streamTokens?: StreamTokens | undefined;
   /** Dials from an agent's carrier number through the carrier's call API; undefined: 503. */

@@ -39,10 +39,10 @@ import type { CallLeg } from './call-leg.ts';
 import type { StartedStream, StreamSink } from '../telco/twilio-stream-socket.ts';
 import type { CarrierClient } from '../telco/carrier-client.ts';
 import type { CarrierCallStatus } from '../telco/twilio-call-status.ts';
-import type { StreamTokens } from '../telco/twilio-stream-tokens.ts';
+import { DEFAULT_STREAM_TOKEN_TTL_MS, type StreamTokens } from '../telco/twilio-stream-tokens.ts';
 import { carrierCallControl } from './carrier-call-control.ts';
 import { CallSlots, MemorySlots, type HeldSlot, type SlotResult } from './call-slots.ts';
-import { CarrierDials, type CarrierDialRequest } from './carrier-dial.ts';
+import { CarrierDials, DIAL_STORE_CHECK_MS, type CarrierDialRequest } from './carrier-dial.ts';
 
 export interface CallBridgeOptions {
   store: Store;
@@ -77,8 +77,21 @@ export interface CallBridgeOptions {
    * The carrier's call API (docs/telco.md): outbound dials from carrier numbers, hang-up and
    * transfer of stream calls. Undefined: streams are only closed, dials need a SIP trunk.
    */
-  carrier?: { client: CarrierClient; tokens: StreamTokens; publicUrl: string; ringTimeoutSecs: number; watchdogSlackMs?: number } | undefined;
+  carrier?: {
+    client: CarrierClient;
+    tokens: StreamTokens;
+    publicUrl: string;
+    ringTimeoutSecs: number;
+    watchdogSlackMs?: number;
+    /** How long the voice webhook's stream tokens are valid (the tokens' own TTL): its slot reservations last as long, plus a margin. */
+    streamTokenTtlMs?: number;
+  } | undefined;
 }
+
+/** The call slot the voice webhook reserves for a carrier call's stream: one per CallSid, whichever node reserves or adopts it. */
+const streamSlotKey = (callSid: string) => `twilio-stream:${callSid}`;
+/** A reservation outlives the stream token it was made with by this much (a stream then can no longer start). */
+const RESERVATION_SLACK_MS = 5000;
 
 /** Retry-After of the 503 over bridge.max_calls: calls last minutes, but capacity frees up call by call. */
 const LIMIT_RETRY_AFTER_SECS = 5;
@@ -111,7 +124,20 @@ export class CallBridge {
     this.#carrierDials =
       c === undefined
         ? undefined
-        : new CarrierDials({ store: options.store, sessions: options.sessions, records: this.#records, client: c.client, tokens: c.tokens, publicUrl: c.publicUrl, ringTimeoutSecs: c.ringTimeoutSecs, log: options.logger, metrics: options.metrics, watchdogSlackMs: c.watchdogSlackMs });
+        : new CarrierDials({
+            store: options.store,
+            sessions: options.sessions,
+            records: this.#records,
+            client: c.client,
+            tokens: c.tokens,
+            publicUrl: c.publicUrl,
+            ringTimeoutSecs: c.ringTimeoutSecs,
+            log: options.logger,
+            metrics: options.metrics,
+            watchdogSlackMs: c.watchdogSlackMs,
+            // Sharing the store, another node may take a dial placed here (its stream, its end).
+            storeCheckMs: options.store.client.dialect === 'postgres' ? DIAL_STORE_CHECK_MS : 0,
+          });
   }
 
   /** Calls being bridged now. */
@@ -125,13 +151,17 @@ export class CallBridge {
   }
 
   /**
-   * Which concurrent call limit a new call of this organization (no trunk: the carrier's voice
-   * webhook) would exceed now, as the setting's name; undefined when it fits. A look, not a
-   * reservation: the call's stream takes its slot when it starts.
+   * The carrier's voice webhook for a call of this organization (no trunk): which concurrent call
+   * limit it would exceed now, as the setting's name, or undefined when it fits. When it fits
+   * and bridge.max_calls_per_org applies, a slot is reserved for the call (bound to its CallSid,
+   * across nodes on PostgreSQL) that its media stream adopts on whichever node it starts, and
+   * that is freed if no stream comes before the stream token expires. bridge.max_calls, this
+   * node's count, is a look: the stream may start on another node.
    */
-  async callLimitReached(orgId: string): Promise<string | undefined> {
+  async callLimitReached(orgId: string, callSid: string): Promise<string | undefined> {
     if (this.#full()) return 'bridge.max_calls';
-    return (await this.#slots.wouldRefuse(orgId, null)) === 'org' ? 'bridge.max_calls_per_org' : undefined;
+    const r = await this.#slots.reserve(orgId, streamSlotKey(callSid), (this.#o.carrier?.streamTokenTtlMs ?? DEFAULT_STREAM_TOKEN_TTL_MS) + RESERVATION_SLACK_MS);
+    return r?.refused === 'org' ? 'bridge.max_calls_per_org' : undefined;
   }
 
   /**
@@ -230,8 +260,10 @@ export class CallBridge {
    */
   handleMediaStream(stream: StartedStream): StreamSink {
     const { grant, streamSid, transport } = stream;
-    const outbound = grant.outbound !== undefined ? this.#carrierDials?.streamStarted(grant.outbound.callId, grant.callSid) : undefined;
-    const log = outbound?.log ?? this.#o.logger.child({ component: 'bridge', callId: streamSid });
+    const outbound = grant.outbound;
+    // A dial placed here is no longer pending; one placed by another node is attached here all the same.
+    const placedHere = outbound !== undefined ? this.#carrierDials?.streamStarted(outbound.callId, grant.callSid) : undefined;
+    const log = placedHere?.log ?? this.#o.logger.child(outbound !== undefined ? { component: 'bridge', callId: outbound.callId, orgId: grant.orgId, callSid: grant.callSid } : { component: 'bridge', callId: streamSid });
     const carrier = this.#o.carrier;
     const control = carrier && carrierCallControl(carrier.client, this.#o.store.telcoNumbers, { orgId: grant.orgId, numberId: grant.numberId, callSid: grant.callSid }, log);
     const leg = new MediaStreamCallLeg({
@@ -242,20 +274,17 @@ export class CallBridge {
       transport,
       ticker: this.#ticker,
       log,
-      direction: grant.outbound !== undefined ? 'outbound' : 'inbound',
+      direction: outbound !== undefined ? 'outbound' : 'inbound',
       control,
     });
     this.#streamLegs.set(grant.callSid, { accountSid: grant.accountSid, leg });
     leg.onHangup(() => this.#streamLegs.delete(grant.callSid));
-    if (grant.outbound !== undefined) {
-      // The dial counted against the limits while it rang; its pending entry is gone now.
-      if (outbound === undefined) {
-        log.warn({ callSid: grant.callSid }, 'media stream of an outbound call that is no longer pending: closed');
-        leg.refuse('agent_unavailable', 'call no longer pending');
-        return leg;
-      }
+    if (outbound !== undefined) {
+      // The grant was redeemed, so the dial had not ended: its session (opened by the placing
+      // node) is attached through this node's own session opener, with the grant's connect token.
+      if (placedHere === undefined) log.info('media stream of an outbound carrier call placed by another node: its session is attached here');
       const core = this.#core(leg, log, (url, recording, events) => openVoiceLink(undefined, url, recording, events), undefined);
-      core.attach(outbound.callId, outbound.connectUrl);
+      core.attach(outbound.callId, this.#o.sessions.connectUrl(outbound.sessionToken));
       // Counted (not refused: it is answered; the dial was checked when it was placed).
       this.#slots.acquire(grant.orgId, null, true).then(
         (r) => 'held' in r && this.#hold(core, r.held),
@@ -270,11 +299,12 @@ export class CallBridge {
       return leg;
     }
     const base = this.#o.sessions;
-    const sessions: SessionOpener = { recordsCalls: base.recordsCalls, open: (input) => base.open({ ...input, source: 'twilio', carrierCallId: grant.callSid }) };
+    const sessions: SessionOpener = { recordsCalls: base.recordsCalls, open: (input) => base.open({ ...input, source: 'twilio', carrierCallId: grant.callSid }), connectUrl: (token) => base.connectUrl(token) };
     // caller_number and called_number, as for a SIP call (no trunk on this path).
     const variables = callVariables({ callerNumber: grant.from, calledNumber: grant.to });
     const core = this.#core(leg, log, (url, recording, events) => openVoiceLink(undefined, url, recording, events), undefined);
-    void core.start(this.#holding(core, this.#slots.acquire(grant.orgId, null), () => inboundSession(this.#o.store.agents, sessions, leg, variables)));
+    // The slot the voice webhook reserved for this call (on any node), else one taken now.
+    void core.start(this.#holding(core, this.#slots.adopt(grant.orgId, streamSlotKey(grant.callSid)), () => inboundSession(this.#o.store.agents, sessions, leg, variables)));
     return leg;
   }
 
@@ -297,16 +327,24 @@ export class CallBridge {
     return dials.dial(req);
   }
 
-  /** A verified carrier status callback (src/telco/twilio-call-status.ts): a ringing dial's progress, or a stream call's end. */
-  carrierStatus(update: CarrierCallStatus): void {
-    if (this.#carrierDials?.status(update)) return;
+  /**
+   * A verified carrier status callback (src/telco/twilio-call-status.ts): a ringing dial's
+   * progress (placed here, or by another node: read from the store), or a stream call's end.
+   */
+  async carrierStatus(update: CarrierCallStatus): Promise<void> {
+    if (await this.#carrierDials?.status(update)) return;
     const live = this.#streamLegs.get(update.callSid);
-    if (live === undefined || live.accountSid !== update.accountSid) return;
-    if (update.progress.kind === 'ended') live.leg.carrierEnded(update.progress.status);
+    if (live !== undefined) {
+      if (live.accountSid === update.accountSid && update.progress.kind === 'ended') live.leg.carrierEnded(update.progress.status);
+      return;
+    }
+    await this.#carrierDials?.statusElsewhere(update);
   }
 
   /** Resolves once the call record writes and slot releases issued so far are made (before the store closes). */
   async recordsWritten(): Promise<void> {
+    this.#slots.dropReservations();
+    await this.#carrierDials?.settled();
     await Promise.all([this.#records.settled(), this.#slots.settled()]);
   }
 
@@ -406,7 +444,7 @@ export class CallBridge {
         if (!result.ok) {
           held.release();
           this.#o.metrics?.failure(`dial_${result.reason}`);
-          this.#records.failedDial(sessionId, result.reason, result.status);
+          void this.#records.failedDial(sessionId, result.reason, result.status);
           log.info({ reason: result.reason, status: result.status }, 'outbound call not answered');
           return;
         }
@@ -417,7 +455,7 @@ export class CallBridge {
       (err: unknown) => {
         held.release();
         log.error({ err }, 'outbound call failed');
-        this.#records.failedDial(sessionId, 'unreachable');
+        void this.#records.failedDial(sessionId, 'unreachable');
       },
     );
     return { callId: sessionId };

@@ -60,7 +60,7 @@ export class CallRecordWriter {
   ended(sessionId: string, why: string, bridged: boolean): void {
     if (!this.#stampsAnswerAndEnd) return;
     const end: CallEnd = { ended_at: new Date().toISOString(), termination_reason: why, ...(bridged ? {} : { end_status: 'failed' as const }) };
-    this.#end(sessionId, end);
+    void this.#end(sessionId, end);
   }
 
   /** Where the call's recording was written. */
@@ -68,9 +68,13 @@ export class CallRecordWriter {
     void this.#write(sessionId, 'recording', () => this.#calls.setRecording(sessionId, path));
   }
 
-  /** A dial that never connected (docs/calls.md: busy, no_answer, auth_failed, failed), whoever keeps the record. */
-  failedDial(sessionId: string, reason: string, sipStatus?: number): void {
-    this.#end(sessionId, { ended_at: new Date().toISOString(), ...failedDialEnd(reason, sipStatus) });
+  /**
+   * A dial that never connected (docs/calls.md: busy, no_answer, auth_failed, failed), whoever
+   * keeps the record. Only a record still unanswered, whose media stream started on no node, is
+   * ended (CallEnd.unconnected_only): resolves true when this write ended it.
+   */
+  failedDial(sessionId: string, reason: string, sipStatus?: number): Promise<boolean> {
+    return this.#end(sessionId, { ended_at: new Date().toISOString(), ...failedDialEnd(reason, sipStatus), unconnected_only: true });
   }
 
   /** Resolves once every write issued so far has been made (before the store closes). */
@@ -78,11 +82,18 @@ export class CallRecordWriter {
     while (this.#inFlight.size > 0) await Promise.all([...this.#inFlight]);
   }
 
-  #end(sessionId: string, end: CallEnd): void {
+  /** Resolves whether the write ended the record (false: it had ended, or the write failed). */
+  #end(sessionId: string, end: CallEnd): Promise<boolean> {
     const answer = this.#answering.get(sessionId);
-    const write = () => this.#write(sessionId, 'end', () => this.#calls.end(sessionId, end));
-    if (answer === undefined) void write();
-    else void this.#track(answer.then(write));
+    let ended = false;
+    const write = () =>
+      this.#write(sessionId, 'end', () => {
+        const r = this.#calls.end(sessionId, end);
+        if (r instanceof Promise) return r.then((changed) => (ended = changed));
+        return (ended = r);
+      });
+    const done = answer === undefined ? write() : this.#track(answer.then(write));
+    return done.then(() => ended);
   }
 
   /** Issues the write now; the promise settles when it is done (failures are logged, never rejected). */

@@ -13,9 +13,10 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { CallSlotRepo, SlotLimits, SlotRefusal, SlotRequest } from '../store/call-slots.ts';
+import { isUniqueViolation } from '../store/db.ts';
 
 /** Where slots are counted: the store's CallSlotRepo (PostgreSQL) or MemorySlots (SQLite: one node). */
-export type SlotCounter = Pick<CallSlotRepo, 'acquire' | 'release' | 'wouldRefuse' | 'count'>;
+export type SlotCounter = Pick<CallSlotRepo, 'acquire' | 'release' | 'wouldRefuse' | 'count' | 'adopt' | 'releaseHeldBy'>;
 
 /** The slots of one node in memory, with the same answers as CallSlotRepo gives for a database only this node uses. */
 export class MemorySlots implements SlotCounter {
@@ -33,6 +34,17 @@ export class MemorySlots implements SlotCounter {
 
   release(id: string): Promise<void> {
     this.#slots.delete(id);
+    return Promise.resolve();
+  }
+
+  adopt(id: string, nodeId: string): Promise<boolean> {
+    const s = this.#slots.get(id);
+    if (s !== undefined) s.nodeId = nodeId;
+    return Promise.resolve(s !== undefined);
+  }
+
+  releaseHeldBy(id: string, nodeId: string): Promise<void> {
+    if (this.#slots.get(id)?.nodeId === nodeId) this.#slots.delete(id);
     return Promise.resolve();
   }
 
@@ -77,6 +89,8 @@ export class CallSlots {
   readonly #log: { warn(obj: object, msg: string): void };
   /** Releases still on their way (shutdown waits for them). */
   readonly #releasing = new Set<Promise<void>>();
+  /** Slots this node reserved for a leg to come (reserve()), each with the timer that frees it unadopted. */
+  readonly #reserved = new Map<string, NodeJS.Timeout>();
 
   constructor(repo: SlotCounter, nodeId: string, limits: CallSlotLimits, log: { warn(obj: object, msg: string): void }) {
     this.#repo = repo;
@@ -101,16 +115,64 @@ export class CallSlots {
     const l = this.#limits;
     const refused = await this.#repo.acquire({ id, nodeId: this.#nodeId, orgId, trunkId }, force ? { perOrg: 0, perTrunk: 0 } : { perOrg: l.maxCallsPerOrg, perTrunk: l.maxCallsPerTrunk });
     if (refused !== undefined) return { refused, why: refusal(refused, orgId, trunkId, l) };
+    return { held: this.#heldSlot(id, orgId) };
+  }
+
+  #heldSlot(id: string, orgId: string): HeldSlot {
     let released = false;
     return {
-      held: {
-        release: () => {
-          if (released) return;
-          released = true;
-          this.#release(id, orgId);
-        },
+      release: () => {
+        if (released) return;
+        released = true;
+        this.#release(id, orgId);
       },
     };
+  }
+
+  #unreserve(key: string, orgId: string): void {
+    clearTimeout(this.#reserved.get(key));
+    this.#reserved.delete(key);
+    this.#track(this.#repo.releaseHeldBy(key, this.#nodeId), key, orgId);
+  }
+
+  /**
+   * Reserves a slot under `key` for a call whose leg comes later, maybe on another node (the
+   * carrier's voice webhook: the call's media stream adopts it, adopt()). Unadopted after `ttlMs`
+   * (the stream's token has expired by then) it is freed. Undefined: reserved, or no limit applies.
+   */
+  async reserve(orgId: string, key: string, ttlMs: number): Promise<{ refused: SlotRefusal; why: string } | undefined> {
+    if (!this.applies(null)) return undefined;
+    if (this.#reserved.has(key)) return undefined;
+    let refused: SlotRefusal | undefined;
+    try {
+      refused = await this.#repo.acquire({ id: key, nodeId: this.#nodeId, orgId, trunkId: null }, { perOrg: this.#limits.maxCallsPerOrg, perTrunk: 0 });
+    } catch (err) {
+      // The same call's webhook again (the carrier retried it, maybe on another node): reserved already.
+      if (isUniqueViolation(err)) return undefined;
+      throw err;
+    }
+    if (refused !== undefined) return { refused, why: refusal(refused, orgId, null, this.#limits) };
+    const timer = setTimeout(() => this.#unreserve(key, orgId), ttlMs);
+    timer.unref();
+    this.#reserved.set(key, timer);
+    return undefined;
+  }
+
+  /**
+   * The slot reserved under `key` (by any node), taken over by this node's call; when there is
+   * none (no reservation, or it was freed), a slot taken now as acquire() does.
+   */
+  async adopt(orgId: string, key: string): Promise<SlotResult> {
+    if (!this.applies(null)) return { held: NOTHING_HELD };
+    clearTimeout(this.#reserved.get(key));
+    this.#reserved.delete(key);
+    if (!(await this.#repo.adopt(key, this.#nodeId))) return this.acquire(orgId, null);
+    return { held: this.#heldSlot(key, orgId) };
+  }
+
+  /** Frees the reservations no call adopted yet (the node stops: a stream after that takes a new slot). */
+  dropReservations(): void {
+    for (const key of [...this.#reserved.keys()]) this.#unreserve(key, '');
   }
 
   /** Which limit a call would exceed now, without taking a slot (a look before a carrier call is placed or accepted). */
@@ -130,7 +192,11 @@ export class CallSlots {
   }
 
   #release(id: string, orgId: string): void {
-    const p = this.#repo.release(id).catch((err: unknown) => {
+    this.#track(this.#repo.release(id), id, orgId);
+  }
+
+  #track(release: Promise<void>, id: string, orgId: string): void {
+    const p = release.catch((err: unknown) => {
       // The slot stays counted until this node restarts (it frees its own slots at start) or,
       // if it dies, until a survivor frees them (docs/store-postgres.md "Several nodes").
       this.#log.warn({ err, orgId, slot: id }, 'giving back a call slot failed: it stays counted until this node restarts');

@@ -3,12 +3,21 @@
  * trunk, from an agent whose number is an imported carrier number; docs/telco.md):
  *
  *   1. the call record first: a voice session, direction outbound, source twilio;
- *   2. a one-time stream token, valid while the call may ring, in the connect-stream TwiML;
+ *   2. a one-time stream grant in the store (the session's connect token sealed in it), valid
+ *      while the call may ring, its token in the connect-stream TwiML;
  *   3. POST Calls.json (To, From = the agent's number, Twiml, StatusCallback with our call id,
- *      the four StatusCallbackEvents, Timeout); the CallSid goes on the record and binds the token;
+ *      the four StatusCallbackEvents, Timeout); the CallSid goes on the record and binds the grant;
  *   4. the carrier's status callbacks move the call on: ringing and answered are progress, busy,
  *      no-answer, failed, canceled end the record as a dial that never connected; once answered,
  *      the carrier opens the stream with the token and the bridge takes it like an inbound stream.
+ *
+ * Behind a shared load balancer the callbacks and the stream may reach any node: the node that
+ * placed the dial keeps it pending (its watchdog, bridge.max_calls), and a node without it reads
+ * the dial from the store (statusElsewhere): ends it on a final status, remembers `answered`. The
+ * placing node re-reads the store every `storeCheckMs` and before it gives a dial up, so a dial
+ * another node ended, or whose stream started elsewhere, is forgotten here without a carrier
+ * request or a record write. Every end of a ringing dial is conditional (CallEnd.unconnected_only):
+ * never over a record another node ended or a call that streams.
  *
  * A call that neither streams nor ends within the ring timeout + WATCHDOG_SLACK_MS is ended at the
  * carrier and in the record (`carrier_timeout`): a lost callback never leaves a call hanging.
@@ -20,7 +29,7 @@ import { DomainError, notFound, unavailable } from '../domain/errors.ts';
 
 export type { CarrierDialRequest };
 import type { CarrierClient } from '../telco/carrier-client.ts';
-import type { CarrierCallStatus } from '../telco/twilio-call-status.ts';
+import type { CarrierCallProgress, CarrierCallStatus } from '../telco/twilio-call-status.ts';
 import type { StreamTokens } from '../telco/twilio-stream-tokens.ts';
 import { connectStreamTwiml } from '../telco/twilio-twiml.ts';
 import { TWILIO_STATUS_PATH, TWILIO_STREAM_PATH } from '../telco/twilio-voice-url.ts';
@@ -43,30 +52,41 @@ export interface CarrierDialOptions {
   metrics?: BridgeMetrics | undefined;
   /** Watchdog slack beyond the ring timeout (tests shorten it). */
   watchdogSlackMs?: number;
+  /**
+   * How often the dials pending here are compared with the store, ms (0: never). Nodes sharing
+   * the store: another node may have taken a dial's stream or ended it.
+   */
+  storeCheckMs?: number;
 }
 
-/** An answered outbound call whose stream has started: what the bridge needs to connect it. */
+/** A dial placed here whose stream has started (on this node). */
 export interface AnsweredCarrierDial {
   callId: string;
-  connectUrl: string;
-  orgId: string;
-  numberId: string;
   log: Logger;
 }
 
 interface PendingDial extends AnsweredCarrierDial {
+  orgId: string;
+  numberId: string;
   accountSid: string;
-  token: string;
   callSid: string | undefined;
   answered: boolean;
   watchdog: NodeJS.Timeout;
 }
 
 const WATCHDOG_SLACK_MS = 30_000;
+/** How often the dials pending on a node sharing its store are compared with the store. */
+export const DIAL_STORE_CHECK_MS = 2000;
+
+/** The failed-dial reason of a final status (completed without a stream: answered, but the TwiML never reached us). */
+const failedReason = (pr: Extract<CarrierCallProgress, { kind: 'ended' }>) => (pr.dial === 'completed' ? 'no_media_stream' : pr.dial);
 
 export class CarrierDials {
   readonly #o: CarrierDialOptions;
   readonly #pending = new Map<string, PendingDial>();
+  /** Give-ups under way (their store reads and writes, the carrier request): shutdown waits for them. */
+  readonly #inFlight = new Set<Promise<void>>();
+  #storeCheck: NodeJS.Timeout | undefined;
 
   constructor(options: CarrierDialOptions) {
     this.#o = options;
@@ -91,7 +111,7 @@ export class CarrierDials {
     const creds = number && (await o.store.telcoNumbers.credentials(req.orgId, number.id));
     if (number === undefined || creds === undefined) throw notFound('phone number');
     const from = number.phone_number;
-    const { sessionId: callId, connectUrl } = await o.sessions.open({
+    const { sessionId: callId, token: sessionToken } = await o.sessions.open({
       orgId: req.orgId,
       agentId: agent.id,
       versionId: agent.active_version_id,
@@ -107,15 +127,12 @@ export class CarrierDials {
     const log = o.log.child({ component: 'bridge', callId, orgId: req.orgId });
     const base = o.publicUrl.replace(/\/+$/, '');
     const ttlMs = o.ringTimeoutSecs * 1000 + (o.watchdogSlackMs ?? WATCHDOG_SLACK_MS);
-    const token = o.tokens.issue({ orgId: req.orgId, agentId: agent.id, numberId: number.id, callSid: '', accountSid: creds.account_sid, from, to: req.number, outbound: { callId } }, ttlMs);
     const pending: PendingDial = {
       callId,
-      connectUrl,
       orgId: req.orgId,
       numberId: number.id,
       log,
       accountSid: creds.account_sid,
-      token,
       callSid: undefined,
       answered: false,
       watchdog: setTimeout(() => this.#watchdog(callId), ttlMs),
@@ -123,39 +140,50 @@ export class CarrierDials {
     pending.watchdog.unref();
     // Registered before the request: a callback may overtake the request's answer.
     this.#pending.set(callId, pending);
+    this.#watchStore();
     log.info({ from, to: req.number, accountSid: creds.account_sid }, 'placing outbound call through the carrier call API');
     try {
+      const token = await o.tokens.issue({ orgId: req.orgId, agentId: agent.id, numberId: number.id, callSid: '', accountSid: creds.account_sid, from, to: req.number, outbound: { callId, sessionToken } }, ttlMs);
       const twiml = connectStreamTwiml(base.replace(/^http/, 'ws') + TWILIO_STREAM_PATH, { token, callId, from, to: req.number });
       const statusCallback = `${base}${TWILIO_STATUS_PATH}?call=${encodeURIComponent(callId)}`;
       const placed = await o.client.createCall(creds.account_sid, creds.auth_token, { to: req.number, from, twiml, statusCallback, timeoutSecs: o.ringTimeoutSecs });
-      if (this.#pending.get(callId) === pending) this.#bind(pending, placed.sid);
+      // A failed bind does not undo the placed call: its first status callback binds it again.
+      if (this.#pending.get(callId) === pending && pending.callSid === undefined) {
+        await this.#bind(pending, placed.sid).catch((err: unknown) => {
+          pending.callSid = undefined;
+          log.warn({ err: err instanceof Error ? err.message : String(err) }, 'binding the stream grant to the CallSid failed');
+        });
+      }
       await o.store.calls.setCarrierCallId(callId, placed.sid);
       log.info({ callSid: placed.sid, status: placed.status }, 'carrier accepted the outbound call');
       return { callId };
     } catch (err) {
       this.#forget(pending);
+      await o.tokens.revoke(callId).catch(() => undefined);
       const refused = err instanceof DomainError && err.kind === 'validation';
       o.metrics?.failure(refused ? 'dial_carrier_refused' : 'dial_carrier_failed');
-      o.records.failedDial(callId, err instanceof DomainError ? `${refused ? 'carrier_refused' : 'carrier_failed'}: ${err.message}` : 'carrier_failed');
+      void o.records.failedDial(callId, err instanceof DomainError ? `${refused ? 'carrier_refused' : 'carrier_failed'}: ${err.message}` : 'carrier_failed');
       log.warn({ err: err instanceof Error ? err.message : String(err) }, 'outbound call not placed: the carrier call API failed');
       throw err;
     }
   }
 
-  /** The stream of an outbound call started: its pending dial, taken (undefined: unknown or over). */
+  /**
+   * The stream of a dial placed here started on this node: the dial is no longer pending
+   * (undefined: not placed here, or forgotten already). The stream was authorized by its grant.
+   */
   streamStarted(callId: string, callSid: string): AnsweredCarrierDial | undefined {
     const p = this.#pending.get(callId);
-    if (p === undefined || p.callSid !== callSid) return undefined;
-    clearTimeout(p.watchdog);
-    this.#pending.delete(callId);
+    if (p === undefined || (p.callSid !== undefined && p.callSid !== callSid)) return undefined;
+    this.#forget(p);
     return p;
   }
 
-  /** A verified status callback; false when it is not about a pending dial. */
-  status(u: CarrierCallStatus): boolean {
+  /** A verified status callback about a dial pending here; false when it is not about one. */
+  async status(u: CarrierCallStatus): Promise<boolean> {
     const p = u.callId !== undefined ? this.#pending.get(u.callId) : [...this.#pending.values()].find((x) => x.callSid === u.callSid);
     if (p === undefined || p.accountSid !== u.accountSid) return false;
-    if (p.callSid === undefined) this.#bind(p, u.callSid);
+    if (p.callSid === undefined) await this.#bind(p, u.callSid);
     else if (p.callSid !== u.callSid) return false;
     const pr = u.progress;
     if (pr.kind === 'progress') {
@@ -165,52 +193,141 @@ export class CarrierDials {
       p.log.info({ callSid: u.callSid }, 'outbound carrier call answered: waiting for its media stream');
     } else {
       this.#forget(p);
-      // Completed without a stream: answered, but the TwiML never reached us (or the callee hung up at once).
-      const reason = pr.dial === 'completed' ? 'no_media_stream' : pr.dial;
-      this.#o.metrics?.failure(`dial_${reason}`);
-      this.#o.records.failedDial(p.callId, reason, u.sipResponseCode);
-      p.log.info({ callSid: u.callSid, status: pr.status, sipResponseCode: u.sipResponseCode }, 'outbound carrier call not connected');
+      await this.#notConnected(p.callId, u, pr, p.log);
     }
     return true;
   }
 
-  /** Ends every dial still ringing (the daemon stops). */
-  close(): void {
-    for (const p of [...this.#pending.values()]) this.#giveUp(p, 'cancelled');
+  /**
+   * A verified status callback for a dial not pending here (placed by another node behind the
+   * same load balancer, or forgotten): read from the store. Only a dial of the callback's account
+   * that is still ringing is touched: a final status ends it, `answered` is remembered there;
+   * one that ended or streams (on any node) is left to that node.
+   */
+  async statusElsewhere(u: CarrierCallStatus): Promise<void> {
+    if (u.callId === undefined) return;
+    const store = this.#o.store.streamGrants;
+    const d = await store.carrierDial(u.callId, u.accountSid);
+    if (d === undefined || (d.callSid !== null && d.callSid !== u.callSid) || d.ended || d.streaming) {
+      this.#o.log.debug({ callId: u.callId, callSid: u.callSid, known: d !== undefined }, 'status callback of a call not ringing here or anywhere: ignored');
+      return;
+    }
+    const log = this.#o.log.child({ component: 'bridge', callId: u.callId, orgId: d.orgId, callSid: u.callSid });
+    // The placing node may not have stored the CallSid yet: the grant needs it for the stream.
+    if (d.callSid === null) await this.#o.tokens.bindCall(u.callId, u.callSid);
+    const pr = u.progress;
+    if (pr.kind === 'progress') log.info({ status: pr.status, placedElsewhere: true }, 'outbound carrier call progress');
+    else if (pr.kind === 'answered') {
+      await store.markAnswered(u.callId);
+      log.info({ placedElsewhere: true }, 'outbound carrier call answered: waiting for its media stream');
+    } else await this.#notConnected(u.callId, u, pr, log);
   }
 
-  #bind(p: PendingDial, callSid: string): void {
+  /** Ends every dial still ringing (the daemon stops); settled() resolves once that is done. */
+  close(): void {
+    clearInterval(this.#storeCheck);
+    this.#storeCheck = undefined;
+    for (const p of [...this.#pending.values()]) this.#track(this.#giveUp(p, 'cancelled'));
+  }
+
+  /** Resolves once the give-ups under way are done. */
+  async settled(): Promise<void> {
+    while (this.#inFlight.size > 0) await Promise.all([...this.#inFlight]);
+  }
+
+  /** A final status of a dial never connected: its grant spent, its record ended (unless another node did, or it streams). */
+  async #notConnected(callId: string, u: CarrierCallStatus, pr: Extract<CarrierCallProgress, { kind: 'ended' }>, log: Logger): Promise<void> {
+    const reason = failedReason(pr);
+    await this.#o.tokens.revoke(callId);
+    if (await this.#o.records.failedDial(callId, reason, u.sipResponseCode)) {
+      this.#o.metrics?.failure(`dial_${reason}`);
+      log.info({ callSid: u.callSid, status: pr.status, sipResponseCode: u.sipResponseCode }, 'outbound carrier call not connected');
+    } else {
+      log.info({ callSid: u.callSid, status: pr.status }, 'final status of an outbound carrier call that ended or streams elsewhere: nothing to do here');
+    }
+  }
+
+  async #bind(p: PendingDial, callSid: string): Promise<void> {
     p.callSid = callSid;
     p.log = p.log.child({ callSid });
-    this.#o.tokens.bindCall(p.token, callSid);
+    await this.#o.tokens.bindCall(p.callId, callSid);
   }
 
+  /** No longer pending here (nothing in the store changes). */
   #forget(p: PendingDial): void {
     clearTimeout(p.watchdog);
-    this.#o.tokens.revoke(p.token);
     this.#pending.delete(p.callId);
+    if (this.#pending.size === 0) {
+      clearInterval(this.#storeCheck);
+      this.#storeCheck = undefined;
+    }
+  }
+
+  #track(p: Promise<void>): void {
+    this.#inFlight.add(p);
+    void p.then(() => this.#inFlight.delete(p));
+  }
+
+  /** While dials are pending on a node sharing its store: drop those another node took (they stop counting here). */
+  #watchStore(): void {
+    const ms = this.#o.storeCheckMs ?? 0;
+    if (ms <= 0 || this.#storeCheck !== undefined) return;
+    this.#storeCheck = setInterval(() => void this.#checkStore(), ms);
+    this.#storeCheck.unref();
+  }
+
+  async #checkStore(): Promise<void> {
+    const ids = [...this.#pending.keys()];
+    if (ids.length === 0) return;
+    let states: Awaited<ReturnType<Store['streamGrants']['dialStates']>>;
+    try {
+      states = await this.#o.store.streamGrants.dialStates(ids);
+    } catch (err) {
+      this.#o.log.warn({ err: err instanceof Error ? err.message : String(err) }, 'reading the pending carrier dials from the store failed');
+      return;
+    }
+    for (const [callId, s] of states) {
+      const p = this.#pending.get(callId);
+      if (p === undefined || !(s.ended || s.streaming)) continue;
+      this.#forget(p);
+      p.log.info({ ended: s.ended }, s.ended ? 'outbound carrier call ended by another node: no longer pending here' : 'outbound carrier call streams on another node: no longer pending here');
+    }
   }
 
   #watchdog(callId: string): void {
     const p = this.#pending.get(callId);
     if (p === undefined) return;
-    p.log.warn({ answered: p.answered }, 'outbound carrier call neither streamed nor ended in time: ending it');
-    this.#giveUp(p, 'carrier_timeout');
+    this.#track(this.#giveUp(p, 'carrier_timeout'));
   }
 
-  /** Ends a pending call at the carrier (cancel while ringing, complete once answered) and in the record. */
-  #giveUp(p: PendingDial, reason: string): void {
+  /**
+   * Ends a pending call at the carrier (cancel while ringing, complete once answered: here or on
+   * any node) and in the record, after reading the store: a dial another node ended, or whose
+   * stream started elsewhere, is only forgotten here.
+   */
+  async #giveUp(p: PendingDial, reason: string): Promise<void> {
     this.#forget(p);
-    this.#o.records.failedDial(p.callId, reason);
-    const callSid = p.callSid;
-    if (callSid === undefined) return;
-    const end = async (): Promise<void> => {
+    try {
+      const state = (await this.#o.store.streamGrants.dialStates([p.callId])).get(p.callId);
+      if (state?.ended === true || state?.streaming === true) {
+        p.log.info({ ended: state.ended }, 'outbound carrier call ended or streams on another node: forgotten here');
+        return;
+      }
+      const answered = p.answered || state?.answered === true;
+      if (reason === 'carrier_timeout') p.log.warn({ answered }, 'outbound carrier call neither streamed nor ended in time: ending it');
+      // The grant first: once it is spent no stream can start, so the record's end below holds.
+      await this.#o.tokens.revoke(p.callId);
+      if (!(await this.#o.records.failedDial(p.callId, reason))) {
+        p.log.info('outbound carrier call ended or started streaming elsewhere meanwhile: forgotten here');
+        return;
+      }
+      const callSid = p.callSid;
+      if (callSid === undefined) return;
       const creds = await this.#o.store.telcoNumbers.credentials(p.orgId, p.numberId);
       if (creds === undefined) return;
-      await this.#o.client.updateCall(creds.account_sid, creds.auth_token, callSid, { Status: p.answered ? 'completed' : 'canceled' });
-    };
-    end().catch((err: unknown) => {
+      await this.#o.client.updateCall(creds.account_sid, creds.auth_token, callSid, { Status: answered ? 'completed' : 'canceled' });
+    } catch (err) {
       p.log.warn({ err: err instanceof Error ? err.message : String(err) }, 'ending the carrier call failed');
-    });
+    }
   }
 }

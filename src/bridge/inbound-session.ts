@@ -8,7 +8,8 @@ import type { CallLeg, RefusalCause } from './call-leg.ts';
 import type { OpenedSession, SessionOpener } from './session-opener.ts';
 import type { SessionVariable } from '../session/runtime-contract.ts';
 
-export type InboundSession = { refuse: RefusalCause; why: string } | { open: () => Promise<OpenedSession> };
+/** What the core needs of the opened session (the session's id and where to connect). */
+export type InboundSession = { refuse: RefusalCause; why: string } | { open: () => Promise<Pick<OpenedSession, 'sessionId' | 'connectUrl'>> };
 
 export async function inboundSession(
   agents: Pick<Store['agents'], 'get'>,

@@ -16,6 +16,8 @@ export interface OpenedSession {
   sessionId: string;
   /** ws(s)://.../v1/connection?token=... */
   connectUrl: string;
+  /** The session's connect token (the URL's): another node may attach the session with it (connectUrl). */
+  token: string;
 }
 
 export interface SessionOpener {
@@ -26,6 +28,11 @@ export interface SessionOpener {
   readonly recordsCalls: boolean;
   /** @throws when no session can be opened (the call is then refused or the dial fails). */
   open(input: OpenSessionInput): Promise<OpenedSession>;
+  /**
+   * The URL this node connects a session opened elsewhere with (an outbound carrier dial placed
+   * by another node whose stream reached this one): this opener's server and the token.
+   */
+  connectUrl(token: string): string;
 }
 
 /** Sessions of this daemon: the record in our store, the token signed here, our own socket. */
@@ -41,7 +48,11 @@ export class LocalSessionOpener implements SessionOpener {
 
   async open(input: OpenSessionInput): Promise<OpenedSession> {
     const { sessionId, token } = await issueSession(this.store, this.tokens, input);
-    return { sessionId, connectUrl: connectionUrl(this.baseUrl(), token) };
+    return { sessionId, connectUrl: this.connectUrl(token), token };
+  }
+
+  connectUrl(token: string): string {
+    return connectionUrl(this.baseUrl(), token);
   }
 }
 

@@ -131,7 +131,11 @@ export class UpstreamSessionOpener implements SessionOpener {
     if (sessionId === undefined) throw unavailable(`upstream voice server ${this.#base}: its token names no session (no uuid sub claim)`, 'UPSTREAM_BAD_ANSWER');
     await this.#recordPhoneCall(sessionId, input);
     this.#o.logger?.debug({ sessionId, upstream: this.#base }, 'voice session opened upstream');
-    return { sessionId, connectUrl: connectionUrl(this.#base, token) };
+    return { sessionId, connectUrl: this.connectUrl(token), token };
+  }
+
+  connectUrl(token: string): string {
+    return connectionUrl(this.#base, token);
   }
 
   /**

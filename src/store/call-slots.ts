@@ -69,6 +69,19 @@ export class CallSlotRepo {
     await this.db.run('DELETE FROM call_slots WHERE id = ?', [id]);
   }
 
+  /**
+   * Makes a slot taken by any node (a reservation: the carrier's voice webhook reserves one for
+   * the call's media stream) this node's. False when there is no such slot (never taken, or freed).
+   */
+  async adopt(id: string, nodeId: string): Promise<boolean> {
+    return (await this.db.run('UPDATE call_slots SET node_id = ? WHERE id = ?', [nodeId, id])).changes === 1;
+  }
+
+  /** Frees a slot only while `nodeId` holds it (a reservation no node adopted). */
+  async releaseHeldBy(id: string, nodeId: string): Promise<void> {
+    await this.db.run('DELETE FROM call_slots WHERE id = ? AND node_id = ?', [id, nodeId]);
+  }
+
   /** Frees every slot of a node (at its start: slots its previous run never freed). Returns how many. */
   async releaseNode(nodeId: string): Promise<number> {
     return (await this.db.run('DELETE FROM call_slots WHERE node_id = ?', [nodeId])).changes;

@@ -54,6 +54,12 @@ export interface CallEnd {
   end_status?: EndStatus;
   /** Default ended; auth_failed for a dial the trunk refused our credentials for. */
   status?: 'ended' | 'auth_failed';
+  /**
+   * A dial that never connected: only while the record is unanswered (status started) and no
+   * media stream of it started on any node (stream_grants), so a node that learns late of a
+   * dial never ends the call another node is bridging.
+   */
+  unconnected_only?: boolean;
 }
 
 interface CallRow {
@@ -120,6 +126,9 @@ const selectCall = (db: SqlClient): string => (db.dialect === 'postgres' ? SELEC
  */
 const FTS_SELECTIVITY = 100;
 
+/** CallEnd.unconnected_only's condition on the row being ended. */
+const UNCONNECTED = " AND status = 'started' AND started_at IS NULL AND NOT EXISTS (SELECT 1 FROM stream_grants g WHERE g.call_id = calls.id AND g.stream_started = 1)";
+
 export interface CallPage {
   calls: CallRecord[];
   total: number;
@@ -173,7 +182,7 @@ export class CallRepo {
     // Only the first end counts: a second one (a race of client close and runtime end) is a no-op.
     const r = await this.db.run(
       `UPDATE calls SET status = ?, end_status = ?, ended_at = ?, termination_reason = ?, outcome = ?, transcript = ?
-       WHERE id = ? AND ended_at IS NULL`,
+       WHERE id = ? AND ended_at IS NULL${e.unconnected_only === true ? UNCONNECTED : ''}`,
       [
         e.status ?? 'ended',
         e.end_status ?? endStatusOf(e.termination_reason),

@@ -23,7 +23,7 @@ export const CLUSTER_ROLES = {
   /** "cbsipswp" */
   sip_registration_sweep: { key: '7161413254167885680', work: 'deleting expired REGISTER bindings of PBXs' },
   /** "cbtokswp" */
-  session_token_sweep: { key: '7161414379365431152', work: 'marking the calls of session tokens that expired unused' },
+  session_token_sweep: { key: '7161414379365431152', work: 'marking the calls of session tokens that expired unused, and deleting expired carrier stream grants' },
 } as const;
 
 export type ClusterRole = keyof typeof CLUSTER_ROLES;

@@ -17,6 +17,7 @@ import { SessionRepo } from './sessions.ts';
 import { RegistrationRepo } from './registrations.ts';
 import { ClusterNodeRepo } from './cluster-nodes.ts';
 import { CallSlotRepo } from './call-slots.ts';
+import { StreamGrantRepo } from './stream-grants.ts';
 import { SecretBox } from './secret-box.ts';
 import { loadOrCreateSecret } from './data-dir-secrets.ts';
 import type { SqlClient } from './sql-client.ts';
@@ -49,6 +50,8 @@ export interface Store {
   clusterNodes: ClusterNodeRepo;
   /** Calls counted against the per-trunk and per-organization limits, across nodes. */
   callSlots: CallSlotRepo;
+  /** The carrier media streams' one-time grants (and outbound carrier dials' state), across nodes. */
+  streamGrants: StreamGrantRepo;
   /** This node's cluster.node_id: stamped on the call rows it writes (null: none given, e.g. a CLI). */
   readonly nodeId: string | null;
   /**
@@ -146,6 +149,7 @@ function build(client: SqlClient, secretBox: SecretBox, caches: SharedCaches, in
     registrations: new RegistrationRepo(client),
     clusterNodes: new ClusterNodeRepo(client),
     callSlots: new CallSlotRepo(client),
+    streamGrants: new StreamGrantRepo(client, secretBox),
     nodeId,
     tx: async <T>(fn: (store: Store) => Promise<T>): Promise<T> => {
       let inner: Store | undefined;

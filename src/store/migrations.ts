@@ -8,6 +8,30 @@ export interface Migration {
   sql: string;
 }
 
+/** Migration 11's SQL: the same text in both dialects (src/store/postgres/migrations.ts uses it too). */
+export const STREAM_GRANTS_SQL = `
+      CREATE TABLE stream_grants (
+        token_hash TEXT PRIMARY KEY,
+        org_id TEXT NOT NULL,
+        agent_id TEXT NOT NULL,
+        number_id TEXT NOT NULL,
+        call_sid TEXT NOT NULL,
+        account_sid TEXT NOT NULL,
+        from_number TEXT NOT NULL,
+        to_number TEXT NOT NULL,
+        call_id TEXT,
+        session_token_enc TEXT,
+        answered INTEGER NOT NULL DEFAULT 0 CHECK (answered IN (0, 1)),
+        redeemed_at TEXT,
+        stream_started INTEGER NOT NULL DEFAULT 0 CHECK (stream_started IN (0, 1)),
+        expires_at TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        CHECK ((call_id IS NULL) = (session_token_enc IS NULL))
+      );
+      CREATE UNIQUE INDEX stream_grants_call ON stream_grants (call_id);
+      CREATE INDEX stream_grants_expires ON stream_grants (expires_at);
+    `;
+
 /**
  * Migration 12's statements on one row of calls in a trigger: its postings written (`new`), or
  * removed (`old`). SQLite's triggers cannot share a statement (nor use WITH): the insert and the
@@ -500,12 +524,26 @@ export const MIGRATIONS: Migration[] = [
     `,
   },
   {
+    version: 11,
+    name: 'stream grants: the carrier media streams\' one-time tokens',
+    // docs/telco.md "The stream's one-time token": what the voice webhook (or an outbound carrier
+    // dial) granted a media stream, so that the stream may open on any node sharing the store.
+    // The token is random and stored only as its SHA-256 (hex); expires_at is on the issuing
+    // node's clock, as sessions.token_expires_at (ISO-8601). An outbound dial's row also carries
+    // its call record (call_id), the session's connect token sealed with the store's secret box
+    // (the node taking the stream attaches the session with it), whether the carrier said the
+    // call was answered, and once redeemed whether its stream started (the dial is then no
+    // longer ringing on any node). Rows are deleted by the session_token_sweep role a while
+    // after they expire.
+    sql: STREAM_GRANTS_SQL,
+  },
+  {
     version: 12,
     name: 'calls: postings of the rare 1-2 character substrings of party_number',
     // docs/calls.md "Rare 1-2 character strings": the page of a 1-2 character search for a string
     // that has a character other than a digit or '+' (a letter, '#', '*') is read in list order
     // from its postings, not found by reading the organization's created_at index up to its last
-    // match. (Version 11 is another branch's; the runner applies versions in order, gaps allowed.)
+    // match.
     sql: `
       -- Per organization and gram: the calls whose party_number holds it, in list order. Only the
       -- grams (distinct substrings of 1 or 2 characters) with a character outside [0-9+]: an

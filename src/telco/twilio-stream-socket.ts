@@ -27,6 +27,8 @@ export const STREAM_CLOSE = {
   invalid: 1007,
   /** The stream does not follow the protocol (media before start, no start in time). */
   policy: 1008,
+  /** The token could not be checked (the store failed). */
+  internalError: 1011,
   /** No valid one-time token in `start` (missing, unknown, used, expired, another call's). */
   unauthorized: 4401,
   /** A media format other than 8 kHz mono mu-law. */
@@ -121,14 +123,28 @@ export function serveTwilioStream(ws: WebSocket, o: StreamSocketOptions): void {
     close: (code, reason) => close(code, reason, 'info'),
   };
 
-  const onStart = (msg: Msg) => {
+  // While the store checks the token, the carrier's next messages (media every 20 ms) wait here.
+  let checking: Array<{ data: RawData; isBinary: boolean }> | undefined;
+  let closedWhileChecking = false;
+
+  const onStart = async (msg: Msg) => {
     const start = isRecord(msg.start) ? msg.start : {};
     const sid = str(start.streamSid) ?? str(msg.streamSid);
     const callSid = str(start.callSid);
     if (sid === undefined || callSid === undefined) return close(STREAM_CLOSE.invalid, 'start without streamSid or callSid');
     const params = isRecord(start.customParameters) ? start.customParameters : {};
-    // Spent here whatever follows: a token is good for one start only.
-    const grant = o.tokens.redeem(params.token);
+    // The carrier did start in time; the rest is ours.
+    clearTimeout(startTimer);
+    checking = [];
+    let grant: StreamGrant | undefined;
+    try {
+      // Spent here whatever follows: a token is good for one start only, in the whole cluster.
+      grant = await o.tokens.redeem(params.token, callSid);
+    } catch (err) {
+      log = log.child({ streamSid: sid, callSid });
+      log.error({ err: err instanceof Error ? err.message : String(err) }, 'checking the stream token failed');
+      return close(STREAM_CLOSE.internalError, 'stream token could not be checked');
+    }
     if (grant === undefined || grant.callSid !== callSid) {
       log = log.child({ streamSid: sid, callSid });
       return close(STREAM_CLOSE.unauthorized, 'stream token missing, unknown, used or expired');
@@ -137,7 +153,6 @@ export function serveTwilioStream(ws: WebSocket, o: StreamSocketOptions): void {
     if (f.encoding !== 'audio/x-mulaw' || num(f.sampleRate) !== 8000 || num(f.channels) !== 1) {
       return close(STREAM_CLOSE.unsupportedFormat, 'media format must be audio/x-mulaw, 8000 Hz, 1 channel');
     }
-    clearTimeout(startTimer);
     streamSid = sid;
     log = log.child({ streamSid, callSid, orgId: grant.orgId });
     log.info({ agentId: grant.agentId, from: grant.from, to: grant.to }, 'media stream started');
@@ -151,8 +166,29 @@ export function serveTwilioStream(ws: WebSocket, o: StreamSocketOptions): void {
     }
   };
 
-  ws.on('message', (data: RawData, isBinary: boolean) => {
+  /** Checks the start's token, then handles what arrived meanwhile, in order. */
+  const started = (msg: Msg) => {
+    void onStart(msg)
+      .catch((err: unknown) => log.error({ err }, 'media stream start failed'))
+      .finally(() => {
+        const queued = checking ?? [];
+        checking = undefined;
+        for (const m of queued) onMessage(m.data, m.isBinary);
+        if (closedWhileChecking && !closed) {
+          closed = true;
+          clearInterval(mediaWatch);
+          log.info('media stream socket closed by the carrier');
+          sink?.streamEnded('socket closed');
+        }
+      });
+  };
+
+  const onMessage = (data: RawData, isBinary: boolean) => {
     if (closed) return;
+    if (checking !== undefined) {
+      checking.push({ data, isBinary });
+      return;
+    }
     lastMessageAt = Date.now();
     if (isBinary) return close(STREAM_CLOSE.invalid, 'binary frames are not part of the stream protocol');
     let msg: unknown;
@@ -166,7 +202,7 @@ export function serveTwilioStream(ws: WebSocket, o: StreamSocketOptions): void {
     if (event === 'connected') return;
     if (event === 'start') {
       if (sink !== undefined) return close(STREAM_CLOSE.policy, 'a second start message');
-      return onStart(msg);
+      return started(msg);
     }
     if (sink === undefined) return close(STREAM_CLOSE.policy, `${String(event)} before start`);
     switch (event) {
@@ -201,11 +237,17 @@ export function serveTwilioStream(ws: WebSocket, o: StreamSocketOptions): void {
       default:
         log.debug({ event }, 'unknown media stream message ignored');
     }
-  });
+  };
+  ws.on('message', onMessage);
   ws.on('close', (code: number) => {
     clearTimeout(startTimer);
     clearInterval(mediaWatch);
     if (closed) return;
+    // Ended once the token check is done (the stream may have started meanwhile).
+    if (checking !== undefined) {
+      closedWhileChecking = true;
+      return;
+    }
     closed = true;
     log.info({ code }, 'media stream socket closed by the carrier');
     sink?.streamEnded('socket closed');

@@ -4,40 +4,48 @@
  * The stream WebSocket itself carries no signature we could check, so without the token anyone
  * who knows the URL could open a "call" to an organization's agent. A token is random (32
  * bytes), used once, and short-lived: the carrier opens the stream right after the webhook
- * answers. Held in memory: a restart loses only calls that were being set up.
+ * answers.
+ *
+ * The grant is kept in the store (src/store/stream-grants.ts), under the token's SHA-256 only:
+ * behind a load balancer the stream may reach another node than the webhook did, and it opens
+ * there once in the whole cluster. An outbound dial's grant is addressed by its call id too
+ * (bindCall, revoke), which any node learns from the dial's status callbacks.
  */
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
+import type { StoredStreamGrant, StreamGrantRepo } from '../store/stream-grants.ts';
 
-/** What the webhook decided for the call; the stream runs it. */
-export interface StreamGrant {
-  orgId: string;
-  agentId: string;
-  numberId: string;
-  callSid: string;
-  accountSid: string;
-  from: string;
-  to: string;
-  /** An outbound call callbridge placed: its call record (the session) is `callId`. */
-  outbound?: { callId: string };
-}
+/**
+ * What the webhook decided for the call; the stream runs it. An outbound call callbridge placed
+ * has its call record (the session) `callId` and the session's connect token (sealed at rest).
+ */
+export type StreamGrant = StoredStreamGrant;
 
 export const DEFAULT_STREAM_TOKEN_TTL_MS = 30_000;
+/**
+ * How long a grant's row outlives its expiry before the sweep deletes it: an outbound dial's row
+ * is its state for the placing node's watchdog (answered, stream started), which looks at it
+ * when the token expires.
+ */
+export const STREAM_GRANT_KEEP_MS = 5 * 60_000;
+
+const hashOf = (token: string) => createHash('sha256').update(token).digest('hex');
 
 export class StreamTokens {
+  readonly #repo: StreamGrantRepo;
   readonly #ttlMs: number;
   readonly #now: () => number;
-  readonly #grants = new Map<string, { grant: StreamGrant; expiresAt: number }>();
 
-  constructor(options: { ttlMs?: number; now?: () => number } = {}) {
+  constructor(repo: StreamGrantRepo, options: { ttlMs?: number; now?: () => number } = {}) {
+    this.#repo = repo;
     this.#ttlMs = options.ttlMs ?? DEFAULT_STREAM_TOKEN_TTL_MS;
     this.#now = options.now ?? Date.now;
   }
 
-  /** A new token for the grant (base64url, 43 characters). */
-  issue(grant: StreamGrant, ttlMs = this.#ttlMs): string {
-    this.#sweep();
+  /** A new token for the grant (base64url, 43 characters), stored before it is returned. */
+  async issue(grant: StreamGrant, ttlMs = this.#ttlMs): Promise<string> {
     const token = randomBytes(32).toString('base64url');
-    this.#grants.set(token, { grant: { ...grant }, expiresAt: this.#now() + ttlMs });
+    const now = this.#now();
+    await this.#repo.insert(hashOf(token), grant, new Date(now + ttlMs).toISOString(), new Date(now).toISOString());
     return token;
   }
 
@@ -45,33 +53,32 @@ export class StreamTokens {
    * Binds an outbound call's token to the CallSid the carrier gave it: the token goes into the
    * call's TwiML before the carrier has named the call.
    */
-  bindCall(token: string, callSid: string): void {
-    const entry = this.#grants.get(token);
-    if (entry !== undefined) entry.grant.callSid = callSid;
+  async bindCall(callId: string, callSid: string): Promise<void> {
+    await this.#repo.bindCall(callId, callSid);
   }
 
-  /** Spends a token that will not be used (the call was never answered). */
-  revoke(token: string): void {
-    this.#grants.delete(token);
+  /** Spends an outbound call's token that will not be used (the call was never answered). */
+  async revoke(callId: string): Promise<void> {
+    await this.#repo.revokeCall(callId);
   }
 
-  /** The grant of a token, once: the token is spent whether or not it was still valid. */
-  redeem(token: unknown): StreamGrant | undefined {
+  /**
+   * The grant of a token, once in the whole cluster (one conditional UPDATE); an expired or
+   * spent token has none. `callSid`: the call the stream says it is (an outbound dial's stream
+   * counts as started when it is the grant's).
+   */
+  async redeem(token: unknown, callSid?: string): Promise<StreamGrant | undefined> {
     if (typeof token !== 'string' || token.length !== 43) return undefined;
-    const entry = this.#grants.get(token);
-    if (entry === undefined) return undefined;
-    this.#grants.delete(token);
-    return entry.expiresAt > this.#now() ? entry.grant : undefined;
+    return this.#repo.redeem(hashOf(token), new Date(this.#now()).toISOString(), callSid ?? null);
   }
 
   /** Tokens issued and neither used nor expired (tests, metrics). */
-  get pending(): number {
-    this.#sweep();
-    return this.#grants.size;
+  pending(): Promise<number> {
+    return this.#repo.pending(new Date(this.#now()).toISOString());
   }
 
-  #sweep(): void {
-    const now = this.#now();
-    for (const [token, e] of this.#grants) if (e.expiresAt <= now) this.#grants.delete(token);
+  /** Deletes grants expired for STREAM_GRANT_KEEP_MS (the session_token_sweep role runs it). */
+  sweep(): Promise<number> {
+    return this.#repo.sweep(new Date(this.#now() - STREAM_GRANT_KEEP_MS).toISOString());
   }
 }

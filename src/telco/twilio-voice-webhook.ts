@@ -7,7 +7,8 @@
  *   2. the called number (`To`): an import of it under that account whose own token verifies, in
  *      the organization that imported it (else <Reject/>: the number is not imported here);
  *   3. the agent holding that import, active (else <Reject/>), and room under bridge.max_calls
- *      (else <Reject reason="busy"/>);
+ *      and bridge.max_calls_per_org (else <Reject reason="busy"/>; the organization's slot is
+ *      reserved for the call's stream);
  *   4. a one-time stream token bound to this CallSid, and <Connect><Stream> to this daemon with
  *      the call's identifiers and the token as parameters.
  *
@@ -33,8 +34,11 @@ export interface VoiceWebhookDeps {
   importsOfAccount(accountSid: string): NumberImport[] | Promise<NumberImport[]>;
   /** The agent holding an import in its organization, and whether it is active. */
   holderOf(orgId: string, numberId: string): { id: string; active: boolean } | undefined | Promise<{ id: string; active: boolean } | undefined>;
-  /** The concurrent call limit a new call of the organization would exceed now (the setting's name), or undefined. */
-  callLimitReached(orgId: string): string | undefined | Promise<string | undefined>;
+  /**
+   * The concurrent call limit a new call of the organization would exceed now (the setting's
+   * name), or undefined: then the call is counted from now on (a slot reserved for its stream).
+   */
+  callLimitReached(orgId: string, callSid: string): string | undefined | Promise<string | undefined>;
   tokens: StreamTokens;
   log: Logger;
 }
@@ -94,13 +98,13 @@ export async function answerVoiceWebhook(deps: VoiceWebhookDeps, req: WebhookReq
     log.warn({ orgId: number.org_id, agentId: agent.id }, 'call rejected: the agent is inactive');
     return { status: 200, twiml: rejectTwiml('rejected') };
   }
-  const limit = await deps.callLimitReached(number.org_id);
+  const limit = await deps.callLimitReached(number.org_id, callSid);
   if (limit !== undefined) {
     log.warn({ orgId: number.org_id, agentId: agent.id }, `call rejected busy: the concurrent call limit ${limit} is reached`);
     return { status: 200, twiml: rejectTwiml('busy') };
   }
   const grant: StreamGrant = { orgId: number.org_id, agentId: agent.id, numberId: number.id, callSid, accountSid, from, to };
-  const token = deps.tokens.issue(grant);
+  const token = await deps.tokens.issue(grant);
   log.info({ orgId: number.org_id, agentId: agent.id, from }, 'carrier call accepted: connecting its media stream');
   return { status: 200, twiml: connectStreamTwiml(req.streamUrl, { token, callSid, from, to }) };
 }

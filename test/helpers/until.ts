@@ -10,3 +10,12 @@ export async function until(cond: () => boolean, what: string, ms = 3000): Promi
     await delay(5);
   }
 }
+
+/** As until(), for a condition read asynchronously (a store, an API): checked every 20 ms. */
+export async function untilAsync(cond: () => boolean | Promise<boolean>, what: string, ms = 5000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!(await cond())) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await delay(20);
+  }
+}

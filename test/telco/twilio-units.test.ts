@@ -15,6 +15,7 @@ import { twilioSignature, validTwilioSignature } from '../../src/telco/twilio-si
 import { StreamTokens, type StreamGrant } from '../../src/telco/twilio-stream-tokens.ts';
 import { connectStreamTwiml, rejectTwiml } from '../../src/telco/twilio-twiml.ts';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { openTestStore, type TestStore } from '../helpers/store-backends.ts';
 import { startFakeCarrier, type FakeCarrier } from '../helpers/fake-carrier.ts';
 import { parseWav } from '../bridge/wav.ts';
 import { FakeStream, incomingCallParams, levelDbfs, postVoiceWebhook, sid, twilioSign } from './fake-twilio.ts';
@@ -49,22 +50,28 @@ describe('TwiML', () => {
 
 describe('one-time stream tokens', () => {
   const grant: StreamGrant = { orgId: 'o', agentId: 'a', numberId: 'n', callSid: 'CA1', accountSid: 'AC1', from: '+1', to: '+2' };
-  it('are random, redeemed once, and expire', () => {
+  // The grants are kept in the store (test/store/stream-grants.test.ts: both backends, several nodes).
+  let t0: TestStore;
+  beforeAll(async () => {
+    t0 = await openTestStore('sqlite');
+  });
+  afterAll(() => t0.dispose());
+  it('are random, redeemed once, and expire', async () => {
     let now = 1000;
-    const t = new StreamTokens({ ttlMs: 500, now: () => now });
-    const a = t.issue(grant);
-    const b = t.issue(grant);
+    const t = new StreamTokens(t0.store.streamGrants, { ttlMs: 500, now: () => now });
+    const a = await t.issue(grant);
+    const b = await t.issue(grant);
     expect(a).not.toBe(b);
     expect(a).toMatch(/^[A-Za-z0-9_-]{43}$/);
-    expect(t.redeem(a)).toEqual(grant);
-    expect(t.redeem(a)).toBeUndefined();
+    expect(await t.redeem(a)).toEqual(grant);
+    expect(await t.redeem(a)).toBeUndefined();
     now += 500;
-    expect(t.redeem(b)).toBeUndefined();
-    expect(t.redeem(undefined)).toBeUndefined();
-    expect(t.redeem(42)).toBeUndefined();
-    t.issue(grant);
+    expect(await t.redeem(b)).toBeUndefined();
+    expect(await t.redeem(undefined)).toBeUndefined();
+    expect(await t.redeem(42)).toBeUndefined();
+    await t.issue(grant);
     now += 1000;
-    expect(t.pending).toBe(0);
+    expect(await t.pending()).toBe(0);
   });
 });
 

@@ -30,8 +30,8 @@ function publicBase(publicUrl: string, req: FastifyRequest): string {
 
 export async function twilioRoutes(app: FastifyInstance, deps: ApiDeps): Promise<void> {
   const log = deps.logger.child({ component: 'telco' });
-  // Shared with the bridge's outbound dials, which issue tokens too.
-  const tokens = deps.streamTokens ?? new StreamTokens();
+  // Shared with the bridge's outbound dials, which issue tokens too; the grants are in the store.
+  const tokens = deps.streamTokens ?? new StreamTokens(deps.store.streamGrants);
 
   // The carrier posts its webhooks form-encoded. Kept as ordered pairs: the signature covers
   // every parameter as sent. Registered in this plugin only: the rest of the API speaks JSON.
@@ -52,7 +52,7 @@ export async function twilioRoutes(app: FastifyInstance, deps: ApiDeps): Promise
           return agent === undefined ? undefined : { id: agent.id, active: agent.status === 'active' };
         },
         // Without a bridge nothing can take the call: as if bridge.max_calls were reached.
-        callLimitReached: (orgId) => deps.carrierStreams?.callLimitReached(orgId) ?? 'bridge.max_calls',
+        callLimitReached: (orgId, callSid) => deps.carrierStreams?.callLimitReached(orgId, callSid) ?? 'bridge.max_calls',
         tokens,
         log,
       },
@@ -76,7 +76,7 @@ export async function twilioRoutes(app: FastifyInstance, deps: ApiDeps): Promise
       log,
     );
     if (answer.status !== 204) return reply.code(answer.status).send({ error: answer.error });
-    deps.carrierStreams?.callStatus(answer.update);
+    await deps.carrierStreams?.callStatus(answer.update);
     return reply.code(204).send();
   });
 

@@ -25,7 +25,7 @@
  *   migration 12) test "a character outside [0-9+]" with GLOB there, a regular expression here.
  * - SQLite's WITHOUT ROWID is a storage choice PostgreSQL does not have (its tables are heaps).
  */
-import type { Migration } from '../migrations.ts';
+import { STREAM_GRANTS_SQL, type Migration } from '../migrations.ts';
 
 export const POSTGRES_MIGRATIONS: Migration[] = [
   {
@@ -417,6 +417,12 @@ export const POSTGRES_MIGRATIONS: Migration[] = [
       CREATE TRIGGER calls_grams_au AFTER UPDATE OF party_number ON calls
         FOR EACH ROW WHEN (OLD.party_number IS DISTINCT FROM NEW.party_number) EXECUTE FUNCTION calls_grams_au();
     `,
+  },
+  {
+    version: 11,
+    name: 'stream grants: the carrier media streams\' one-time tokens',
+    // SQLite's migration 11: the same statements (TEXT and INTEGER columns only).
+    sql: STREAM_GRANTS_SQL,
   },
   {
     version: 12,
