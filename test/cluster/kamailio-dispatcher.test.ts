@@ -672,7 +672,7 @@ describe('deploy/: the files the cluster front ships', () => {
     }
     const compose = YAML.parse(readFileSync(join(DEPLOY, 'docker-compose.yml'), 'utf8'), { merge: true });
     const services = compose.services as Record<string, any>;
-    expect(Object.keys(services).sort()).toEqual(['kamailio', 'node1', 'node2', 'node3', 'postgres']);
+    expect(Object.keys(services).sort()).toEqual(['haproxy', 'kamailio', 'node1', 'node2', 'node3', 'postgres']);
     const listed = readFileSync(join(DEPLOY, 'kamailio/dispatcher.list'), 'utf8')
       .split('\n')
       .filter((l) => l.trim() && !l.startsWith('#'))
