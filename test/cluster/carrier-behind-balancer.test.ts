@@ -129,6 +129,13 @@ async function hearOrClose(s: FakeStream, withinMs = HEAR_WITHIN_MS): Promise<'h
   }
 }
 
+/** As hearOrClose, and once heard, until the agent's message is over (a stream carries no silence: its frames stop). */
+async function hearToTheEnd(s: FakeStream): Promise<'heard' | 'closed' | 'silent'> {
+  const outcome = await hearOrClose(s);
+  if (outcome === 'heard') await s.waitFor(() => s.closeCode !== undefined || performance.now() - s.frames.at(-1)!.at > 700, 10_000, 'the first message to finish');
+  return outcome;
+}
+
 const streamState = (s: FakeStream) => (s.closeCode === undefined ? 'open' : `closed ${s.closeCode} "${s.closeReason}"`);
 
 /** Opens a stream through the balancer and starts it with the webhook's parameters (as the carrier does). */
@@ -262,16 +269,18 @@ describe.skipIf(skipReason !== undefined)(`carrier calls through HAProxy in fron
       const stream = await startStream(hook.stream!.url, callSid, hook.stream!.parameters);
       calls.push({ i, callSid, from, webhookId: hook.requestId!, stream, crossedMeant: CROSSED[i]! });
     }
-    const outcomes = await Promise.all(calls.map((c) => hearOrClose(c.stream)));
+    // Each caller listens to the end of the first message, then hangs up.
+    const outcomes = await Promise.all(calls.map((c) => hearToTheEnd(c.stream)));
     await Promise.all(calls.map((c) => hangUp(c.stream, c.callSid)));
 
-    const rows = [];
-    for (const [k, c] of calls.entries()) {
-      const webhookOn = await lb.servedBy(c.webhookId);
-      const streamOn = await lb.servedBy(c.stream.requestId!);
-      const rec = await recordOf(c.callSid, (r) => r.ended_at !== undefined, 5000);
-      rows.push({ ...c, webhookOn, streamOn, crossed: webhookOn !== streamOn, outcome: outcomes[k]!, rec });
-    }
+    const rows = await Promise.all(
+      calls.map(async (c, k) => {
+        const webhookOn = await lb.servedBy(c.webhookId);
+        const streamOn = await lb.servedBy(c.stream.requestId!);
+        const rec = await recordOf(c.callSid, (r) => r.ended_at !== undefined, 5000);
+        return { ...c, webhookOn, streamOn, crossed: webhookOn !== streamOn, outcome: outcomes[k]!, rec };
+      }),
+    );
     const table = rows.map((r) => `call ${r.i}: webhook ${r.webhookOn}, stream ${r.streamOn}${r.crossed ? ' (crossed)' : ''}: ${r.outcome}, stream ${streamState(r.stream)}; record ${r.rec ? `${r.rec.status} ${r.rec.termination_reason ?? ''}` : 'none'}`).join('\n');
     // The steering worked: the crossings are real, as the balancer logged them.
     expect(rows.map((r) => r.crossed), table).toEqual(CROSSED);
@@ -294,13 +303,12 @@ describe.skipIf(skipReason !== undefined)(`carrier calls through HAProxy in fron
     await lb.steer(crossTo);
     const stream = await call.openStream();
     expect(stream, 'the media stream could not be opened through the balancer').toBeDefined();
-    const outcome = await hearOrClose(stream!);
+    // The callee listens to the end of the message, then hangs up.
+    const outcome = await hearToTheEnd(stream!);
     const story = () => `dial placed by ${placer}; ringing (${ringing.answer}), answered (${answered.answer}) and the stream sent to ${crossTo}: ${outcome}, stream ${streamState(stream!)}\n${context()}`;
     try {
       expect([ringing.answer, answered.answer], story()).toEqual([204, 204]);
       expect(outcome, story()).toBe('heard');
-      // The callee listens to the end of the message, then hangs up.
-      await stream!.waitFor(() => performance.now() - stream!.frames.at(-1)!.at > 700, 10_000, 'the first message to finish');
     } finally {
       call.hangup();
       await Promise.race([call.done, sleep(3000)]);
