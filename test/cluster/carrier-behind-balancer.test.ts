@@ -27,7 +27,11 @@
  *       src/bridge/carrier-dial.ts, not configurable: (c) is placed first and checked last);
  *   (d) a media-stream token is good once across the cluster: the first stream (on the node that
  *       did not issue it) is bridged; the same token replayed through the balancer is refused
- *       (4401) on both nodes; two streams started at once with one token: one bridged, one refused.
+ *       (4401) on both nodes; two streams started at once with one token: one bridged, one refused;
+ *   (e) the shipped health check: a node drained (SIGTERM) answers /readyz 503 and HAProxy takes
+ *       it out within inter + fastinter; new requests go to the other node; its call in progress
+ *       goes on through the balancer (the caller speaks, the agent answers) until the caller
+ *       hangs up, then the node exits 0.
  * Plus, without nodes: the shipped haproxy.cfg checks out (haproxy -c) and
  * deploy/docker-compose.yml puts haproxy in front of exactly the nodes haproxy.cfg lists.
  */
@@ -35,11 +39,13 @@ import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
+import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort, postgresAvailability } from '../helpers/postgres.ts';
 import { stopTestPostgres, TEST_ENCRYPTION_KEY, testPostgresDatabase } from '../helpers/store-backends.ts';
 import { startFakeCarrier, type FakeCall, type FakeCarrier } from '../helpers/fake-carrier.ts';
 import { FakeStream, incomingCallParams, levelDbfs, postVoiceWebhook, sid } from '../telco/fake-twilio.ts';
+import { loadWav8k } from '../interop/rtp-peer.ts';
 import { startCallbridgeNode, type CallbridgeNode } from './callbridge-node.ts';
 import { composeServices } from './deploy-files.ts';
 import { HAPROXY_BIN, haproxyAvailability, SHIPPED_HAPROXY_CFG, startHaproxyFront, type HaproxyFront } from './haproxy-front.ts';
@@ -67,6 +73,8 @@ const AT_ONCE_MS = 3000;
 /** How long a refused stream gets to be closed. */
 const REFUSED_WITHIN_MS = 3000;
 const INBOUND_CALLS = 6;
+/** What the caller says in (e) (2.8 s of speech). */
+const CALLER_SPEECH = fileURLToPath(new URL('../fixtures/audio/caller-hello.wav', import.meta.url));
 /** Which inbound calls have their stream on the other node than their webhook. */
 const CROSSED = [true, true, false, true, false, true];
 
@@ -143,11 +151,18 @@ async function startStream(url: string, callSid: string, customParameters: Recor
   return s;
 }
 
-/** The carrier hangs up: stop, then the socket closes. */
+/**
+ * The carrier hangs up: `stop`, then the socket closes (1000). A socket callbridge has not closed
+ * within 2 s of that is cut (1006, which the checks then name), so that the balancer logs it.
+ */
 async function hangUp(s: FakeStream, callSid: string): Promise<void> {
   if (s.closeCode === undefined) {
     s.stop(ACCOUNT, callSid);
     await Promise.race([s.closed, sleep(2000)]);
+  }
+  if (s.closeCode === undefined) {
+    s.ws.terminate();
+    await Promise.race([s.closed, sleep(1000)]);
   }
   s.close();
 }
@@ -390,6 +405,52 @@ describe.skipIf(skipReason !== undefined)(`carrier calls through HAProxy in fron
     expect(rec.ended_at, story).toBe(record?.ended_at);
     expect(call.updates, story).toEqual([]);
   }, 45_000);
+
+  it('(e) a draining node: its /readyz 503 takes it out of the balancer within the check interval, new requests go to the other node, its call goes on through the balancer until the caller hangs up', async () => {
+    const callSid = sid('CA');
+    await lb.steer('node2');
+    const hook = await postVoiceWebhook(`${publicUrl}/v1/telco/twilio/voice`, incomingCallParams({ accountSid: ACCOUNT, callSid, from: '+15558009003', to: NUMBER }), AUTH_TOKEN);
+    expect(hook.stream, hook.text).toBeDefined();
+    await lb.steer('node2');
+    const s = await startStream(hook.stream!.url, callSid, hook.stream!.parameters);
+    const draining = nodeNamed('node2')!;
+    let exit: Promise<number | null> | undefined;
+    try {
+      expect(await hearToTheEnd(s), `${streamState(s)}\n${context()}`).toBe('heard');
+      expect(await lb.servedBy(hook.requestId!)).toBe('node2');
+      const mark = lb.log().length;
+      const termAt = Date.now();
+      exit = draining.terminate();
+      // fall 2: the next check (inter 2 s) and one more (fastinter 1 s).
+      const withinMs = 2000 + 1000 + 1500;
+      for (;;) {
+        if (/Server callbridge\/node2 is DOWN/.test(lb.log().slice(mark))) break;
+        if (Date.now() - termAt > withinMs + 3000) throw new Error(`HAProxy did not take the draining node2 out\n${context()}`);
+        await sleep(50);
+      }
+      expect(Date.now() - termAt, lb.log().slice(mark)).toBeLessThanOrEqual(withinMs);
+      // New requests: all to node1.
+      for (let i = 0; i < 4; i++) {
+        const r = await fetch(`${lb.url}/readyz`);
+        await r.body?.cancel();
+        expect(await lb.servedBy(r.headers.get('x-request-id')!)).toBe('node1');
+      }
+      // The call on node2 goes on through the balancer: the caller speaks, the agent (echo) answers.
+      expect(s.closeCode, streamState(s)).toBeUndefined();
+      const heardBefore = s.frames.length;
+      s.say(loadWav8k(CALLER_SPEECH));
+      await s.said();
+      await s.waitFor(() => s.closeCode !== undefined || s.frames.slice(heardBefore).some((f) => levelDbfs(f.pcm) > LOUD_DBFS), 10_000, "the agent's answer on the draining node");
+      expect(s.closeCode, `${streamState(s)}\n${context()}`).toBeUndefined();
+    } finally {
+      await hangUp(s, callSid);
+    }
+    // Its last call over, the draining node exits 0.
+    expect(await Promise.race([exit, sleep(10_000).then(() => 'still running')]), draining.output().slice(-2000)).toBe(0);
+    const rec = await recordOf(callSid, (r) => r.ended_at !== undefined, 5000, nodeNamed('node1'));
+    expect(rec, context()).toMatchObject({ status: 'ended', termination_reason: 'client_closed', carrier_call_id: callSid });
+    expect(rec.transcript.entries.filter((e: any) => e.role === 'user').length, JSON.stringify(rec.transcript)).toBeGreaterThan(0);
+  }, 30_000);
 });
 
 describe('deploy/haproxy: the balancer the cluster ships', () => {
