@@ -456,7 +456,7 @@ describe.skipIf(skipReason !== undefined)(`carrier calls through HAProxy in fron
 describe('deploy/haproxy: the balancer the cluster ships', () => {
   it.skipIf(haproxy.skip)('haproxy.cfg checks out as shipped (haproxy -c)', () => {
     const r = spawnSync(HAPROXY_BIN, ['-c', '-f', SHIPPED_HAPROXY_CFG], { encoding: 'utf8' });
-    expect(r.status, `${r.stdout}${r.stderr}`).toBe(0);
+    expect(r.status, `${r.error?.message ?? ''}${r.stdout}${r.stderr}`).toBe(0);
   });
 
   it('docker-compose.yml runs haproxy with the shipped config in front of exactly the nodes haproxy.cfg lists, at their REST port', async () => {
