@@ -13,8 +13,8 @@
  *   const code = await node.terminate();   // SIGTERM: drains, resolves with the exit code
  *   await node.close();          // stops it if running, deletes its data directory
  *
- * Signals go to this node's PID only. The child's output (last 32 kB) is kept for failure
- * messages; API keys are redacted from it.
+ * Signals go to this node's PID only. The child's output (last 32 kB, or keepOutput) is kept
+ * for failure messages and tests that read its log; API keys are redacted from it.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -47,6 +47,8 @@ export interface CallbridgeNodeOptions {
    * node created writes no such file (the database has a key already): give it that node's key.
    */
   apiKey?: string;
+  /** How much of the child's output is kept (its tail), in characters. Default 32 kB. */
+  keepOutput?: number;
 }
 
 export interface CallbridgeNode {
@@ -71,7 +73,7 @@ export interface CallbridgeNode {
   kill9(): Promise<void>;
   /** SIGTERM by PID (the node drains); resolves with its exit code. */
   terminate(): Promise<number | null>;
-  /** The child's output so far (its last 32 kB), keys redacted. */
+  /** The child's output so far (its last 32 kB, or keepOutput), keys redacted. */
   output(): string;
   /** Stops it (SIGTERM, SIGKILL after 5 s) if running and deletes its data directory. */
   close(): Promise<void>;
@@ -114,7 +116,7 @@ export async function startCallbridgeNode(o: CallbridgeNodeOptions): Promise<Cal
   let out = '';
   let key = o.apiKey ?? '';
   const keep = (b: Buffer) => {
-    out = (out + b.toString('utf8')).slice(-KEEP_OUTPUT);
+    out = (out + b.toString('utf8')).slice(-(o.keepOutput ?? KEEP_OUTPUT));
   };
   const running = () => child !== undefined && child.exitCode === null && child.signalCode === null;
   const api = async (method: string, path: string, body?: unknown): Promise<ApiResponse> => {

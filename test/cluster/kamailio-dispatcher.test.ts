@@ -49,8 +49,7 @@ import { randomBytes } from 'node:crypto';
 import dgram from 'node:dgram';
 import net from 'node:net';
 import { existsSync, readFileSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join, resolve } from 'node:path';
 import { decodeJwt } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { postgresAvailability } from '../helpers/postgres.ts';
@@ -62,8 +61,8 @@ import { describeSpurts, type Spurt } from '../interop/rtp-peer.ts';
 import { sippAvailable, type SippResult } from '../interop/sipp.ts';
 import { startCallbridgeNode, type CallbridgeNode } from './callbridge-node.ts';
 import { dispatcherFrontAvailable, SHIPPED_CFG, startDispatcherFront, type DispatcherFront } from './dispatcher-kamailio.ts';
+import { composeServices, DEPLOY } from './deploy-files.ts';
 
-const DEPLOY = resolve(dirname(fileURLToPath(import.meta.url)), '../../deploy');
 const sipp = sippAvailable();
 const front = dispatcherFrontAvailable();
 const postgres = postgresAvailability();
@@ -663,16 +662,10 @@ describe('deploy/: the files the cluster front ships', () => {
   });
 
   it('docker-compose.yml parses and agrees with dispatcher.list: three nodes at the listed addresses on one PostgreSQL, the same store URL and secrets, a node id each; Kamailio listening at its own, the repository Dockerfile', async () => {
-    let YAML: typeof import('yaml');
-    try {
-      YAML = await import('yaml');
-    } catch {
-      // No YAML library installed (it is a transitive dependency, not ours): nothing to parse with.
-      return;
-    }
-    const compose = YAML.parse(readFileSync(join(DEPLOY, 'docker-compose.yml'), 'utf8'), { merge: true });
-    const services = compose.services as Record<string, any>;
-    expect(Object.keys(services).sort()).toEqual(['kamailio', 'node1', 'node2', 'node3', 'postgres']);
+    const services = await composeServices();
+    // No YAML library installed: nothing to parse with.
+    if (services === undefined) return;
+    expect(Object.keys(services).sort()).toEqual(['haproxy', 'kamailio', 'node1', 'node2', 'node3', 'postgres']);
     const listed = readFileSync(join(DEPLOY, 'kamailio/dispatcher.list'), 'utf8')
       .split('\n')
       .filter((l) => l.trim() && !l.startsWith('#'))

@@ -26,14 +26,15 @@
  * answered (CallStatus in-progress) and completed (always sent: completed, busy, no-answer, ...);
  * once answered, the TwiML's <Connect><Stream> is opened as a media stream (test/telco/fake-twilio.ts:
  * start with the <Parameter>s, caller media every 20 ms). What the callee does is set per number
- * with callee(): answer (default), busy, no-answer.
+ * with callee(): answer (default), busy, no-answer, or manual: nothing happens after Calls.json
+ * until the test moves the call on with progress(), openStream() and end(), one step at a time.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { randomBytes } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { FakeStream, parseConnectStream, parseDial, twilioSign } from '../telco/fake-twilio.ts';
 
-export type CalleeBehaviour = 'answer' | 'busy' | 'no-answer';
+export type CalleeBehaviour = 'answer' | 'busy' | 'no-answer' | 'manual';
 
 /** One call placed through Calls.json, as the fake carrier runs it. */
 export interface FakeCall {
@@ -44,8 +45,8 @@ export interface FakeCall {
   /** The form of the Calls.json request, repeated StatusCallbackEvent values joined with a space. */
   params: Record<string, string>;
   statusCallbackEvents: string[];
-  /** Every CallStatus sent in a status callback, in order, with the HTTP status our daemon answered. */
-  callbacks: Array<{ status: string; answer: number }>;
+  /** Every CallStatus sent in a status callback, in order, with the HTTP status our daemon answered (and its X-Request-ID header). */
+  callbacks: Array<{ status: string; answer: number; requestId?: string }>;
   /** The media stream, once answered. */
   stream?: FakeStream;
   /** The forms of POST Calls/{sid}.json, in order. */
@@ -56,9 +57,13 @@ export interface FakeCall {
   /** The callee hangs up: the stream stops and the completed callback is sent. */
   hangup(): void;
   /** The call ends with this final status (the stream stops, the last callback is sent). */
-  end(status: 'completed' | 'canceled' | 'failed'): void;
+  end(status: 'completed' | 'canceled' | 'failed' | 'busy' | 'no-answer'): void;
   /** Resolves once the final status callback was answered. */
   done: Promise<void>;
+  /** A callee 'manual': sends the status callback of this progress now (in-progress = answered); resolves with its entry in `callbacks`. */
+  progress(status: 'initiated' | 'ringing' | 'in-progress'): Promise<{ status: string; answer: number; requestId?: string }>;
+  /** A callee 'manual', answered: opens and starts the TwiML's media stream now (undefined: it could not be opened). */
+  openStream(): Promise<FakeStream | undefined>;
 }
 
 export interface CarrierRequest {
@@ -218,15 +223,22 @@ export async function startFakeCarrier(): Promise<FakeCarrier> {
       hangup: () => end('completed'),
       end: (status) => end(status),
       done: new Promise<void>((r) => (resolveDone = r)),
+      progress: async (status) => {
+        if (status === 'in-progress') answeredAt = Date.now();
+        const sent = await callback(status);
+        if (sent === undefined) throw new Error(`fake carrier: the ${status} callback is not subscribed`);
+        return sent;
+      },
+      openStream: () => openStream(),
     };
     calls.push(call);
     const timers: NodeJS.Timeout[] = [];
     const later = (ms: number, f: () => void) => timers.push(setTimeout(f, ms));
-    /** A status callback, signed like every webhook, if the event is subscribed (completed always is). */
-    const callback = async (status: string): Promise<void> => {
+    /** A status callback, signed like every webhook, if the event is subscribed (completed always is); its entry in `callbacks`. */
+    const callback = async (status: string): Promise<FakeCall['callbacks'][number] | undefined> => {
       call.status = status;
       const event = status === 'in-progress' ? 'answered' : FINAL.has(status) ? 'completed' : status;
-      if (!form.StatusCallback || (event !== 'completed' && !events.includes(event))) return;
+      if (!form.StatusCallback || (event !== 'completed' && !events.includes(event))) return undefined;
       const params: Record<string, string> = {
         AccountSid: accountSid,
         ApiVersion: '2010-04-01',
@@ -254,7 +266,10 @@ export async function startFakeCarrier(): Promise<FakeCarrier> {
         body: new URLSearchParams(params).toString(),
       }).catch(() => undefined);
       await r?.body?.cancel().catch(() => {});
-      call.callbacks.push({ status, answer: r?.status ?? 0 });
+      const requestId = r?.headers.get('x-request-id') ?? undefined;
+      const sent = { status, answer: r?.status ?? 0, ...(requestId !== undefined ? { requestId } : {}) };
+      call.callbacks.push(sent);
+      return sent;
     };
     let ended = false;
     const end = (status: string) => {
@@ -265,25 +280,36 @@ export async function startFakeCarrier(): Promise<FakeCarrier> {
       // The carrier's last callback comes a moment after the call is torn down.
       setTimeout(() => void callback(status).finally(resolveDone), 60);
     };
+    /** Opens and starts the TwiML's <Connect><Stream> (the call completes when it cannot be, or when the server closes it). */
+    const openStream = async (): Promise<FakeStream | undefined> => {
+      const connect = parseConnectStream(form.Twiml ?? '');
+      if (!connect || ended) {
+        end('completed');
+        return undefined;
+      }
+      const stream = await FakeStream.open(connect.url).catch(() => undefined);
+      if (!stream) {
+        end('completed');
+        return undefined;
+      }
+      call.stream = stream;
+      stream.start({ accountSid, callSid: call.sid, customParameters: connect.parameters });
+      // <Connect> returns when the server closes the socket; with no verb after it, the call ends.
+      void stream.closed.then(() => setTimeout(() => !call.dialled && end('completed'), 30));
+      return stream;
+    };
     const behaviour = callees.get(form.To) ?? 'answer';
     const ringMs = Math.min(Number(form.Timeout || 60) * 1000, 600);
-    later(40, () => void callback('initiated'));
+    if (behaviour !== 'manual') later(40, () => void callback('initiated'));
     if (behaviour === 'busy') later(150, () => end('busy'));
-    else {
+    else if (behaviour !== 'manual') {
       later(120, () => void callback('ringing'));
       if (behaviour === 'no-answer') later(120 + ringMs, () => end('no-answer'));
       else
         later(400, async () => {
           answeredAt = Date.now();
           await callback('in-progress');
-          const connect = parseConnectStream(form.Twiml ?? '');
-          if (!connect || ended) return end('completed');
-          const stream = await FakeStream.open(connect.url).catch(() => undefined);
-          if (!stream) return end('completed');
-          call.stream = stream;
-          stream.start({ accountSid, callSid: call.sid, customParameters: connect.parameters });
-          // <Connect> returns when the server closes the socket; with no verb after it, the call ends.
-          void stream.closed.then(() => setTimeout(() => !call.dialled && end('completed'), 30));
+          await openStream();
         });
     }
     res.setHeader('location', `${url.pathname.replace(/\.json$/, '')}/${call.sid}.json`);

@@ -12,11 +12,12 @@
  * runKamailio() is the lifecycle alone (check, start, wait, stop), for a config that lives
  * elsewhere: test/cluster runs the shipped deploy/kamailio/kamailio.cfg with `-A` defines.
  */
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import dgram from 'node:dgram';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { spawnInGroup } from '../helpers/spawn-in-group.ts';
 
 export const KAMAILIO_BIN = process.env.KAMAILIO_BIN ?? '/usr/sbin/kamailio';
 const MODULES = '/usr/lib/x86_64-linux-gnu/kamailio/modules';
@@ -149,50 +150,23 @@ export async function runKamailio(run: KamailioRun): Promise<Kamailio> {
     rmSync(dir, { recursive: true, force: true });
     throw new Error(`kamailio -c refused the config:\n${check.stderr}`);
   }
-  let stderr = '';
   // A process group of its own: Kamailio forks its workers even in the foreground, and a worker
   // whose main process was killed outlives it, so every signal goes to the whole group.
-  const child: ChildProcess = spawn(KAMAILIO_BIN, ['-DD', '-E', '-f', cfg, ...defines, '-P', join(dir, 'kamailio.pid'), '-Y', runDir, '-w', dir, '-m', '32', '-M', '4'], {
-    stdio: ['ignore', 'ignore', 'pipe'],
-    detached: true,
-  });
-  const signalGroup = (signal: NodeJS.Signals) => {
-    if (child.pid === undefined) return;
-    try {
-      process.kill(-child.pid, signal);
-    } catch {
-      // the group is gone already (ESRCH)
-    }
-  };
-  child.stderr!.on('data', (b: Buffer) => {
-    stderr += b.toString('utf8');
-  });
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  let running = true;
-  void exited.then(() => {
-    running = false;
-  });
+  const proc = spawnInGroup(KAMAILIO_BIN, ['-DD', '-E', '-f', cfg, ...defines, '-P', join(dir, 'kamailio.pid'), '-Y', runDir, '-w', dir, '-m', '32', '-M', '4']);
   try {
-    await waitForOptions(port, () => running);
+    await waitForOptions(port, () => proc.running());
   } catch (err) {
-    signalGroup('SIGKILL');
+    proc.signal('SIGKILL');
     rmSync(dir, { recursive: true, force: true });
-    throw new Error(`${err instanceof Error ? err.message : String(err)}\n${stderr}`, { cause: err });
+    throw new Error(`${err instanceof Error ? err.message : String(err)}\n${proc.output()}`, { cause: err });
   }
   return {
     port,
     dir,
-    pid: child.pid,
-    log: () => stderr,
+    pid: proc.pid,
+    log: proc.output,
     async stop() {
-      if (running) {
-        signalGroup('SIGTERM');
-        const timer = setTimeout(() => signalGroup('SIGKILL'), 3000);
-        await exited;
-        clearTimeout(timer);
-      }
-      // Workers that outlived the main process (it was killed, or it exited before them).
-      signalGroup('SIGKILL');
+      await proc.stop(3000);
       rmSync(dir, { recursive: true, force: true });
     },
   };

@@ -45,6 +45,8 @@ export interface WebhookResult {
   stream?: { url: string; parameters: Record<string, string> };
   /** <Reject reason>, when the answer is one. */
   reject?: string;
+  /** The answer's X-Request-ID header, when it has one (a balancer's, or the daemon's request id). */
+  requestId?: string;
 }
 
 const unescapeXml = (s: string) => s.replace(/&quot;/g, '"').replace(/&apos;/g, "'").replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&amp;/g, '&');
@@ -95,6 +97,8 @@ export async function postVoiceWebhook(url: string, params: Record<string, strin
   const res = await fetch(url, { method: 'POST', headers, body: new URLSearchParams(params).toString() });
   const text = await res.text();
   const out: WebhookResult = { status: res.status, contentType: res.headers.get('content-type') ?? '', text };
+  const requestId = res.headers.get('x-request-id');
+  if (requestId !== null) out.requestId = requestId;
   const stream = /<Connect>\s*<Stream\b([^>]*)>([\s\S]*?)<\/Stream>\s*<\/Connect>/.exec(text);
   if (stream) {
     const parameters: Record<string, string> = {};
@@ -127,6 +131,8 @@ export class FakeStream {
   closeCode: number | undefined;
   closeReason = '';
   readonly closed: Promise<void>;
+  /** The X-Request-ID of the 101 answer that opened the socket, when it had one (a balancer's). */
+  requestId: string | undefined;
   /** What callbridge sent, in Twilio's playout buffer: frames and marks in order. */
   #buffer: Array<{ frame: true } | { mark: string }> = [];
   #caller: Int16Array[] = [];
@@ -151,6 +157,10 @@ export class FakeStream {
   static async open(url: string): Promise<FakeStream> {
     const ws = new WebSocket(url, { perMessageDeflate: false });
     const s = new FakeStream(ws);
+    ws.once('upgrade', (res) => {
+      const id = res.headers['x-request-id'];
+      s.requestId = typeof id === 'string' ? id : undefined;
+    });
     await new Promise<void>((resolve, reject) => {
       ws.once('open', () => resolve());
       ws.once('error', reject);
