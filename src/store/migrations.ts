@@ -579,4 +579,25 @@ export const MIGRATIONS: Migration[] = [
       END;
     `,
   },
+  {
+    version: 13,
+    name: 'calls: the filter indexes carry party_number',
+    // docs/calls.md "Indexes": a search (1-2 digits, or a string not selective enough for the
+    // trigram index) combined with another filter is counted on that filter's index; without
+    // party_number in it, every entry cost a lookup of its calls row (search "12" with status
+    // ended: ~450,000 lookups, ~340 ms at half a million calls). With it the count is read from
+    // the index alone, as every other filter's is.
+    sql: `
+      DROP INDEX calls_org_agent;
+      DROP INDEX calls_org_status;
+      DROP INDEX calls_org_source;
+      DROP INDEX calls_org_outbound;
+      DROP INDEX calls_org_outcome;
+      CREATE INDEX calls_org_agent ON calls (org_id, agent_id, created_at, id, status, source, outbound, outcome, party_number);
+      CREATE INDEX calls_org_status ON calls (org_id, status, created_at, id, party_number);
+      CREATE INDEX calls_org_source ON calls (org_id, source, created_at, id, party_number);
+      CREATE INDEX calls_org_outbound ON calls (org_id, outbound, created_at, id, party_number);
+      CREATE INDEX calls_org_outcome ON calls (org_id, outcome, created_at, id, party_number) WHERE outcome IS NOT NULL;
+    `,
+  },
 ];

@@ -137,6 +137,14 @@ forEachStoreBackend((backend) => describe('call list queries', () => {
     ['tag', { tag: 'vip' }, /call_tags_org_tag/],
     ['outcome', { outcome: 'ended_by_agent' }, /calls_org_outcome/],
     ['agent + status + outcome + dates', { agentIds: [uuid(1, 1)], status: 'ended', outcome: 'transferred', dateFrom: '2026-01-02T00:00:00.000Z' }, /calls_org_agent/],
+    // A search no counter or postings serve, with another filter: counted on that filter's index
+    // alone (it carries party_number), not with a lookup of each entry's row.
+    ['short digit search + status', { search: '55', status: 'ended' }, /calls_org_status/],
+    ['short digit search + agent', { search: '55', agentIds: [uuid(1, 1)] }, /calls_org_agent/],
+    ['short digit search + three agents', { search: '5', agentIds: [uuid(1, 1), uuid(1, 2), uuid(1, 3)] }, /calls_org_agent/],
+    ['short digit search + source', { search: '55', source: 'api' }, /calls_org_source/],
+    ['short digit search + outbound', { search: '55', outbound: false }, /calls_org_outbound/],
+    ['short digit search + outcome', { search: '5', outcome: 'ended_by_agent' }, /calls_org_outcome/],
   ];
 
   it.skipIf(backend !== 'sqlite').each(FILTERS)('%s: served by its index, read in list order, counted on the index', (_name, f, index) => {
