@@ -472,6 +472,12 @@ const schema = {
       default: 0,
       env: 'CALLBRIDGE_RTP_MEDIA_THREAD_REALTIME',
     },
+    media_thread_young_gen_mb: {
+      doc: 'Cap of V8\'s young generation in each media thread\'s heap, MB (the worker\'s resourceLimits.maxYoungGenerationSizeMb). V8 grows a thread\'s new space up to 32 MB under bursts of allocation and keeps it committed, so a media thread\'s memory follows the busiest moment it has seen; a cap bounds that at the cost of more frequent (short) collections. 0 = V8\'s default (48).',
+      format: 'nat',
+      default: 0,
+      env: 'CALLBRIDGE_RTP_MEDIA_THREAD_YOUNG_GEN_MB',
+    },
     main_thread_realtime: {
       doc: 'Real-time priority (SCHED_RR 1-99) of the main thread: SIP, REST and the voice sessions served here (the bridged calls\' agents by default). Below rtp.media_thread_realtime, so media still comes first; with only the media threads real-time, the sessions wait behind them on a busy machine and the agent\'s audio runs dry. Needs root or CAP_SYS_NICE (refused: a warning). 0 = off.',
       format: 'int',
@@ -740,7 +746,7 @@ export type Config = {
     tcp_max_connections_per_source: number;
     trusted_proxies: string;
   };
-  rtp: { port_min: number; port_max: number; address: string; media_timeout_secs: number; media_threads: number; media_thread_nice: number; media_thread_realtime: number; main_thread_realtime: number };
+  rtp: { port_min: number; port_max: number; address: string; media_timeout_secs: number; media_threads: number; media_thread_nice: number; media_thread_realtime: number; media_thread_young_gen_mb: number; main_thread_realtime: number };
   region: { self: Region; peer_us_central1: string; peer_northamerica_northeast1: string; proxy_timeout_ms: number };
   llm: { providers: LlmProviderConfig[]; first_token_timeout_ms: number };
   stt: { provider: 'local' | 'openai' | 'stream'; base_url: string; api_key: string; model: string };

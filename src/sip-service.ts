@@ -201,6 +201,7 @@ export async function startSip(config: Config, store: Store, logger: Logger, reg
           address: config.rtp.address,
           niceness: config.rtp.media_thread_nice === 0 ? null : config.rtp.media_thread_nice,
           realtime: config.rtp.media_thread_realtime,
+          youngGenerationMb: config.rtp.media_thread_young_gen_mb,
           preload: options.mediaWorkerPreload ?? [],
           // The bridge's voice-session sockets run beside their calls' media (bridge/worker-voice-link.ts).
           extensions: [WORKER_VOICE_LINK_MODULE],

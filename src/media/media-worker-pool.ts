@@ -33,6 +33,12 @@ export interface MediaWorkerPoolOptions {
   niceness?: number | null;
   /** SCHED_RR priority (1-99) for the media threads; 0 or absent: the normal policy. */
   realtime?: number;
+  /**
+   * V8's young generation cap per media thread, MB (Worker resourceLimits.maxYoungGenerationSizeMb);
+   * 0 or absent: V8's default (48 MB, of which new_space grows to 32 MB under allocation bursts
+   * and stays committed). docs/media-workers.md "Memory".
+   */
+  youngGenerationMb?: number;
   /** Modules each worker imports before anything else (the benchmarks' instrumentation). */
   preload?: readonly URL[];
   /**
@@ -91,12 +97,13 @@ function zeroStats(): RtpSessionStats {
  * worker registers tsx's loader itself first, since loader hooks are per thread).
  */
 function newMediaWorker(data: MediaWorkerData, name: string): Worker {
-  if (!import.meta.url.endsWith('.ts')) return new Worker(new URL('./media-worker.js', import.meta.url), { workerData: data, name });
+  const resourceLimits = data.youngGenerationMb > 0 ? { resourceLimits: { maxYoungGenerationSizeMb: data.youngGenerationMb } } : {};
+  if (!import.meta.url.endsWith('.ts')) return new Worker(new URL('./media-worker.js', import.meta.url), { workerData: data, name, ...resourceLimits });
   const entry = new URL('./media-worker.ts', import.meta.url).href;
   // tsx's ESM build of its API (require.resolve finds the CommonJS one, which cannot register here).
   const tsx = pathToFileURL(createRequire(import.meta.url).resolve('tsx/esm/api').replace(/\.cjs$/, '.mjs')).href;
   const code = `import(${JSON.stringify(tsx)}).then((m) => { (m.register ?? m.default.register)(); return import(${JSON.stringify(entry)}); });`;
-  return new Worker(code, { eval: true, workerData: data, name });
+  return new Worker(code, { eval: true, workerData: data, name, ...resourceLimits });
 }
 
 /** One worker thread and what the main thread tracks of it. */
@@ -543,7 +550,7 @@ export class MediaWorkerPool {
       const min = firstEven + i * perWorker * 2;
       const max = i === n - 1 ? options.portMax : min + perWorker * 2 - 1;
       this.#workers.push(
-        new MediaWorkerHandle(i, { index: i, portMin: min, portMax: max, address: options.address, niceness: options.niceness ?? null, realtime: options.realtime ?? 0, preload: (options.preload ?? []).map((u) => u.href), extensions: (options.extensions ?? []).map((u) => u.href) }, options.logger),
+        new MediaWorkerHandle(i, { index: i, portMin: min, portMax: max, address: options.address, niceness: options.niceness ?? null, realtime: options.realtime ?? 0, youngGenerationMb: options.youngGenerationMb ?? 0, preload: (options.preload ?? []).map((u) => u.href), extensions: (options.extensions ?? []).map((u) => u.href) }, options.logger),
       );
     }
   }

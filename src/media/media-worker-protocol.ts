@@ -114,4 +114,6 @@ export interface MediaWorkerData {
   preload: string[];
   /** Extension module URLs (href), each a MediaWorkerExtension. */
   extensions: string[];
+  /** V8's young generation cap for the worker's heap, MB (resourceLimits); 0: V8's default. */
+  youngGenerationMb: number;
 }

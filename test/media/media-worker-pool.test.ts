@@ -624,3 +624,59 @@ describe('MediaWorkerPool: real-time media threads', () => {
     }
   });
 });
+
+// rtp.media_thread_young_gen_mb: the cap reaches the media thread's own heap. A preload module in
+// each worker churns through short-lived objects on request (as a burst of calls does) and answers
+// with its new space's committed size; V8's default lets it grow well past the cap.
+describe('MediaWorkerPool: young generation cap', () => {
+  const CHANNEL = `callbridge-test-young-gen-${process.pid}`;
+  let dir: string;
+  let preload: URL;
+
+  beforeAll(() => {
+    dir = mkdtempSync(join(tmpdir(), 'callbridge-young-gen-'));
+    const file = join(dir, 'churn.mjs');
+    writeFileSync(
+      file,
+      `import { BroadcastChannel, isMainThread } from 'node:worker_threads';
+import { getHeapSpaceStatistics } from 'node:v8';
+if (!isMainThread) {
+  const ch = new BroadcastChannel(${JSON.stringify(CHANNEL)});
+  ch.unref();
+  ch.onmessage = () => {
+    let keep = [];
+    for (let i = 0; i < 3_000_000; i++) {
+      keep.push({ i, s: 'x' + i });
+      if (keep.length > 200_000) keep = [];
+    }
+    const space = getHeapSpaceStatistics().find((x) => x.space_name === 'new_space');
+    ch.postMessage(space.space_size / 2 ** 20);
+  };
+}
+`,
+    );
+    preload = pathToFileURL(file);
+  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  async function newSpaceAfterChurn(youngGenerationMb: number | undefined): Promise<number> {
+    const pool = new MediaWorkerPool({ workers: 1, portMin: RT_MIN, portMax: RT_MAX, address: '127.0.0.1', preload: [preload], logger: quiet, ...(youngGenerationMb !== undefined ? { youngGenerationMb } : {}) });
+    const ch = new BroadcastChannel(CHANNEL);
+    try {
+      await pool.ready();
+      const answer = new Promise<number>((resolve) => (ch.onmessage = (e) => resolve((e as MessageEvent).data as number)));
+      ch.postMessage('churn');
+      return await answer;
+    } finally {
+      ch.close();
+      await pool.close();
+    }
+  }
+
+  it('bounds the media thread new space; without it V8 grows it past the cap', async () => {
+    const capped = await newSpaceAfterChurn(4);
+    const free = await newSpaceAfterChurn(undefined);
+    expect(capped).toBeLessThanOrEqual(4);
+    expect(free).toBeGreaterThan(4);
+  });
+});
