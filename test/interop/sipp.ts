@@ -141,10 +141,12 @@ export async function freeSipPort(): Promise<number> {
  * An even UDP port P with P..P+3 free: SIPp binds P (audio) and P+2 (video) for its media/echo
  * sockets, RTP convention keeps P+1/P+3 for RTCP.
  */
-export async function freeMediaPort(): Promise<number> {
+export async function freeMediaPort(avoid: readonly number[] = []): Promise<number> {
   for (let i = 0; i < 50; i++) {
     const base = (await freeUdpPort()) & ~1;
     if (base < 1024 || base > 65530) continue;
+    // A port picked for this SIPp but not bound yet (its SIP port) is free too: keep clear of it.
+    if (avoid.some((p) => p >= base && p < base + 4)) continue;
     let ok = true;
     for (let p = base; p < base + 4 && ok; p++) ok = await udpPortFree(p);
     if (ok) return base;
@@ -363,8 +365,11 @@ export async function startSipp(opts: SippOptions): Promise<SippProcess> {
   if (!existsSync(scenarioPath)) throw new Error(`scenario not found: ${scenarioPath}`);
   const transport = opts.transport ?? 'udp';
   const localPort = opts.localPort ?? (await freeSipPort());
-  const mediaPort = opts.mediaPort ?? (await freeMediaPort());
-  const controlPort = await freeUdpPort();
+  // SIPp binds all three only once it starts: each pick keeps clear of the others (a media base
+  // at SIP port - 2 once made SIPp fail binding its video socket on the SIP port).
+  const mediaPort = opts.mediaPort ?? (await freeMediaPort([localPort]));
+  let controlPort = await freeUdpPort();
+  while (controlPort === localPort || (controlPort >= mediaPort && controlPort < mediaPort + 4)) controlPort = await freeUdpPort();
   const timeoutMs = opts.timeoutMs ?? 30_000;
   const workDir = mkdtempSync(join(tmpdir(), 'callbridge-sipp-'));
   writeFileSync(join(workDir, 'audio.ulaw'), opts.audio === undefined ? ulawTone() : toUlaw(opts.audio));
