@@ -677,6 +677,12 @@ const schema = {
       env: 'CALLBRIDGE_TELCO_API_BASE_URL',
     },
     timeout_ms: { doc: 'Time limit of one carrier API request.', format: 'nat', default: 10000, env: 'CALLBRIDGE_TELCO_TIMEOUT_MS' },
+    dial_watchdog_slack_secs: {
+      doc: 'A carrier dial (Calls.json) that has neither streamed nor ended this long after its ring timeout (sip.ring_timeout_secs) is ended at the carrier and in its record (carrier_timeout): the carrier\'s final status callback was lost. Its stream token is valid for the ring timeout plus this.',
+      format: 'nat',
+      default: 30,
+      env: 'CALLBRIDGE_TELCO_DIAL_WATCHDOG_SLACK_SECS',
+    },
     outbound_trunks: {
       doc: 'Outbound calls placed from an imported carrier number (dial without sipTrunkId) whose account is listed here go through that SIP trunk of the carrier: a list of { account_sid, sip_trunk_id }. Accounts not listed: through the carrier\'s own call API (Calls.json, needs http.public_url; else such dials answer 503).',
       format: 'telco-outbound-trunks',
@@ -787,7 +793,7 @@ export type Config = {
     max_page_size: number;
   };
   security: { token_secret: string; encryption_key: string };
-  telco: { api_base_url: string; timeout_ms: number; outbound_trunks: Array<{ account_sid: string; sip_trunk_id: string }>; set_voice_url: boolean };
+  telco: { api_base_url: string; timeout_ms: number; dial_watchdog_slack_secs: number; outbound_trunks: Array<{ account_sid: string; sip_trunk_id: string }>; set_voice_url: boolean };
   webrtc: { url: string; api_key: string; api_secret: string };
   drain: { deadline_secs: number };
 };

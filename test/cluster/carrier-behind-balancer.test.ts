@@ -23,8 +23,8 @@
  *       that did NOT place the dial: bridged (first message heard), the record ends completed;
  *   (c) outbound busy: the busy callback lands on the node that did not place the dial: the
  *       record is a busy dial at once, and still is (same end, no cancel sent to the carrier)
- *       after the placing node's watchdog time (sip.ring_timeout_secs + the 30 s slack of
- *       src/bridge/carrier-dial.ts, not configurable: (c) is placed first and checked last);
+ *       after the placing node's watchdog time (sip.ring_timeout_secs + telco.dial_watchdog_slack_secs,
+ *       shortened here; (c) is placed first and checked last);
  *   (d) a media-stream token is good once across the cluster: the first stream (on the node that
  *       did not issue it) is bridged; the same token replayed through the balancer is refused
  *       (4401) on both nodes; two streams started at once with one token: one bridged, one refused;
@@ -63,8 +63,8 @@ const BUSY_CALLEE = '+15557770302';
 const FIRST_MESSAGE = 'Hello from the cluster.';
 /** sip.ring_timeout_secs of the nodes: the Timeout of their carrier dials. */
 const RING_TIMEOUT_SECS = 1;
-/** WATCHDOG_SLACK_MS of src/bridge/carrier-dial.ts: a ringing dial is given up ring timeout + this after it was placed. */
-const WATCHDOG_SLACK_MS = 30_000;
+/** telco.dial_watchdog_slack_secs of the nodes (30 by default): a ringing dial is given up ring timeout + this after it was placed. */
+const WATCHDOG_SLACK_MS = 8_000;
 /** A frame louder than this is agent speech (eSpeak speaks at about -20 dBFS). */
 const LOUD_DBFS = -45;
 const HEAR_WITHIN_MS = 15_000;
@@ -206,6 +206,7 @@ describe.skipIf(skipReason !== undefined)(`carrier calls through HAProxy in fron
       CALLBRIDGE_TELCO_API_BASE_URL: carrier.url,
       CALLBRIDGE_TELCO_TIMEOUT_MS: '5000',
       CALLBRIDGE_SIP_RING_TIMEOUT_SECS: String(RING_TIMEOUT_SECS),
+      CALLBRIDGE_TELCO_DIAL_WATCHDOG_SLACK_SECS: String(WATCHDOG_SLACK_MS / 1000),
       // Media on the main thread: faster starts; the media path is not what this file tests.
       CALLBRIDGE_RTP_MEDIA_THREADS: '0',
     };
