@@ -125,7 +125,16 @@ export function serveTwilioStream(ws: WebSocket, o: StreamSocketOptions): void {
 
   // While the store checks the token, the carrier's next messages (media every 20 ms) wait here.
   let checking: Array<{ data: RawData; isBinary: boolean }> | undefined;
-  let closedWhileChecking = false;
+  /** The close code of a socket the carrier closed while its token was being checked. */
+  let closedWhileChecking: number | undefined;
+  /** The carrier closed its socket: the call's stream is over. */
+  const carrierClosed = (code: number) => {
+    if (closed) return;
+    closed = true;
+    clearInterval(mediaWatch);
+    log.info({ code }, 'media stream socket closed by the carrier');
+    sink?.streamEnded('socket closed');
+  };
 
   const onStart = async (msg: Msg) => {
     const start = isRecord(msg.start) ? msg.start : {};
@@ -174,12 +183,7 @@ export function serveTwilioStream(ws: WebSocket, o: StreamSocketOptions): void {
         const queued = checking ?? [];
         checking = undefined;
         for (const m of queued) onMessage(m.data, m.isBinary);
-        if (closedWhileChecking && !closed) {
-          closed = true;
-          clearInterval(mediaWatch);
-          log.info('media stream socket closed by the carrier');
-          sink?.streamEnded('socket closed');
-        }
+        if (closedWhileChecking !== undefined) carrierClosed(closedWhileChecking);
       });
   };
 
@@ -245,12 +249,10 @@ export function serveTwilioStream(ws: WebSocket, o: StreamSocketOptions): void {
     if (closed) return;
     // Ended once the token check is done (the stream may have started meanwhile).
     if (checking !== undefined) {
-      closedWhileChecking = true;
+      closedWhileChecking = code;
       return;
     }
-    closed = true;
-    log.info({ code }, 'media stream socket closed by the carrier');
-    sink?.streamEnded('socket closed');
+    carrierClosed(code);
   });
   ws.on('error', (err: Error) => log.warn({ err }, 'media stream socket error'));
 }
