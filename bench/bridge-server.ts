@@ -86,12 +86,13 @@ const dataDir = process.env.BENCH_BRIDGE_DATA_DIR;
 const upstream = process.env.BENCH_BRIDGE_UPSTREAM;
 const upstreamKey = process.env.BENCH_BRIDGE_UPSTREAM_KEY;
 const rtpMin = Number(process.env.BENCH_BRIDGE_RTP_MIN ?? 30000);
-// Unset: the daemon's defaults (rtp.media_threads, rtp.media_thread_nice, rtp.media_thread_realtime, rtp.main_thread_realtime); set: these.
+// Unset: the daemon's defaults (rtp.media_threads, rtp.media_thread_nice, rtp.media_thread_realtime, rtp.main_thread_realtime, rtp.media_thread_young_gen_mb); set: these.
 const mediaEnv = {
   ...(process.env.BENCH_BRIDGE_MEDIA_THREADS ? { media_threads: Number(process.env.BENCH_BRIDGE_MEDIA_THREADS) } : {}),
   ...(process.env.BENCH_BRIDGE_MEDIA_NICE ? { media_thread_nice: Number(process.env.BENCH_BRIDGE_MEDIA_NICE) } : {}),
   ...(process.env.BENCH_BRIDGE_MEDIA_REALTIME ? { media_thread_realtime: Number(process.env.BENCH_BRIDGE_MEDIA_REALTIME) } : {}),
   ...(process.env.BENCH_BRIDGE_MAIN_REALTIME ? { main_thread_realtime: Number(process.env.BENCH_BRIDGE_MAIN_REALTIME) } : {}),
+  ...(process.env.BENCH_BRIDGE_MEDIA_YOUNG_GEN_MB ? { media_thread_young_gen_mb: Number(process.env.BENCH_BRIDGE_MEDIA_YOUNG_GEN_MB) } : {}),
 };
 if (!dataDir || !upstream || !upstreamKey) throw new Error('BENCH_BRIDGE_DATA_DIR, BENCH_BRIDGE_UPSTREAM and BENCH_BRIDGE_UPSTREAM_KEY are required');
 

@@ -112,7 +112,8 @@
  * 95 % of a core. Steps go on to the end (BENCH_BRIDGE_STEPS, default 50,100,150,200).
  * Media threads (docs/media-workers.md): BENCH_BRIDGE_MEDIA_THREADS, BENCH_BRIDGE_MEDIA_NICE and
  * BENCH_BRIDGE_MEDIA_REALTIME set A's rtp.media_threads, rtp.media_thread_nice and
- * rtp.media_thread_realtime (unset: the daemon's defaults). With media threads the probe runs on
+ * rtp.media_thread_realtime (unset: the daemon's defaults), BENCH_BRIDGE_MEDIA_YOUNG_GEN_MB its
+ * rtp.media_thread_young_gen_mb. With media threads the probe runs on
  * each of them too (bench/lib/bridge-probe-worker.ts) and the figures are merged; `loop%` is then
  * A's main thread only, and each media thread's event-loop delay and GC are printed below the
  * table, with its late frames (over 5 ms) and how many of them overlapped a GC pause of that
@@ -951,7 +952,7 @@ export async function run(): Promise<void> {
   const concurrentGc = process.env.BENCH_BRIDGE_CONCURRENT_GC === '1';
   const nodeArgs = (name: string) => [...(process.env[name] ?? '').split(' ').filter(Boolean), ...(concurrentGc ? [] : ['--single-threaded-gc'])];
   log(
-    `bridge media: ${threads ? `rtp.media_threads ${threads}` : 'rtp.media_threads as the daemon defaults'}${nice ? `, rtp.media_thread_nice ${nice}` : ''}${realtime ? `, rtp.media_thread_realtime ${realtime}` : ''}${mainRealtime ? `; A's and B's rtp.main_thread_realtime ${mainRealtime}` : ''}; both ${concurrentGc ? 'with V8\'s concurrent GC (BENCH_BRIDGE_CONCURRENT_GC=1)' : 'with --single-threaded-gc, as npm start runs the daemon'} (BENCH_BRIDGE_REALTIME=1, or BENCH_BRIDGE_MEDIA_THREADS / _NICE / _REALTIME, BENCH_BRIDGE_MAIN_REALTIME)`,
+    `bridge media: ${threads ? `rtp.media_threads ${threads}` : 'rtp.media_threads as the daemon defaults'}${nice ? `, rtp.media_thread_nice ${nice}` : ''}${realtime ? `, rtp.media_thread_realtime ${realtime}` : ''}${process.env.BENCH_BRIDGE_MEDIA_YOUNG_GEN_MB ? `, rtp.media_thread_young_gen_mb ${process.env.BENCH_BRIDGE_MEDIA_YOUNG_GEN_MB}` : ''}${mainRealtime ? `; A's and B's rtp.main_thread_realtime ${mainRealtime}` : ''}; both ${concurrentGc ? 'with V8\'s concurrent GC (BENCH_BRIDGE_CONCURRENT_GC=1)' : 'with --single-threaded-gc, as npm start runs the daemon'} (BENCH_BRIDGE_REALTIME=1, or BENCH_BRIDGE_MEDIA_THREADS / _NICE / _REALTIME, BENCH_BRIDGE_MAIN_REALTIME)`,
   );
 
   log('floor: bench/media in a child process ...');

@@ -4,7 +4,8 @@
  * eSpeak-NG voice, local/echo, local STT, energy VAD): one process bridges the calls and runs
  * their voice sessions, as a default deployment does. SIP on 127.0.0.1 (UDP), RTP on 127.0.0.1
  * ports BENCH_SOAK_RTP_MIN..+3999, log level warn (BENCH_SOAK_LOG=<file>: info into that file),
- * no call limit, rtp.media_threads from BENCH_SOAK_MEDIA_THREADS (unset: the default).
+ * no call limit, rtp.media_threads from BENCH_SOAK_MEDIA_THREADS and rtp.media_thread_young_gen_mb
+ * from BENCH_SOAK_MEDIA_YOUNG_GEN_MB (unset: the defaults).
  * With BENCH_SOAK_UPSTREAM_URL (and BENCH_SOAK_UPSTREAM_KEY) it is a bridge only, as bench/bridge's
  * daemon A: bridge.upstream_url points at that voice server and no agent runtime runs here.
  *
@@ -35,6 +36,7 @@ const dataDir = process.env.BENCH_SOAK_DATA_DIR;
 if (!dataDir) throw new Error('BENCH_SOAK_DATA_DIR is required');
 const rtpMin = Number(process.env.BENCH_SOAK_RTP_MIN ?? 30000);
 const mediaThreads = process.env.BENCH_SOAK_MEDIA_THREADS;
+const youngGenMb = process.env.BENCH_SOAK_MEDIA_YOUNG_GEN_MB;
 // BENCH_SOAK_UPSTREAM_URL (+ _KEY): a bridge only, its sessions on that voice server (bench/bridge's A).
 const upstream = process.env.BENCH_SOAK_UPSTREAM_URL;
 const upstreamKey = process.env.BENCH_SOAK_UPSTREAM_KEY ?? '';
@@ -47,7 +49,13 @@ const config = loadConfig(
     data_dir: dataDir,
     http: { host: '127.0.0.1', port: 0 },
     sip: { host: '127.0.0.1', port: 0, transports: 'udp' },
-    rtp: { address: '127.0.0.1', port_min: rtpMin, port_max: rtpMin + 3999, ...(mediaThreads ? { media_threads: Number(mediaThreads) } : {}) },
+    rtp: {
+      address: '127.0.0.1',
+      port_min: rtpMin,
+      port_max: rtpMin + 3999,
+      ...(mediaThreads ? { media_threads: Number(mediaThreads) } : {}),
+      ...(youngGenMb ? { media_thread_young_gen_mb: Number(youngGenMb) } : {}),
+    },
     log_level: process.env.BENCH_SOAK_LOG ? 'info' : 'warn',
     drain: { deadline_secs: 1 },
     bridge: { max_calls: 0, ...(upstream ? { upstream_url: upstream, upstream_api_key: upstreamKey } : {}) },

@@ -82,7 +82,10 @@
  * daemon alone, e.g. heaptrack's {"LD_PRELOAD": "/usr/lib/heaptrack/libheaptrack_preload.so",
  * "DUMP_HEAPTRACK_OUTPUT": "<fifo>"} with `heaptrack_interpret < <fifo> | zstd > out.zst`
  * reading it), BENCH_SOAK_SQLITE_CACHE_KIB (bench/soak-server.ts). Knobs:
- * BENCH_SOAK_MEDIA_THREADS (the daemon's rtp.media_threads; unset: its default, 2). The daemons
+ * BENCH_SOAK_MEDIA_THREADS (the daemon's rtp.media_threads; unset: its default, 2),
+ * BENCH_SOAK_MEDIA_YOUNG_GEN_MB (its rtp.media_thread_young_gen_mb; unset: its default). The
+ * daemon reads no CALLBRIDGE_* variable (BENCH_SOAK_DAEMON_ENV passes the process environment
+ * only, such as malloc's). The daemons
  * run under node --single-threaded-gc (as npm start runs them); the measured one also with
  * --expose-gc (used only by the flood mode's collections).
  */
@@ -591,7 +594,7 @@ export async function run(): Promise<void> {
   const minutes = option('minutes', 'BENCH_SOAK_MINUTES', 60);
   const cycleSecs = envNumber('BENCH_SOAK_CYCLE_SECS', 6);
   log(`machine: ${cpus().length} x ${cpus()[0]?.model ?? '?'}, node ${process.version}, load average ${loadavg().map((x) => x.toFixed(2)).join(' ')}; ${sipp.version}`);
-  log(`daemon: bench/soak-server.ts (${process.env.BENCH_SOAK_UPSTREAM !== '0' ? "a bridge only, as bench/bridge's A: sessions on bench/session-server.ts with its fake TTS (BENCH_SOAK_UPSTREAM=0: one daemon)" : 'bridge + sessions: eSpeak-NG, local/echo (BENCH_SOAK_UPSTREAM=0)'}), rtp.media_threads ${process.env.BENCH_SOAK_MEDIA_THREADS || 'default'} (BENCH_SOAK_MEDIA_THREADS); callers: SIPp plays a ${cycleSecs} s cycle (0.6 s speech) looped`);
+  log(`daemon: bench/soak-server.ts (${process.env.BENCH_SOAK_UPSTREAM !== '0' ? "a bridge only, as bench/bridge's A: sessions on bench/session-server.ts with its fake TTS (BENCH_SOAK_UPSTREAM=0: one daemon)" : 'bridge + sessions: eSpeak-NG, local/echo (BENCH_SOAK_UPSTREAM=0)'}), rtp.media_threads ${process.env.BENCH_SOAK_MEDIA_THREADS || 'default'} (BENCH_SOAK_MEDIA_THREADS), rtp.media_thread_young_gen_mb ${process.env.BENCH_SOAK_MEDIA_YOUNG_GEN_MB || 'default'} (BENCH_SOAK_MEDIA_YOUNG_GEN_MB); callers: SIPp plays a ${cycleSecs} s cycle (0.6 s speech) looped`);
   const dataDir = mkdtempSync(join(tmpdir(), 'callbridge-bench-soak-'));
   const upstreamDir = process.env.BENCH_SOAK_UPSTREAM !== '0' ? mkdtempSync(join(tmpdir(), 'callbridge-bench-soak-b-')) : undefined;
   const children: Child[] = [];

@@ -66,7 +66,15 @@ describe('callbridge registering with its carrier (register: true)', () => {
     // Trunks go first, so their un-REGISTERs find their registrar still listening.
     const list = (await d.api('GET', '/v1/sip-trunks')).body as { id: string }[];
     for (const t of list) await d.api('DELETE', `/v1/sip-trunks/${t.id}`);
-    await sleep(2500);
+    // Each registrar that last granted a registration hears its un-REGISTER answered before it
+    // closes (2.5 s at most: a registrar gone silent gets none, or none in time).
+    await Promise.all(
+      registrars.map((r) => {
+        const lastGrant = r.registers.findLastIndex(success);
+        if (lastGrant < 0) return undefined;
+        return r.waitFor((x) => isUnregister(x) && x.answered === 200, 2500, lastGrant + 1).catch(() => undefined);
+      }),
+    );
     await Promise.all(registrars.splice(0).map((r) => r.close()));
   });
 
