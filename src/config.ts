@@ -473,9 +473,9 @@ const schema = {
       env: 'CALLBRIDGE_RTP_MEDIA_THREAD_REALTIME',
     },
     media_thread_young_gen_mb: {
-      doc: 'Cap of V8\'s young generation in each media thread\'s heap, MB (the worker\'s resourceLimits.maxYoungGenerationSizeMb). V8 grows a thread\'s new space up to 32 MB under bursts of allocation and keeps it committed, so a media thread\'s memory follows the busiest moment it has seen; a cap bounds that at the cost of more frequent (short) collections. 0 = V8\'s default (48).',
+      doc: 'Cap of V8\'s young generation in each media thread\'s heap, MB (the worker\'s resourceLimits.maxYoungGenerationSizeMb). V8 grows a thread\'s new space under bursts of allocation and keeps it committed, so a media thread\'s memory follows the busiest moment it has seen. The default, 48, is what Node 20\'s V8 uses on its own (a new space of up to 32 MB), the size bench/soak and bench/bridge measured; Node 24\'s V8 would let it grow to 128 MB per thread. Lower bounds memory further at the cost of more frequent (short) collections; 0 = the running Node\'s V8 default.',
       format: 'nat',
-      default: 0,
+      default: 48,
       env: 'CALLBRIDGE_RTP_MEDIA_THREAD_YOUNG_GEN_MB',
     },
     main_thread_realtime: {

@@ -15,7 +15,7 @@ describe('configuration', () => {
     expect(c.http).toMatchObject({ host: '0.0.0.0', port: 8080, body_limit: 1048576 });
     expect(c.sip).toMatchObject({ host: '0.0.0.0', port: 5060, transports: 'udp,tcp', enabled: true, tls_cert: '', realm: 'callbridge', digest_algorithms: 'MD5' });
     expect(c.sip).toMatchObject({ session_expires_secs: 1800, min_se_secs: 90, ring_timeout_secs: 60, t1_ms: 500, options_ping_secs: 0 });
-    expect(c.rtp).toEqual({ port_min: 20000, port_max: 30000, address: '0.0.0.0', media_timeout_secs: 30, media_threads: 2, media_thread_nice: 0, media_thread_realtime: 0, media_thread_young_gen_mb: 0, main_thread_realtime: 0 });
+    expect(c.rtp).toEqual({ port_min: 20000, port_max: 30000, address: '0.0.0.0', media_timeout_secs: 30, media_threads: 2, media_thread_nice: 0, media_thread_realtime: 0, media_thread_young_gen_mb: 48, main_thread_realtime: 0 });
     expect(modelCatalog(c)).toEqual(['local/echo']);
     expect(c.agent_defaults).toMatchObject({ vad_start_secs: 0.2, vad_stop_secs: 0.8, vad_silence_timeout_secs: 10, noise_level: 50, default_timeout: 1800, silence_counter: 2 });
     expect(c.limits.max_default_timeout).toBe(7200);
