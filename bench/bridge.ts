@@ -930,6 +930,7 @@ export async function run(): Promise<void> {
   log(`callers: ${nodeCallers} calls per step are this process's phones (the heard figures), SIPp plays the RTP of the rest (rtp_stream) (BENCH_BRIDGE_NODE_CALLERS)`);
   const threads = process.env.BENCH_BRIDGE_MEDIA_THREADS;
   const nice = process.env.BENCH_BRIDGE_MEDIA_NICE;
+  const youngGenMb = process.env.BENCH_BRIDGE_MEDIA_YOUNG_GEN_MB;
   // BENCH_BRIDGE_REALTIME=1: the real-time deployment of docs/media-workers.md (media threads
   // SCHED_RR 10, main threads 5 (B's is where the sessions run)).
   const preset = process.env.BENCH_BRIDGE_REALTIME === '1';
@@ -952,7 +953,7 @@ export async function run(): Promise<void> {
   const concurrentGc = process.env.BENCH_BRIDGE_CONCURRENT_GC === '1';
   const nodeArgs = (name: string) => [...(process.env[name] ?? '').split(' ').filter(Boolean), ...(concurrentGc ? [] : ['--single-threaded-gc'])];
   log(
-    `bridge media: ${threads ? `rtp.media_threads ${threads}` : 'rtp.media_threads as the daemon defaults'}${nice ? `, rtp.media_thread_nice ${nice}` : ''}${realtime ? `, rtp.media_thread_realtime ${realtime}` : ''}${process.env.BENCH_BRIDGE_MEDIA_YOUNG_GEN_MB ? `, rtp.media_thread_young_gen_mb ${process.env.BENCH_BRIDGE_MEDIA_YOUNG_GEN_MB}` : ''}${mainRealtime ? `; A's and B's rtp.main_thread_realtime ${mainRealtime}` : ''}; both ${concurrentGc ? 'with V8\'s concurrent GC (BENCH_BRIDGE_CONCURRENT_GC=1)' : 'with --single-threaded-gc, as npm start runs the daemon'} (BENCH_BRIDGE_REALTIME=1, or BENCH_BRIDGE_MEDIA_THREADS / _NICE / _REALTIME, BENCH_BRIDGE_MAIN_REALTIME)`,
+    `bridge media: ${threads ? `rtp.media_threads ${threads}` : 'rtp.media_threads as the daemon defaults'}${nice ? `, rtp.media_thread_nice ${nice}` : ''}${realtime ? `, rtp.media_thread_realtime ${realtime}` : ''}${youngGenMb ? `, rtp.media_thread_young_gen_mb ${youngGenMb}` : ''}${mainRealtime ? `; A's and B's rtp.main_thread_realtime ${mainRealtime}` : ''}; both ${concurrentGc ? 'with V8\'s concurrent GC (BENCH_BRIDGE_CONCURRENT_GC=1)' : 'with --single-threaded-gc, as npm start runs the daemon'} (BENCH_BRIDGE_REALTIME=1, or BENCH_BRIDGE_MEDIA_THREADS / _NICE / _REALTIME, BENCH_BRIDGE_MAIN_REALTIME)`,
   );
 
   log('floor: bench/media in a child process ...');
