@@ -18,7 +18,7 @@ describe('health, readiness, metrics, OpenAPI, catalogs', () => {
 
   it('healthz and readyz answer without a key', async () => {
     expect((await d.api('GET', '/healthz', undefined, { key: null })).body).toEqual({ status: 'ok' });
-    // With no recognizer configured, the ready body says so plainly (README "Speech and model providers").
+    // With no recognizer configured, the ready body says so plainly (docs/configuration.md "Speech and model providers").
     expect((await d.api('GET', '/readyz', undefined, { key: null })).body).toEqual({ status: 'ready', detail: expect.stringContaining('the built-in local one marks utterances but recognizes no words') });
   });
 

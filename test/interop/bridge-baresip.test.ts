@@ -1,8 +1,8 @@
 /**
- * The README's phone walk-through ("A phone call to an agent") with baresip as the phone, as CI
- * proof that it works as written: a daemon on its defaults (test/helpers/daemon.ts: ephemeral
- * HTTP and SIP ports on 127.0.0.1, SQLite in a temporary directory), the agent, the digest trunk
- * and the number created through the REST API with the README's exact JSON bodies, then baresip
+ * The README's first call ("A first call") with baresip as the phone, as CI proof that it works
+ * as written: a daemon on its defaults (test/helpers/daemon.ts: ephemeral HTTP and SIP ports on
+ * 127.0.0.1, SQLite in a temporary directory), the agent, the walk-through's digest trunk and the
+ * number created through the REST API with the README's exact JSON bodies, then baresip
  * (Debian package) dials sip:100@127.0.0.1:<sip port> as user `office`, password `s3cret`.
  *
  * The caller's WAV: 5 s of silence, test/fixtures/audio/caller-hello.wav (2.8 s of eSpeak
@@ -38,7 +38,7 @@ const FIXTURE = fileURLToPath(new URL('../fixtures/audio/caller-hello.wav', impo
 
 /** The README's requests, verbatim. */
 const AGENT_BODY = { name: 'Front desk', prompt: 'Be brief.' };
-const TRUNK_BODY = { pbx: 'generic', name: 'Desk phone', inbound_auth_type: 'digest', inbound_sip_username: 'office', inbound_sip_password: 's3cret' };
+const TRUNK_BODY = { pbx: '3cx', name: 'Office PBX', inbound_auth_type: 'digest', inbound_sip_username: 'office', inbound_sip_password: 's3cret' };
 const NUMBER = '100';
 
 const RATE = 8000;
