@@ -972,5 +972,5 @@ function crossCheck(config: Config): void {
   }
 }
 
-/** Schema as data, for the README's configuration table (scripts/config-table.ts). */
+/** Schema as data, for the configuration table (docs/configuration.md) (scripts/config-table.ts). */
 export const configSchema = schema;

@@ -1,7 +1,7 @@
 /**
  * The second names an agent body may use for a field, folded into the API document's names
  * before any rule runs. They come from the hosted service's own documents, which real clients
- * are written against (../shared/spec/README.md):
+ * are written against (docs/api.md, "Vendor names"):
  *
  * - `voice_settings.provider`: the vendor names of the service (elevenlabs, openai, ...) for the
  *   neutral `provider_1`..`provider_6`. Responses keep the neutral names.
