@@ -2,6 +2,8 @@
  * The `callbridge` command:
  *   callbridge start                      run the daemon in the foreground
  *   callbridge keys create --org NAME     create an organization (if new) and print a new API key
+ *                                         (`keys` or `telco` without a known sub-command: that
+ *                                         group's usage, exit 2)
  *   callbridge telco set-voice-urls [--org NAME]
  *                                         point imported numbers' voice webhook at this daemon
  *   callbridge migrate-store --from sqlite:<path> --to postgres://...
@@ -10,6 +12,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { loadConfig, ConfigError, type Config } from './config.ts';
+import { describeUnknownVariable, unknownVariables } from './config-env.ts';
 import { createLogger } from './log.ts';
 import { startDaemon } from './main.ts';
 import { migrateStoreCommand, MIGRATE_STORE_USAGE } from './migrate-store-command.ts';
@@ -17,14 +20,21 @@ import { openStore } from './store/index.ts';
 import { createCarrierClient } from './telco/carrier-client.ts';
 import { setVoiceUrls, voiceUrlOf } from './telco/twilio-voice-url.ts';
 
+const KEYS_USAGE = `  callbridge keys create --org NAME   create an organization if new and print a new API key`;
+const TELCO_USAGE = `  callbridge telco set-voice-urls [--org NAME]
+                                      point the imported carrier numbers' voice webhook at
+                                      http.public_url/v1/telco/twilio/voice (carrier API)`;
 const USAGE = `usage:
   callbridge start                    run the daemon (settings: CALLBRIDGE_* env vars, CALLBRIDGE_CONFIG file)
-  callbridge keys create --org NAME   create an organization if new and print a new API key
-  callbridge telco set-voice-urls [--org NAME]
-                                      point the imported carrier numbers' voice webhook at
-                                      http.public_url/v1/telco/twilio/voice (carrier API)
+${KEYS_USAGE}
+${TELCO_USAGE}
   ${MIGRATE_STORE_USAGE}
   callbridge --version                print the version`;
+/** The commands that take a sub-command, and the usage of their sub-commands. */
+const GROUPS: Record<string, { subs: readonly string[]; usage: string }> = {
+  keys: { subs: ['create'], usage: KEYS_USAGE },
+  telco: { subs: ['set-voice-urls'], usage: TELCO_USAGE },
+};
 
 /** package.json sits two levels up from both src/cli.ts and dist/cli.js. */
 function version(): string {
@@ -83,6 +93,13 @@ async function main(argv: string[]): Promise<number> {
     process.stdout.write(USAGE + '\n');
     return 0;
   }
+  const group = GROUPS[cmd];
+  if (group !== undefined) {
+    // `callbridge keys` alone (or a misspelled sub-command): what the group offers, not "unknown command".
+    const why = sub === undefined ? 'needs a sub-command' : `has no sub-command "${sub}"`;
+    process.stderr.write(`callbridge ${cmd} ${why} (${group.subs.join(', ')}):\nusage:\n${group.usage}\n`);
+    return 2;
+  }
   process.stderr.write(`callbridge: unknown command "${argv.join(' ')}"\n${USAGE}\n`);
   return 2;
 }
@@ -127,6 +144,7 @@ async function setVoiceUrlsCommand(args: string[]): Promise<number> {
 async function start(): Promise<number> {
   const config = loadConfig();
   const logger = createLogger(config.log_level);
+  for (const u of unknownVariables(process.env)) logger.warn({ variable: u.name, closest: u.closest, setting: u.setting }, describeUnknownVariable(u));
   let daemon: Awaited<ReturnType<typeof startDaemon>>;
   try {
     daemon = await startDaemon(config, logger);

@@ -112,7 +112,6 @@ export async function startDaemon(
   });
   // PostgreSQL is a server that can go away: /readyz says so (SQLite is a file: never probed).
   const storeProbe = store.client.dialect === 'postgres' ? new StoreProbe(store.client) : undefined;
-  await ensureInitialKey(store, config, logger, print);
   // This node's lease (docs/store-postgres.md "Several nodes"), written before any call is taken: its slots left by a
   // previous run are freed first, and from now on it looks for dead nodes at every heartbeat.
   const clusterNodes = new Gauge({ name: 'callbridge_cluster_nodes', help: 'Nodes with a live lease in the store, as seen at this node\'s last heartbeat.', registers: [registry] });
@@ -191,7 +190,11 @@ export async function startDaemon(
   try {
     if (config.sip.enabled) sip = await startSip(config, store, logger, registry, { roles, ...(options.mediaWorkerPreload ? { mediaWorkerPreload: options.mediaWorkerPreload } : {}) });
     await app.listen({ host: config.http.host, port: config.http.port });
+    // The first start's key only once the daemon listens: a start that fails before (a busy
+    // port) has printed and written nothing, and the next start that works creates the key.
+    await ensureInitialKey(store, config, logger, print);
   } catch (err) {
+    await app.close().catch(() => undefined);
     voiceCatalog.stop();
     storeProbe?.stop();
     await sip?.close();

@@ -1,6 +1,6 @@
 /** The real `callbridge` command in a child process: first start, keys create, bad config, SIGTERM. */
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -199,6 +199,83 @@ describe('callbridge CLI', () => {
     } finally {
       busy.close();
     }
+  });
+
+  it('a start that fails (HTTP port busy) on a fresh data directory prints and writes no key; the next start that works does', async () => {
+    const busy = createServer();
+    const port = await new Promise<number>((resolve) => busy.listen(0, '127.0.0.1', () => resolve((busy.address() as { port: number }).port)));
+    const dataDir = tempDir();
+    const keyFile = join(dataDir, 'initial-api-key');
+    try {
+      const failed = spawnSync(process.execPath, [BIN, 'start'], {
+        env: envFor(dataDir, { CALLBRIDGE_HTTP_PORT: String(port), CALLBRIDGE_SIP_HOST: '127.0.0.1', CALLBRIDGE_SIP_PORT: '0' }),
+        encoding: 'utf8',
+        timeout: 20000,
+      });
+      expect(failed.status).toBe(1);
+      expect(failed.stderr).toContain('already in use');
+      expect(failed.stdout + failed.stderr).not.toContain('its API key is');
+      expect(existsSync(keyFile)).toBe(false);
+    } finally {
+      busy.close();
+    }
+    const free = await freePort();
+    const { child, output, exited } = spawnDaemon([BIN, 'start'], envFor(dataDir, { CALLBRIDGE_HTTP_PORT: String(free), CALLBRIDGE_SIP_HOST: '127.0.0.1', CALLBRIDGE_SIP_PORT: '0' }));
+    try {
+      await waitReady(`http://127.0.0.1:${free}`);
+      const key = readFileSync(keyFile, 'utf8').trim();
+      expect(output()).toContain(`its API key is:\n${key}\n`);
+      const me = await fetch(`http://127.0.0.1:${free}/v1/organization`, { headers: { authorization: `Bearer ${key}` } });
+      expect(me.status).toBe(200);
+    } finally {
+      child.kill('SIGTERM');
+      await exited;
+    }
+  });
+
+  it('a misspelled CALLBRIDGE_ variable is warned about at start, naming the closest setting, never its value', async () => {
+    const busy = createServer();
+    const port = await new Promise<number>((resolve) => busy.listen(0, '127.0.0.1', () => resolve((busy.address() as { port: number }).port)));
+    try {
+      // The busy port ends the start right after the warnings.
+      const r = spawnSync(process.execPath, [BIN, 'start'], {
+        env: envFor(tempDir(), {
+          CALLBRIDGE_HTTP_PORT: String(port),
+          CALLBRIDGE_HTPP_PORT: '8081',
+          CALLBRIDGE_ENCRYPTON_KEY: 'not-a-real-secret-4f1d',
+          CALLBRIDGE_SIP_PORT: '0',
+          CALLBRIDGE_SIP_HOST: '127.0.0.1',
+          CALLBRIDGE_TEST_ANYTHING: '1',
+        }),
+        encoding: 'utf8',
+        timeout: 20000,
+      });
+      expect(r.status).toBe(1);
+      const warnings = r.stdout.split('\n').filter((l) => l.includes('is not a callbridge setting')).map((l) => JSON.parse(l) as Record<string, unknown>);
+      expect(warnings.map((w) => [w.variable, w.closest, w.setting])).toEqual([
+        ['CALLBRIDGE_ENCRYPTON_KEY', 'CALLBRIDGE_ENCRYPTION_KEY', 'security.encryption_key'],
+        ['CALLBRIDGE_HTPP_PORT', 'CALLBRIDGE_HTTP_PORT', 'http.port'],
+      ]);
+      expect(warnings[1]!.msg).toContain('did you mean CALLBRIDGE_HTTP_PORT (http.port)?');
+      expect(warnings.every((w) => w.level === 40)).toBe(true); // warn
+      expect(r.stdout + r.stderr).not.toContain('not-a-real-secret-4f1d');
+    } finally {
+      busy.close();
+    }
+  });
+
+  it('keys (or telco) without a known sub-command prints that group\'s usage and exits 2', () => {
+    const bare = spawnSync(process.execPath, [BIN, 'keys'], { encoding: 'utf8' });
+    expect(bare.status).toBe(2);
+    expect(bare.stderr).not.toContain('unknown command');
+    expect(bare.stderr).toContain('callbridge keys needs a sub-command (create)');
+    expect(bare.stderr).toContain('callbridge keys create --org NAME');
+    const typo = spawnSync(process.execPath, [BIN, 'keys', 'creat', '--org', 'Acme'], { encoding: 'utf8' });
+    expect(typo.status).toBe(2);
+    expect(typo.stderr).toContain('callbridge keys has no sub-command "creat" (create)');
+    const telco = spawnSync(process.execPath, [BIN, 'telco'], { encoding: 'utf8' });
+    expect(telco.status).toBe(2);
+    expect(telco.stderr).toContain('callbridge telco set-voice-urls');
   });
 
   it('--version prints the version; a bare callbridge prints the usage', () => {

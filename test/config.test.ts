@@ -5,6 +5,7 @@ import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig, modelCatalog, ttsProvidersBySlot } from '../src/config.ts';
 import { createLogger } from '../src/log.ts';
+import { editDistance, settingVariables, unknownVariables } from '../src/config-env.ts';
 
 const EXAMPLE = join(import.meta.dirname, '..', 'config', 'example.json');
 
@@ -69,6 +70,18 @@ describe('configuration', () => {
     expect(loadConfig({}, { CALLBRIDGE_SIP_ENABLED: 'no' }).sip.enabled).toBe(false);
     expect(loadConfig({}, {}).bridge.recording).toBe(false);
     expect(() => loadConfig({}, { CALLBRIDGE_BRIDGE_RECORDING: 'ture' })).toThrow(/bridge\.recording.*true or false/);
+  });
+
+  it('names the CALLBRIDGE_ variables no setting uses, with the closest one; known ones, CALLBRIDGE_CONFIG and CALLBRIDGE_TEST_ are not', () => {
+    expect(editDistance('CALLBRIDGE_HTPP_PORT', 'CALLBRIDGE_HTTP_PORT')).toBe(1);
+    expect(editDistance('kitten', 'sitting')).toBe(3);
+    expect(settingVariables().get('CALLBRIDGE_HTTP_PORT')).toBe('http.port');
+    const env = { CALLBRIDGE_HTPP_PORT: '1', CALLBRIDGE_SIP_PROT: '1', CALLBRIDGE_HTTP_PORT: '1', CALLBRIDGE_CONFIG: 'x', CALLBRIDGE_TEST_PG_BIN: 'x', PATH: '/bin', HTTP_PORT: '1' };
+    expect(unknownVariables(env)).toEqual([
+      { name: 'CALLBRIDGE_HTPP_PORT', closest: 'CALLBRIDGE_HTTP_PORT', setting: 'http.port' },
+      { name: 'CALLBRIDGE_SIP_PROT', closest: 'CALLBRIDGE_SIP_PORT', setting: 'sip.port' },
+    ]);
+    expect(unknownVariables({ CALLBRIDGE_CONFG: 'x' })).toEqual([{ name: 'CALLBRIDGE_CONFG', closest: 'CALLBRIDGE_CONFIG' }]);
   });
 
   it('rejects bad settings with a message naming them', () => {

@@ -16,7 +16,7 @@ const NUMBER = '+15550007001';
 const CALLER = '+15559997001';
 
 // Media on the main thread (the default) and on two media worker threads (rtp.media_threads).
-describe.skipIf(!sippAvailable()).each([0, 2])('call bridge smoke (SIPp, ACL trunk), rtp.media_threads %i', (mediaThreads) => {
+describe.skipIf(sippAvailable().skip).each([0, 2])('call bridge smoke (SIPp, ACL trunk), rtp.media_threads %i', (mediaThreads) => {
   let d: TestDaemon;
   let trunkId: string;
   let agentId: string;
@@ -48,7 +48,9 @@ describe.skipIf(!sippAvailable()).each([0, 2])('call bridge smoke (SIPp, ACL tru
     }
     expect(rec).toMatchObject({ direction: 'inbound', source: 'sip', outbound: false, party_number: CALLER, agent_id: agentId, sip_trunk_id: trunkId, from: CALLER, to: NUMBER });
     expect(rec.started_at).toBeDefined();
-    expect(rec.duration_seconds).toBeGreaterThanOrEqual(0);
+    // The session starts before the answer and SIPp holds the call 3 s after its ACK.
+    expect(rec.duration_seconds).toBeGreaterThanOrEqual(3);
+    expect(rec.duration_seconds).toBeLessThan(10);
     expect(rec).toMatchObject({ status: 'ended', end_status: 'completed', termination_reason: 'client_closed', outcome: 'ended_by_user' });
     expect(rec.transcript.entries[0]).toMatchObject({ index: 0, type: 'message', role: 'assistant', message: 'Hello from the bridge.' });
     expect(d.daemon.bridge.active).toBe(0);
@@ -123,11 +125,25 @@ describe.skipIf(!sippAvailable()).each([0, 2])('call bridge smoke (SIPp, ACL tru
       expect(metrics).toContain('callbridge_bridge_call_setups_total{direction="inbound"} 1');
       expect(metrics).toContain('callbridge_bridge_call_failures_total{reason="limit_trunk"} 1');
       expect(metrics.some((l) => l.startsWith('callbridge_bridge_packet_loss_ratio_count 1'))).toBe(true);
-      // The caller's RTP of the 3 s call (agent audio or silence every 20 ms), and how many went out late.
-      const counter = (name: string) => Number(metrics.find((l) => l.startsWith(`${name} `))?.split(' ')[1]);
-      expect(counter('callbridge_bridge_frames_sent_total')).toBeGreaterThan(100);
-      expect(counter('callbridge_bridge_frames_late_total')).toBeGreaterThanOrEqual(0);
-      expect(counter('callbridge_bridge_frames_skipped_total')).toBeGreaterThanOrEqual(0);
+      // The caller's RTP of the one bridged 3 s call (the refused one sent none): a frame of agent
+      // audio or silence per 20 ms slot, each slot sent or skipped once, so sent + skipped is the
+      // call's slot count (151 for 3 s here, under 250 even with a slow setup and BYE), and the late
+      // ones are some of those sent. How many are late or skipped depends on the machine's load;
+      // that each counter is present, a whole number and within those bounds does not.
+      const counter = (name: string) => {
+        const line = metrics.find((l) => l.startsWith(`${name} `));
+        expect(line, `${name} missing from /metrics`).toBeDefined();
+        const value = Number(line!.split(' ')[1]);
+        expect(Number.isInteger(value), `${name}: ${line}`).toBe(true);
+        return value;
+      };
+      const sent = counter('callbridge_bridge_frames_sent_total');
+      const late = counter('callbridge_bridge_frames_late_total');
+      const skipped = counter('callbridge_bridge_frames_skipped_total');
+      expect(sent).toBeGreaterThan(100);
+      expect(sent + skipped).toBeGreaterThanOrEqual(140);
+      expect(sent + skipped).toBeLessThan(250);
+      expect(late).toBeLessThanOrEqual(sent);
     } finally {
       await d2.close();
     }

@@ -36,7 +36,7 @@ async function lastCallEnded(): Promise<(typeof calls)[number]> {
   return c;
 }
 
-describe.skipIf(!sipp.ok)(`callbridge inbound calls vs SIPp${sipp.ok ? ` (${sipp.version})` : `: skipped, ${sipp.reason}`}`, () => {
+describe.skipIf(sipp.skip)(`callbridge inbound calls vs SIPp${sipp.ok ? ` (${sipp.version})` : `: skipped, ${sipp.reason}`}`, () => {
   beforeAll(async () => {
     // SHA-256 offered too (RFC 8760), MD5 first: SIPp 3.6 answers the first challenge it sees and
     // knows only MD5. (The daemon's default challenges with MD5 alone; see sip.digest_algorithms.)

@@ -33,6 +33,7 @@ import { tmpdir } from 'node:os';
 import { delimiter, isAbsolute, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import alawmulaw from 'alawmulaw';
+import { peerMissing, requirePeer } from '../helpers/peer-availability.ts';
 
 const { mulaw } = alawmulaw;
 
@@ -54,10 +55,12 @@ export function sippBin(): string {
 
 export interface SippAvailability {
   ok: boolean;
+  /** Skip the tests: SIPp is unusable here and CI is not set (in CI they fail instead). */
+  skip: boolean;
   bin: string;
   /** e.g. "SIPp v3.6.1-SCTP-PCAP-RTPSTREAM" */
   version?: string;
-  /** Why the interop tests are skipped, when ok is false. */
+  /** Why SIPp cannot run (naming the Debian package), when ok is false. */
   reason?: string;
 }
 
@@ -65,7 +68,8 @@ let availability: SippAvailability | undefined;
 
 /**
  * Whether SIPp can run here, and with the features the scenarios use (RTPSTREAM for rtp_stream).
- * Tests skip with `reason` when it cannot; CI installs it (Debian package sip-tester).
+ * When it cannot, tests skip with `reason` on a developer's machine and fail in CI (CI set), which
+ * must install it (Debian package sip-tester).
  */
 export function sippAvailable(): SippAvailability {
   if (availability) return availability;
@@ -73,7 +77,7 @@ export function sippAvailable(): SippAvailability {
   try {
     accessSync(bin, constants.X_OK);
   } catch {
-    availability = { ok: false, bin, reason: `SIPp not found at ${bin} (apt-get install sip-tester, or set SIPP_BIN)` };
+    availability = { ...peerMissing(`SIPp not found at ${bin} (apt-get install sip-tester, or set SIPP_BIN)`), bin };
     return availability;
   }
   let out: string;
@@ -85,11 +89,11 @@ export function sippAvailable(): SippAvailability {
   }
   const version = /SIPp v[0-9][\w.-]*\w/.exec(out)?.[0];
   if (!version) {
-    availability = { ok: false, bin, reason: `${bin} -v did not print a SIPp version` };
+    availability = { ...peerMissing(`${bin} -v did not print a SIPp version (apt-get install sip-tester, or set SIPP_BIN)`), bin };
   } else if (!version.includes('RTPSTREAM')) {
-    availability = { ok: false, bin, version, reason: `${version} lacks RTPSTREAM support (the scenarios stream RTP with rtp_stream)` };
+    availability = { ...peerMissing(`${version} lacks RTPSTREAM support (the scenarios stream RTP with rtp_stream; Debian's sip-tester has it)`), bin, version };
   } else {
-    availability = { ok: true, bin, version };
+    availability = { ok: true, skip: false, bin, version };
   }
   return availability;
 }
@@ -360,7 +364,7 @@ export function resolveScenario(scenario: string): string {
  */
 export async function startSipp(opts: SippOptions): Promise<SippProcess> {
   const avail = sippAvailable();
-  if (!avail.ok) throw new Error(avail.reason);
+  requirePeer(avail);
   const scenarioPath = resolveScenario(opts.scenario);
   if (!existsSync(scenarioPath)) throw new Error(`scenario not found: ${scenarioPath}`);
   const transport = opts.transport ?? 'udp';

@@ -1,10 +1,11 @@
 /** The Cartesia adapter against a fake Cartesia TTS WebSocket on loopback (fakes/cartesia.ts). */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { TtsError } from '../../../src/agent/errors.ts';
-import { CartesiaTtsProvider, CARTESIA_VERSION } from '../../../src/agent/providers/tts/cartesia.ts';
+import WebSocket from 'ws';
+import { CartesiaTtsProvider, CARTESIA_VERSION, CONTEXT_CONTINUE_MS } from '../../../src/agent/providers/tts/cartesia.ts';
 import { createTtsProviders } from '../../../src/agent/providers/tts/index.ts';
-import { startFakeCartesia, type FakeCartesia } from './fakes/cartesia.ts';
-import { REALISTIC, toneFrequency } from './fakes/common.ts';
+import { CARTESIA_CONTEXT_EXPIRY_MS, startFakeCartesia, type FakeCartesia } from './fakes/cartesia.ts';
+import { REALISTIC, sleep, toneFrequency } from './fakes/common.ts';
 import { resetFake } from './fakes/vendor-fake.ts';
 import { chunksBeforeError, collect, concat, rejection, request, rms, until } from './helpers.ts';
 
@@ -21,6 +22,7 @@ describe('CartesiaTtsProvider (TTS WebSocket, contexts)', () => {
     fake.connections.length = 0;
     resetFake(fake);
     fake.halfSample = false;
+    fake.contextExpiryMs = CARTESIA_CONTEXT_EXPIRY_MS;
     fake.key = KEY;
     tts = new CartesiaTtsProvider({ baseUrl: fake.url, apiKey: KEY, name: 'provider_3', idleCloseMs: 100 });
   });
@@ -84,6 +86,54 @@ describe('CartesiaTtsProvider (TTS WebSocket, contexts)', () => {
     expect(audio.length).toBe('Two more.'.length * fake.samplesPerChar);
     expect(fake.connections).toHaveLength(2);
     expect(fake.connections[1]!.messages[0]!.context_id).not.toBe(fake.connections[0]!.messages[0]!.context_id);
+  });
+
+  it('a sentence after the context expired (1 s after its last audio) starts a new context on the same socket', async () => {
+    // The default idle close (3 s) keeps the socket open well past the context's documented life.
+    const patient = new CartesiaTtsProvider({ baseUrl: fake.url, apiKey: KEY });
+    const turn = new AbortController();
+    const first = concat(await collect(patient, request('Let me check that.', { signal: turn.signal })));
+    expect(first.length).toBe('Let me check that.'.length * fake.samplesPerChar);
+    await sleep(CARTESIA_CONTEXT_EXPIRY_MS + 200); // the LLM takes its time with the next sentence
+    const second = concat(await collect(patient, request('Your order shipped today.', { signal: turn.signal })));
+    expect(second.length).toBe('Your order shipped today.'.length * fake.samplesPerChar);
+    turn.abort();
+    expect(fake.connections).toHaveLength(1); // the socket outlives the context
+    const ids = fake.connections[0]!.messages.filter((m) => m.cancel !== true).map((m) => m.context_id);
+    expect(ids).toHaveLength(4);
+    expect(ids[0]).toBe(ids[1]);
+    expect(ids[2]).toBe(ids[3]);
+    expect(ids[2]).not.toBe(ids[0]);
+  });
+
+  it('a sentence soon after the last audio still continues the context', async () => {
+    const turn = new AbortController();
+    const patient = new CartesiaTtsProvider({ baseUrl: fake.url, apiKey: KEY });
+    await collect(patient, request('One moment.', { signal: turn.signal }));
+    await sleep(CONTEXT_CONTINUE_MS / 4);
+    await collect(patient, request('Here it is.', { signal: turn.signal }));
+    turn.abort();
+    const ids = new Set(fake.connections[0]!.messages.filter((m) => m.cancel !== true).map((m) => m.context_id));
+    expect(ids.size).toBe(1);
+  });
+
+  it('the fake refuses a continuation of an expired context with an error message, as Cartesia documents', async () => {
+    fake.contextExpiryMs = 100;
+    const ws = new WebSocket(`${fake.url.replace(/^http/, 'ws')}/tts/websocket`, { headers: { 'X-API-Key': KEY, 'Cartesia-Version': CARTESIA_VERSION } });
+    const received: Record<string, unknown>[] = [];
+    ws.on('message', (d) => received.push(JSON.parse(d.toString()) as Record<string, unknown>));
+    await new Promise((resolve, reject) => ws.once('open', resolve).once('error', reject));
+    const fields = { model_id: 'sonic-3', voice: { mode: 'id', id: 'v' }, output_format: { container: 'raw', encoding: 'pcm_s16le', sample_rate: 24000 }, context_id: 'ctx-1' };
+    ws.send(JSON.stringify({ ...fields, transcript: 'Hi. ', continue: true, flush: true }));
+    await until(() => received.some((m) => m.type === 'flush_done'));
+    await sleep(250);
+    ws.send(JSON.stringify({ ...fields, transcript: 'Again. ', continue: true, flush: true }));
+    await until(() => received.some((m) => m.type === 'error'));
+    ws.close();
+    const err = received.find((m) => m.type === 'error')!;
+    expect(err).toMatchObject({ done: true, status_code: 400, context_id: 'ctx-1' });
+    expect(String(err.message)).toContain('expired');
+    expect(received.filter((m) => m.type === 'chunk' && m.context_id === 'ctx-1').length).toBeGreaterThan(0);
   });
 
   it('barge-in cancels the context, closes the socket and ends the iteration quietly', async () => {

@@ -4,8 +4,8 @@ import { TtsError } from '../../../src/agent/errors.ts';
 import { createTtsProviders } from '../../../src/agent/providers/tts/index.ts';
 import { MinimaxTtsProvider } from '../../../src/agent/providers/tts/minimax.ts';
 import { REALISTIC, toneFrequency } from './fakes/common.ts';
-import { startFakeMinimax, type FakeMinimax } from './fakes/minimax.ts';
-import { resetFake } from './fakes/vendor-fake.ts';
+import { startFakeMinimax, type FakeMinimax, type FinalAudio } from './fakes/minimax.ts';
+import { resetFake, toneFor } from './fakes/vendor-fake.ts';
 import { chunksBeforeError, collect, concat, rejection, request, rms, until } from './helpers.ts';
 
 const KEY = 'eyJminimax-test-secret-789';
@@ -20,6 +20,7 @@ describe('MinimaxTtsProvider (T2A WebSocket)', () => {
   beforeEach(() => {
     fake.connections.length = 0;
     resetFake(fake);
+    fake.finalAudio = 'empty';
     tts = new MinimaxTtsProvider({ baseUrl: fake.url, apiKey: KEY, name: 'provider_5', idleCloseMs: 100 });
   });
 
@@ -58,6 +59,19 @@ describe('MinimaxTtsProvider (T2A WebSocket)', () => {
     expect(conn.overlapped).toBe(false); // the second was sent after the first's is_final
     await until(() => conn.closed);
     expect(conn.messages.map((m) => m.event)).toEqual(['task_start', 'task_continue', 'task_continue', 'task_finish']);
+  });
+
+  it.each<FinalAudio>(['empty', 'last-chunk', 'whole'])('every audio byte exactly once, in order, when the is_final message carries %s audio', async (finalAudio) => {
+    fake.finalAudio = finalAudio;
+    const turn = new AbortController();
+    const first = 'Short one.';
+    const second = 'And a somewhat longer second sentence.';
+    const [a, b] = await Promise.all([collect(tts, request(first, { signal: turn.signal })), collect(tts, request(second, { signal: turn.signal }))]);
+    const expected = (text: string) => Array.from(new Int16Array(new Uint8Array(toneFor(fake, text, 24000)).buffer));
+    // The exact samples: a doubled or dropped final chunk, or a repeat of the whole, changes them.
+    expect(Array.from(concat(a))).toEqual(expected(first));
+    expect(Array.from(concat(b))).toEqual(expected(second));
+    expect(fake.connections).toHaveLength(1);
   });
 
   it('barge-in closes the socket (no cancel in the protocol) and ends quietly; the next turn works', async () => {

@@ -18,12 +18,15 @@ import net from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freeMediaPort, freeSipPort } from '../sipp.ts';
+import { peerMissing, requirePeer } from '../../helpers/peer-availability.ts';
 import { wavHeader } from '../../../src/media/wav.ts';
 
 const TEMPLATE_DIR = fileURLToPath(new URL('./', import.meta.url));
 
 export interface BaresipAvailability {
   ok: boolean;
+  /** Skip the tests: baresip is unusable here and CI is not set (in CI they fail instead). */
+  skip: boolean;
   bin: string;
   version?: string;
   reason?: string;
@@ -31,7 +34,10 @@ export interface BaresipAvailability {
 
 let availability: BaresipAvailability | undefined;
 
-/** $BARESIP_BIN, else /usr/bin/baresip; ok when it runs and prints its version. */
+/**
+ * $BARESIP_BIN, else /usr/bin/baresip; ok when it runs and prints its version. When not, tests
+ * skip on a developer's machine and fail in CI (CI set), which must install it (Debian baresip).
+ */
 export function baresipAvailable(): BaresipAvailability {
   if (availability) return availability;
   const bin = process.env.BARESIP_BIN ?? '/usr/bin/baresip';
@@ -39,12 +45,12 @@ export function baresipAvailable(): BaresipAvailability {
   try {
     accessSync(bin, constants.X_OK);
   } catch {
-    availability = { ok: false, bin, reason: `baresip not found at ${bin} (apt-get install baresip, or set BARESIP_BIN)` };
+    availability = { ...peerMissing(`baresip not found at ${bin} (apt-get install baresip, or set BARESIP_BIN)`), bin };
     return availability;
   }
   for (const mod of ['g711.so', 'aufile.so', 'sndfile.so', 'account.so', 'menu.so']) {
     if (!existsSync(join(moduleDir, mod))) {
-      availability = { ok: false, bin, reason: `baresip module ${mod} missing in ${moduleDir} (set BARESIP_MODULE_PATH)` };
+      availability = { ...peerMissing(`baresip module ${mod} missing in ${moduleDir} (apt-get install baresip, or set BARESIP_MODULE_PATH)`), bin };
       return availability;
     }
   }
@@ -56,7 +62,9 @@ export function baresipAvailable(): BaresipAvailability {
     out = `${err?.stdout ?? ''}${err?.stderr ?? ''}`;
   }
   const version = /baresip v[0-9.]+/.exec(out)?.[0];
-  availability = version ? { ok: true, bin, version } : { ok: false, bin, reason: `${bin} -h did not print a version` };
+  availability = version
+    ? { ok: true, skip: false, bin, version }
+    : { ...peerMissing(`${bin} -h did not print a version (apt-get install baresip, or set BARESIP_BIN)`), bin };
   return availability;
 }
 
@@ -192,7 +200,7 @@ export async function runBaresip(opts: BaresipOptions): Promise<BaresipResult> {
 
 export async function startBaresip(opts: BaresipOptions): Promise<BaresipProcess> {
   const avail = baresipAvailable();
-  if (!avail.ok) throw new Error(avail.reason);
+  requirePeer(avail);
   // baresip listens on UDP+TCP sipPort and TLS on sipPort+1.
   let sipPort = opts.sipPort;
   while (sipPort === undefined) {

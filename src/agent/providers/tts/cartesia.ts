@@ -15,7 +15,8 @@
  *                                                                <---  {type: chunk, data: <base64 PCM16>, context_id, ...} ...
  *                                                                <---  {type: flush_done, flush_id, context_id}   sentence 1 complete
  *                                                                <---  chunks of sentence 2, flush_done
- *   (idle: no sentence for idleCloseMs)  {...transcript: "", continue: false}   closes the context, then the socket
+ *   (a sentence > CONTEXT_CONTINUE_MS after the last audio)  {...context_id: <new>, ...}   a new context
+ *   (idle: no sentence for idleCloseMs)  {...transcript: "", continue: false}   closes a live context, then the socket
  *   (barge-in)                           {context_id, cancel: true}             then the socket is closed
  *                                                                <---  {type: error, done: true, error | title+message, status_code, context_id}
  *
@@ -29,9 +30,14 @@
  * When the socket breaks (error message, drop, silence), the sentence being spoken fails; those
  * sent after it had no audio yet and are sent again, once, on a new socket and context.
  *
- * The docs do not say how long an idle context lives on the server; closing it ourselves after
- * idleCloseMs (default 3 s) keeps us from continuing one the server has dropped. A sentence after
- * that opens a new socket and context (the turn's prosody restarts there).
+ * A context expires on the server 1 s after its last audio output (Cartesia's contexts guide:
+ * sending to it after that "is not supported"; the server answers with an error). A sentence of
+ * the turn is therefore a continuation only while audio of the context is still pending or came
+ * less than CONTEXT_CONTINUE_MS ago; later, it starts a new context on the same socket (the turn's
+ * prosody restarts there). The margin below the documented second covers the trip of the last
+ * audio to us and of the sentence back. After idleCloseMs (default 3 s) without a sentence the
+ * socket is closed, ending the context first (`continue: false`) only if it is still alive; a
+ * sentence after that opens a new socket and context.
  */
 import { randomUUID } from 'node:crypto';
 import WebSocket from 'ws';
@@ -49,8 +55,20 @@ export const CARTESIA_VERSION = '2025-04-16';
 /** generation_config ranges (docs: "Volume, Speed, and Emotion", sonic-3). */
 const SPEED_RANGE = [0.6, 1.5] as const;
 const VOLUME_RANGE = [0.5, 2] as const;
+/** Cartesia expires a context this long after its last audio output (its contexts guide). */
+export const CARTESIA_CONTEXT_EXPIRY_MS = 1000;
+/**
+ * A sentence continues the context only this soon after the context's last output reached us:
+ * the rest of CARTESIA_CONTEXT_EXPIRY_MS is the margin for the output's trip to us and the
+ * sentence's trip back (a loaded link's round trip), so the server never sees a continuation of
+ * a context it has expired.
+ */
+export const CONTEXT_CONTINUE_MS = 600;
 
-/** baseUrl e.g. `https://api.cartesia.ai`; idleCloseMs closes a turn's context (default 3000 ms). */
+/**
+ * baseUrl e.g. `https://api.cartesia.ai`; idleCloseMs closes a turn's socket (default 3000 ms).
+ * The context's own lifetime is Cartesia's, not configurable (CONTEXT_CONTINUE_MS).
+ */
 export type CartesiaOptions = TurnSocketOptions;
 
 export class CartesiaTtsProvider implements TtsProvider {
@@ -109,7 +127,10 @@ interface ServerMessage {
 
 /** One turn: its socket and its context (the sentences still being spoken are the base's). */
 class CartesiaTurn extends TurnSocket<ServerMessage> {
-  readonly #contextId = randomUUID();
+  /** The context the turn's sentences continue; replaced when it has expired at the server. */
+  #contextId = randomUUID();
+  /** When the context's last output (a chunk or flush_done) arrived; undefined before any. */
+  #lastOutputAt: number | undefined;
   readonly #fields: Record<string, unknown>;
   /** Messages written before the socket opened. */
   readonly #outbox: string[] = [];
@@ -126,11 +147,24 @@ class CartesiaTurn extends TurnSocket<ServerMessage> {
     });
   }
 
-  /** Sends one sentence as a continuation of the turn's context, then its flush. */
+  /**
+   * Sends one sentence as a continuation of the turn's context, then its flush; in a new context
+   * when the current one has no audio pending (the sentence just queued is the only one) and
+   * its last output is too old for the server to still have it.
+   */
   protected send(sentence: QueuedSentence): void {
+    if (this.sentences.length === 1 && !this.#contextAlive()) {
+      this.#contextId = randomUUID();
+      this.#lastOutputAt = undefined;
+    }
     // Transcripts of a context are joined verbatim: the trailing space separates the sentences.
     this.#send({ ...this.#fields, context_id: this.#contextId, transcript: `${sentence.text.trim()} `, continue: true });
     this.#send({ ...this.#fields, context_id: this.#contextId, transcript: '', continue: true, flush: true });
+  }
+
+  /** Whether the server still keeps the context: no output yet, or the last one recent enough. */
+  #contextAlive(): boolean {
+    return this.#lastOutputAt === undefined || Date.now() - this.#lastOutputAt < CONTEXT_CONTINUE_MS;
   }
 
   #send(message: Record<string, unknown>): void {
@@ -144,6 +178,7 @@ class CartesiaTurn extends TurnSocket<ServerMessage> {
     if (this.sentences.length > 0) this.stall.touch();
     switch (msg.type) {
       case 'chunk': {
+        this.#lastOutputAt = Date.now();
         const head = this.sentences[0];
         if (typeof msg.data !== 'string') return;
         const samples = this.#decoder.push(Buffer.from(msg.data, 'base64'));
@@ -151,6 +186,7 @@ class CartesiaTurn extends TurnSocket<ServerMessage> {
         return;
       }
       case 'flush_done':
+        this.#lastOutputAt = Date.now();
         if (this.#decoder.pending) {
           this.fail(new TtsError('VENDOR_BAD_RESPONSE', `${this.name}: a sentence's audio ended on half a sample`));
           return;
@@ -175,9 +211,12 @@ class CartesiaTurn extends TurnSocket<ServerMessage> {
     }
   }
 
-  /** Idle: closes the context (`continue: false`); the socket follows. */
+  /**
+   * Idle: closes the context (`continue: false`) while the server still keeps it (an expired one
+   * would only earn an error message); the socket follows.
+   */
   protected sendEnd(): void {
-    this.#send({ ...this.#fields, context_id: this.#contextId, transcript: '', continue: false });
+    if (this.#contextAlive()) this.#send({ ...this.#fields, context_id: this.#contextId, transcript: '', continue: false });
   }
 
   /** Barge-in: the server stops generating for the context; the socket goes with the turn. */

@@ -19,8 +19,11 @@
  * says the server queues task_continue events but not that their audio can be told apart, and
  * `is_final` is what ends a sentence. The protocol has no cancel (MiniMax's own comparison with
  * its bidirectional endpoint: "interruption not supported, must close the connection"), so
- * barge-in closes the socket. The docs' example plays `data.audio` of every message including
- * the final one, so a final message's audio is taken as the last chunk, not a repeat of the whole.
+ * barge-in closes the socket. The reference's example final message (`is_final: true`) carries
+ * `data.audio` and `extra_info.audio_size` (the sentence's audio in bytes) but does not say
+ * whether that audio is the last chunk or the whole sentence again, and its example plays every
+ * message's audio. Every byte counts once either way: the final audio is the last chunk unless the
+ * bytes already received make up audio_size, in which case it repeats them and is dropped.
  * A `base_resp.status_code` other than 0 is an error (1004: authentication failed). When the
  * socket breaks, the sentence being spoken fails and those waiting move, once, to a new socket.
  */
@@ -84,6 +87,7 @@ interface ServerMessage {
   event?: unknown;
   data?: { audio?: unknown } | null;
   is_final?: unknown;
+  extra_info?: { audio_size?: unknown } | null;
   base_resp?: { status_code?: unknown; status_msg?: unknown } | null;
 }
 
@@ -93,6 +97,8 @@ class MinimaxTurn extends TurnSocket<ServerMessage> {
   #started = false;
   #inFlight = false;
   #decoder = new Pcm16Decoder();
+  /** Bytes of audio the sentence in flight has delivered so far. */
+  #received = 0;
 
   constructor(vendor: TurnSocketSettings, taskStart: Record<string, unknown>, turn: TurnLink) {
     const headers: Record<string, string> = {};
@@ -116,6 +122,7 @@ class MinimaxTurn extends TurnSocket<ServerMessage> {
     }
     this.#inFlight = true;
     this.#decoder = new Pcm16Decoder();
+    this.#received = 0;
     this.ws.send(JSON.stringify({ event: 'task_continue', text: head.text }));
   }
 
@@ -143,12 +150,14 @@ class MinimaxTurn extends TurnSocket<ServerMessage> {
     const head = this.sentences[0];
     if (!this.#inFlight || head === undefined) return;
     const audio = msg.data?.audio;
-    if (typeof audio === 'string' && audio !== '') {
+    if (typeof audio === 'string' && audio !== '' && !(msg.is_final === true && this.#repeatsSentence(msg))) {
       if (audio.length % 2 !== 0 || !/^[0-9a-f]*$/i.test(audio)) {
         this.fail(new TtsError('VENDOR_BAD_RESPONSE', `${this.name}: audio is not hex`));
         return;
       }
-      head.channel.push(this.#decoder.push(Buffer.from(audio, 'hex')));
+      const bytes = Buffer.from(audio, 'hex');
+      this.#received += bytes.length;
+      head.channel.push(this.#decoder.push(bytes));
     }
     if (msg.is_final === true) {
       if (this.#decoder.pending) {
@@ -160,6 +169,15 @@ class MinimaxTurn extends TurnSocket<ServerMessage> {
       this.#inFlight = false;
       this.#next();
     }
+  }
+
+  /**
+   * Whether a final message's audio repeats the sentence: the chunks before it already hold all
+   * of the sentence's audio_size bytes. Without audio_size it is taken as the last chunk.
+   */
+  #repeatsSentence(msg: ServerMessage): boolean {
+    const size = msg.extra_info?.audio_size;
+    return typeof size === 'number' && size > 0 && this.#received >= size;
   }
 
   /** Idle: nothing is queued, so the server has nothing left to finish: say so (the socket closes next). */

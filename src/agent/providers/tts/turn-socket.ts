@@ -6,7 +6,8 @@
  *
  * A TurnSocket carries what those protocols need around their own messages: the stall timer
  * while a sentence waits on the vendor, the end of the turn at the vendor after idleCloseMs
- * without a sentence (the docs do not say how long the vendor keeps an idle one), barge-in, and
+ * without a sentence (MiniMax's docs do not say how long it keeps an idle task; Cartesia's
+ * context expires sooner, which its adapter follows on the open socket), barge-in, and
  * the break (error message, drop, silence): the sentence being spoken fails, those queued behind
  * it had no audio yet and move, once, to a new socket of the same turn (failHead).
  */

@@ -20,7 +20,11 @@ export interface VendorOptions {
 
 /** The options of an adapter whose sentences of a turn share one socket (turn-socket.ts). */
 export interface TurnSocketOptions extends VendorOptions {
-  /** Ends the turn at the vendor and closes its socket after this long without a sentence; default 3000 ms. */
+  /**
+   * Ends the turn at the vendor and closes its socket after this long without a sentence; default
+   * 3000 ms. A vendor whose turn state expires sooner (Cartesia's context, 1 s after its last
+   * audio) has its adapter follow that lifetime on the open socket.
+   */
   idleCloseMs?: number;
 }
 

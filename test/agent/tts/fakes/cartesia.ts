@@ -12,6 +12,11 @@
  *   context_id, flush_id}`: a tone of `hz`, `samplesPerChar` samples per character at the
  *   requested rate, in chunks of `pacing.chunkMs`, the first after `pacing.firstChunkMs`;
  * - `{context_id, cancel: true}` stops the context's generation;
+ * - a context expires `contextExpiryMs` (Cartesia's documented 1 s) after its last output once
+ *   nothing is left to generate, and a finished one (`continue: false`) once its `done` is sent;
+ *   a later message to it is answered `{type: error, done: true, title, message, status_code:
+ *   400, context_id}` (the docs: sending on an expired context "is not supported"; the exact
+ *   words of the real service are not documented, these are the fake's);
  * - a malformed request is answered `{type: error, done: true, error, status_code: 400}`;
  * - `fault` makes the next generation fail after some chunks: an error message or a dropped socket.
  *
@@ -32,6 +37,8 @@ export interface CartesiaConnection {
 export interface FakeCartesia extends VendorFake {
   /** The next generation's audio ends on half a sample (one stray byte). */
   halfSample: boolean;
+  /** How long an idle context outlives its last output (Cartesia: 1 s). */
+  contextExpiryMs: number;
   connections: CartesiaConnection[];
 }
 
@@ -41,19 +48,42 @@ interface Context {
   /** Generations of this context run one after another. */
   chain: Promise<void>;
   cancelled: boolean;
+  /** Generations queued or running. */
+  pending: number;
+  /** Fires contextExpiryMs after the last output while nothing is pending. */
+  expiry: NodeJS.Timeout | undefined;
 }
 
+/** Cartesia's contexts guide: a context expires 1 second after its last audio output. */
+export const CARTESIA_CONTEXT_EXPIRY_MS = 1000;
+
 export async function startFakeCartesia(key: string): Promise<FakeCartesia> {
-  const fake: FakeCartesia = { ...vendorFake(key, 400), halfSample: false, connections: [] };
+  const fake: FakeCartesia = { ...vendorFake(key, 400), halfSample: false, contextExpiryMs: CARTESIA_CONTEXT_EXPIRY_MS, connections: [] };
 
   function serve(ws: WebSocket, headers: IncomingHttpHeaders): void {
     const conn: CartesiaConnection = { headers, messages: [], cancelled: [], closed: false };
     fake.connections.push(conn);
     const contexts = new Map<string, Context>();
+    /** Contexts that expired or finished: messages to them are refused. */
+    const ended = new Set<string>();
     const send = (m: Record<string, unknown>): void => {
       if (ws.readyState === ws.OPEN) ws.send(JSON.stringify(m));
     };
-    ws.on('close', () => (conn.closed = true));
+    const end = (id: string): void => {
+      clearTimeout(contexts.get(id)?.expiry);
+      contexts.delete(id);
+      ended.add(id);
+    };
+    /** The context's last output is out and nothing is pending: it expires unless a message comes. */
+    const armExpiry = (id: string, ctx: Context): void => {
+      clearTimeout(ctx.expiry);
+      if (ctx.pending > 0) return;
+      ctx.expiry = setTimeout(() => end(id), fake.contextExpiryMs);
+    };
+    ws.on('close', () => {
+      conn.closed = true;
+      for (const ctx of contexts.values()) clearTimeout(ctx.expiry);
+    });
     ws.on('message', (data) => {
       let msg: Record<string, unknown>;
       try {
@@ -79,27 +109,40 @@ export async function startFakeCartesia(key: string): Promise<FakeCartesia> {
         send({ type: 'error', done: true, error: problem, status_code: 400, context_id: id });
         return;
       }
+      if (ended.has(id)) {
+        send({ type: 'error', done: true, title: 'Context expired', message: `Context ${id} has expired or finished; start a new context`, status_code: 400, context_id: id });
+        return;
+      }
       let ctx = contexts.get(id);
       if (ctx === undefined) {
-        ctx = { text: '', flushId: 1, chain: Promise.resolve(), cancelled: false };
+        ctx = { text: '', flushId: 1, chain: Promise.resolve(), cancelled: false, pending: 0, expiry: undefined };
         contexts.set(id, ctx);
       }
       const c = ctx;
+      clearTimeout(c.expiry);
       c.text += msg.transcript as string;
       if ((msg.transcript as string).trim() !== '') fake.onText?.(msg.transcript as string);
       const rate = (msg.output_format as { sample_rate: number }).sample_rate;
       const flush = msg.flush === true;
       const last = msg.continue !== true;
-      if (!flush && !last) return;
+      if (!flush && !last) {
+        armExpiry(id, c);
+        return;
+      }
       const text = c.text;
       c.text = '';
       const flushId = c.flushId;
       if (flush) c.flushId++;
+      c.pending++;
       c.chain = c.chain.then(async () => {
         if (text.trim() !== '') await speak(text, rate, id, flushId, c);
+        c.pending--;
         if (c.cancelled) return;
         if (flush) send({ type: 'flush_done', done: false, flush_done: true, flush_id: flushId, status_code: 206, context_id: id });
-        if (last) send({ type: 'done', done: true, status_code: 206, context_id: id });
+        if (last) {
+          send({ type: 'done', done: true, status_code: 206, context_id: id });
+          end(id);
+        } else armExpiry(id, c);
       });
     });
 

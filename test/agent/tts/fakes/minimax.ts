@@ -10,7 +10,10 @@
  * - each `task_continue` {text} is spoken in turn: `{event: task_continued, data: {audio: <hex
  *   PCM16 LE>}, is_final: false, ...}` messages (a tone of `hz`, `samplesPerChar` samples per
  *   character at the requested rate, `pacing.chunkMs` per message after `pacing.firstChunkMs`),
- *   then `is_final: true` with `extra_info` and empty audio;
+ *   then `is_final: true` with `extra_info` (`audio_size`: the sentence's audio in bytes). The
+ *   reference's example final message carries audio but does not say which: `finalAudio` picks
+ *   `empty` (default), `last-chunk` (the final message carries the sentence's last chunk) or
+ *   `whole` (it repeats the sentence's whole audio, after the chunks);
  * - `task_finish`: `task_finished` once the queue is done, then the server closes;
  * - `fault` makes the next generation fail after some chunks: task_failed or a dropped socket.
  *
@@ -28,14 +31,18 @@ export interface MinimaxConnection {
   closed: boolean;
 }
 
+/** What the `is_final` message's `data.audio` holds. */
+export type FinalAudio = 'empty' | 'last-chunk' | 'whole';
+
 export interface FakeMinimax extends VendorFake {
   connections: MinimaxConnection[];
+  finalAudio: FinalAudio;
 }
 
 const OK = { status_code: 0, status_msg: 'success' };
 
 export async function startFakeMinimax(key: string): Promise<FakeMinimax> {
-  const fake: FakeMinimax = { ...vendorFake(key, 500), connections: [] };
+  const fake: FakeMinimax = { ...vendorFake(key, 500), connections: [], finalAudio: 'empty' };
 
   function serve(ws: WebSocket, headers: IncomingHttpHeaders): void {
     const conn: MinimaxConnection = { headers, messages: [], overlapped: false, closed: false };
@@ -108,7 +115,11 @@ export async function startFakeMinimax(key: string): Promise<FakeMinimax> {
     async function speak(text: string): Promise<void> {
       const bytes = toneFor(fake, text, rate);
       const samples = bytes.length / 2;
-      const sent = await streamChunks(fake, chunksOf(fake, bytes, rate), {
+      const chunks = chunksOf(fake, bytes, rate);
+      // last-chunk: the final message carries the last chunk instead of a message of its own.
+      const last = fake.finalAudio === 'last-chunk' ? chunks.pop() : undefined;
+      const finalAudio = fake.finalAudio === 'whole' ? bytes : (last ?? Buffer.alloc(0));
+      const sent = await streamChunks(fake, chunks, {
         gone: () => dead,
         send: (chunk) => send({ event: 'task_continued', data: { audio: chunk.toString('hex') }, is_final: false, base_resp: OK }),
         inject: (kind) => {
@@ -120,7 +131,7 @@ export async function startFakeMinimax(key: string): Promise<FakeMinimax> {
       if (!sent) return;
       send({
         event: 'task_continued',
-        data: { audio: '' },
+        data: { audio: finalAudio.toString('hex') },
         is_final: true,
         extra_info: { audio_format: 'pcm', audio_sample_rate: rate, audio_channel: 1, audio_size: bytes.length, audio_length: Math.round((samples * 1000) / rate), usage_characters: text.length },
         base_resp: OK,
