@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 /**
  * The rule every real-peer helper follows (SIPp, baresip, Kamailio, like PostgreSQL and HAProxy):
  * a peer that is not installed skips its tests on a developer's machine, but fails them in CI
@@ -20,4 +21,14 @@ export function peerMissing(reason: string): { ok: false; skip: boolean; reason:
 /** Throws the peer's reason when it cannot run: the start functions call this first. */
 export function requirePeer(availability: PeerAvailability): void {
   if (!availability.ok) throw new Error(availability.reason ?? 'peer not available');
+}
+
+/** Whether `openssl` (Debian openssl), which the TLS tests make their certificates with, runs. */
+export function opensslAvailable(): PeerAvailability {
+  try {
+    execFileSync('openssl', ['version'], { stdio: 'ignore' });
+    return { ok: true, skip: false };
+  } catch {
+    return peerMissing('openssl not found (apt-get install openssl): the TLS tests make their certificates with it');
+  }
 }

@@ -31,17 +31,11 @@ import { decodeMuLaw, encodeMuLaw } from '../../src/media/g711.ts';
 import { outboundTrunkFromStore } from '../../src/bridge/sip-store-directory.ts';
 import { amplitudeAt } from '../media/signal-analysis.ts';
 import { until } from '../helpers/until.ts';
+import { opensslAvailable } from '../helpers/peer-availability.ts';
 import { baresipAvailable, readWavPcm16, startBaresip, toneWav, runBaresip } from './baresip/baresip.ts';
 
 const bs = baresipAvailable();
-const hasOpenssl = (() => {
-  try {
-    execFileSync('openssl', ['version'], { stdio: 'ignore' });
-    return true;
-  } catch {
-    return false;
-  }
-})();
+const openssl = opensslAvailable();
 const NUMBER = '+15550002000';
 const ACL_NUMBER = '+15550003000';
 const USER = 'srtp-trunk-user';
@@ -166,7 +160,7 @@ function sipReader(sock: tls.TLSSocket): () => Promise<{ start: string; head: st
   };
 }
 
-describe.skipIf(bs.skip || !hasOpenssl)(`SDES-SRTP over TLS vs baresip${bs.ok ? ` (${bs.version})` : `: skipped, ${bs.reason}`}`, () => {
+describe.skipIf(bs.skip || openssl.skip)(`SDES-SRTP over TLS vs baresip${bs.ok ? ` (${bs.version})` : `: skipped, ${bs.reason}`}`, () => {
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'callbridge-srtp-'));
     execFileSync(

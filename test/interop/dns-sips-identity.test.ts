@@ -26,15 +26,11 @@ import { TransactionLayer } from '../../src/sip/transaction/index.ts';
 import { SipTransportLayer } from '../../src/sip/transport/index.ts';
 import type { OutboundTrunk } from '../../src/sip/ua/outbound-call.ts';
 import type { SipCall } from '../../src/sip/ua/call.ts';
+import { opensslAvailable } from '../helpers/peer-availability.ts';
 import { dnsmasqAvailable, startDnsmasq, type Dnsmasq } from './dnsmasq.ts';
 
 const available = dnsmasqAvailable();
-let hasOpenssl = true;
-try {
-  execFileSync('openssl', ['version'], { stdio: 'ignore' });
-} catch {
-  hasOpenssl = false;
-}
+const openssl = opensslAvailable();
 const ANSWER = 'v=0\r\no=- 7 2 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\nm=audio 41000 RTP/AVP 0\r\na=rtpmap:0 PCMU/8000\r\na=sendrecv\r\n';
 
 interface Pem {
@@ -99,7 +95,7 @@ async function trunkFor(d: TestDaemon, outbound_host: string): Promise<OutboundT
   return { id: stored.id, orgId: stored.org_id, name: stored.name, pbx: stored.pbx, outbound_host: stored.outbound_host, caller_id_transforms: stored.caller_id_transforms };
 }
 
-describe.skipIf(!available.ok || !hasOpenssl)(`RFC 5922 certificate names on outbound TLS${available.ok ? '' : `: skipped, ${available.reason}`}`, () => {
+describe.skipIf(available.skip || openssl.skip)(`RFC 5922 certificate names on outbound TLS${available.ok ? '' : `: skipped, ${available.reason}`}`, () => {
   let dir: string;
   let dns: Dnsmasq;
   let d: TestDaemon;

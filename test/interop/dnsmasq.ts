@@ -22,12 +22,14 @@ import { Resolver } from 'node:dns/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { peerMissing, requirePeer, type PeerAvailability } from '../helpers/peer-availability.ts';
 
 export const DNSMASQ_BIN = process.env.DNSMASQ_BIN ?? '/usr/sbin/dnsmasq';
 
-export function dnsmasqAvailable(): { ok: boolean; reason?: string } {
-  if (!existsSync(DNSMASQ_BIN)) return { ok: false, reason: `${DNSMASQ_BIN} not found (apt-get install dnsmasq)` };
-  return { ok: true };
+/** Whether dnsmasq is installed; when not, its tests skip on a developer's machine and fail in CI. */
+export function dnsmasqAvailable(): PeerAvailability {
+  if (!existsSync(DNSMASQ_BIN)) return peerMissing(`${DNSMASQ_BIN} not found (apt-get install dnsmasq, or set DNSMASQ_BIN)`);
+  return { ok: true, skip: false };
 }
 
 export interface SrvRecord {
@@ -95,6 +97,7 @@ async function freeDnsPort(): Promise<number> {
  * on another port, up to 5 times.
  */
 export async function startDnsmasq(o: DnsmasqOptions): Promise<Dnsmasq> {
+  requirePeer(dnsmasqAvailable());
   for (let attempt = 1; ; attempt++) {
     try {
       return await startOnce(o, await freeDnsPort());

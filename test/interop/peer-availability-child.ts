@@ -8,6 +8,8 @@
 import { baresipAvailable, startBaresip } from './baresip/baresip.ts';
 import { kamailioAvailable, startKamailio } from './kamailio.ts';
 import { sippAvailable, startSipp } from './sipp.ts';
+import { dnsmasqAvailable, startDnsmasq } from './dnsmasq.ts';
+import { opensslAvailable } from '../helpers/peer-availability.ts';
 import { dispatcherFrontAvailable, startDispatcherFront } from '../cluster/dispatcher-kamailio.ts';
 
 /** The error a start throws, or 'started' (which, with the binaries missing, would be a bug). */
@@ -28,5 +30,8 @@ const report = {
     start: await startError(() => startKamailio({ user: 'u', password: 'p', minExpires: 60, maxExpires: 3600 })),
   },
   dispatcher: { ...dispatcherFrontAvailable(), start: await startError(() => startDispatcherFront({ nodes: [], pingIntervalSecs: 0, frTimerMs: 1000 })) },
+  dnsmasq: { ...dnsmasqAvailable(), start: await startError(() => startDnsmasq({ local: ['example.test'] })) },
+  // openssl has no start of its own: the TLS tests call it, and without it that call fails.
+  openssl: { ...opensslAvailable(), start: opensslAvailable().reason ?? 'started' },
 };
 process.stdout.write(`${JSON.stringify(report)}\n`);

@@ -15,6 +15,7 @@ import { connect as tlsConnect } from 'node:tls';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SipTransportError } from '../../src/sip/message/errors.ts';
 import { createRequest, createResponse, parseMessage, SipRequest, SipResponse, SipStreamFramer } from '../../src/sip/message/index.ts';
+import { opensslAvailable } from '../helpers/peer-availability.ts';
 import { placeholderVia, SipTransportLayer, type ConnectionInfo, type Inbound, type SipTransportLayerOptions, type SipTransportListen } from '../../src/sip/transport/index.ts';
 
 // --- helpers -------------------------------------------------------------------------------------
@@ -224,16 +225,7 @@ async function ipv6Available(): Promise<boolean> {
 
 const HAS_IPV6 = await ipv6Available();
 
-function which(cmd: string): boolean {
-  try {
-    execFileSync('sh', ['-c', `command -v ${cmd}`], { stdio: 'ignore' });
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-const HAS_OPENSSL = which('openssl');
+const openssl = opensslAvailable();
 
 /** A self-signed certificate for localhost / 127.0.0.1 / ::1, made by openssl for this run. */
 function selfSigned(): { cert: string; key: string } {
@@ -819,8 +811,8 @@ describe('TCP', () => {
 
 // --- TLS -----------------------------------------------------------------------------------------
 
-describe.skipIf(!HAS_OPENSSL)('TLS (self-signed certificate made with openssl; skipped when openssl is not installed)', () => {
-  const pem = HAS_OPENSSL ? selfSigned() : { cert: '', key: '' };
+describe.skipIf(openssl.skip)('TLS (self-signed certificate made with openssl; skipped without openssl outside CI)', () => {
+  const pem = openssl.ok ? selfSigned() : { cert: '', key: '' };
 
   it('accepts requests over TLS and answers on the same connection', async () => {
     const layer = await startLayer([{ protocol: 'tls', address: '127.0.0.1', port: 0, tls: pem }]);
@@ -947,7 +939,7 @@ describe('RFC 5626 keep-alives on TCP and TLS (we are the server)', () => {
     expect(received()).toBe('\r\n'.repeat(layer.stats.keepAlives));
   });
 
-  it.skipIf(!HAS_OPENSSL)('TLS: pings are answered and keep the connection open the same way', async () => {
+  it.skipIf(openssl.skip)('TLS: pings are answered and keep the connection open the same way', async () => {
     const pem = selfSigned();
     const layer = await startLayer([{ protocol: 'tls', address: '127.0.0.1', port: 0, tls: pem }], { idleTimeoutMs: 500 });
     const socket = tlsConnect({ host: '127.0.0.1', port: portOf(layer, 'tls'), ca: pem.cert });
