@@ -90,6 +90,7 @@ echo "   project copied to $copy ($(git ls-files | wc -l) tracked files)"
 #    takes the headers from npm_config_nodedir.
 export PATH="$work/node/bin:$PATH"
 export npm_config_nodedir="$work/node"
+export JOBS="${JOBS:-max}"   # node-gyp: one make job per core
 echo "== npm ci on node $(node --version) (npm $(npm --version)), native addons against $npm_config_nodedir/include/node"
 t=$SECONDS
 (cd "$copy" && npm ci --no-audit --no-fund 2>&1 | tee "$work/npm-ci.log")
