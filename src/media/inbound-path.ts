@@ -3,7 +3,13 @@
  * PCM16 frames of 20 ms for the voice protocol's `input_audio`.
  *
  *   push(rtp) ........ on each received packet of the call's codec (or CN)
- *   tick(nowMs) ...... once per 20 ms playout tick: one 480-sample frame at 24 kHz, or null
+ *   tick(nowMs) ...... once per 20 ms playout tick: one 480-sample frame at 24 kHz, always
+ *
+ * A tick with nothing to play (before the first packet, or a gap in the caller's RTP longer than
+ * concealment covers) is a frame of silence, not a missing frame: PBXs and carriers stop sending
+ * RTP during silence (suppression without comfort noise, RFC 3389 or not), and what listens
+ * downstream (turn detection, barge-in, silence timeouts, the recording) runs on frames, so a
+ * caller who stops talking and whose PBX goes quiet must still be heard as silent.
  *
  * Frames are views of reused buffers, valid until the next tick. Nothing allocates per packet.
  */
@@ -27,6 +33,8 @@ export interface InboundPathStats extends JitterBufferStats {
   concealedFrames: number;
   /** Frames of comfort noise turned into silence. */
   comfortNoiseFrames: number;
+  /** Ticks with no packet to play (none yet, or a gap past concealment): silence was handed out. */
+  gapFrames: number;
 }
 
 export class InboundPath {
@@ -36,7 +44,10 @@ export class InboundPath {
   readonly #plc: RepeatFadePlc;
   readonly #resampler: Resampler | null;
   readonly #pcm: Int16Array;
+  /** The silence handed out for a gap: at outRate, never written. */
+  readonly #silence: Int16Array;
   #decoded = 0;
+  #gap = 0;
   #concealed = 0;
   #comfortNoise = 0;
   #closed = false;
@@ -49,6 +60,7 @@ export class InboundPath {
     this.#plc = new RepeatFadePlc({ samplesPerFrame: codec.samplesPerFrame, sampleRate: codec.sampleRate });
     this.#resampler = codec.sampleRate === this.outRate ? null : createResampler(codec.sampleRate, this.outRate);
     this.#pcm = new Int16Array(codec.samplesPerFrame);
+    this.#silence = new Int16Array((this.outRate * codec.frameMs) / 1000);
   }
 
   get closed(): boolean {
@@ -61,12 +73,15 @@ export class InboundPath {
     this.#jitter.push(rtp);
   }
 
-  /** One 20 ms playout tick: a frame at outRate, or null when there is nothing to play. */
+  /** One 20 ms playout tick: a frame at outRate (silence when there is nothing to play); null once closed. */
   tick(nowMs: number): Int16Array | null {
     if (this.#closed) return null;
     const frame = this.#jitter.pop(nowMs);
     const pcm = this.#pcm;
-    if (frame.kind === 'empty') return null;
+    if (frame.kind === 'empty') {
+      this.#gap++;
+      return this.#silence;
+    }
     if (frame.kind === 'lost') {
       // The codec's own concealment (Opus) beats generic repeat-and-fade; G.711 has none.
       if (!(this.codec.conceal && this.codec.conceal(pcm) === pcm.length)) this.#plc.conceal(pcm);
@@ -85,7 +100,7 @@ export class InboundPath {
   }
 
   stats(): InboundPathStats {
-    return { ...this.#jitter.stats(), decoded: this.#decoded, concealedFrames: this.#concealed, comfortNoiseFrames: this.#comfortNoise };
+    return { ...this.#jitter.stats(), decoded: this.#decoded, concealedFrames: this.#concealed, comfortNoiseFrames: this.#comfortNoise, gapFrames: this.#gap };
   }
 
   /** Idempotent; frees the resampler's WASM memory. The codec belongs to the caller. */
