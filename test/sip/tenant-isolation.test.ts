@@ -19,6 +19,7 @@ import { startRawSipPeer } from '../helpers/raw-sip.ts';
 import { untilAsync } from '../helpers/until.ts';
 import { authorize } from '../../src/sip/digest/index.ts';
 import type { SipCall } from '../../src/sip/ua/call.ts';
+import { StoreDirectory } from '../../src/bridge/sip-store-directory.ts';
 
 const TOKEN = 'carrier-token-tenant-isolation';
 const ACCOUNT_A = 'AC' + 'c'.repeat(32);
@@ -131,7 +132,7 @@ afterAll(async () => {
 
 describe("the review's case: A's ACL trunk claims B's digest number and B's carrier number", () => {
   let w: Awaited<ReturnType<typeof world>>;
-  const ids = {} as Record<'aclA' | 'digestB' | 'agentA' | 'agentB' | 'agentB2' | 'altA200' | 'altACarrier', string>;
+  const ids = {} as Record<'aclA' | 'digestA' | 'digestB' | 'agentA' | 'agentB' | 'agentB2' | 'altA200' | 'altACarrier', string>;
   const CARRIER_B = '+15552220000';
   const credsB = { username: 'bravo-pbx', password: 'bravo-secret-1' };
 
@@ -177,6 +178,28 @@ describe("the review's case: A's ACL trunk claims B's digest number and B's carr
     for (const text of [JSON.stringify(alt200), JSON.stringify(altCarrier)]) {
       for (const secret of [w.B.id, w.B.name, ids.digestB, ids.agentB, ids.agentB2, credsB.username]) expect(text).not.toContain(secret);
     }
+  });
+
+  it("A's digest trunk with B's carrier number as its assignment number: A's own credentials get 404, not A's agent", async () => {
+    const credsA = { username: 'alpha-pbx', password: 'alpha-secret-1' };
+    ids.digestA = await w.trunk(w.A, { inbound_auth_type: 'digest', inbound_sip_username: credsA.username, inbound_sip_password: credsA.password });
+    await ok(w.assign(w.A, ids.digestA, { agent_id: ids.agentA, number: CARRIER_B, alternate_number: '201' }));
+    const p = await place(w.d, '127.0.0.1', CARRIER_B, credsA);
+    expect(p.call?.route, 'routed to A by its assignment number').toBeUndefined();
+    expect(p).toMatchObject({ status: 404, challenged: true });
+  });
+
+  it('a registered trunk routes only its own assignments, and never another organization’s carrier number', async () => {
+    // The registered path as the UAS calls it (a carrier calling our registered Contact): the directory over the daemon's store.
+    const directory = new StoreDirectory(w.d.daemon.store);
+    const trunk = { id: ids.digestA, orgId: w.A.id, name: 'trunk', authType: 'digest' as const };
+    expect(await directory.routeRegistered(trunk, CARRIER_B)).toBeUndefined();
+    expect(await directory.routeRegistered(trunk, '201')).toMatchObject({ orgId: w.A.id, agentId: ids.agentA, via: 'alternate_number', trunkId: ids.digestA });
+    // B claims 201 as well (allowed): A's registered trunk still routes its own; B's assignment is not on it.
+    await ok(w.assign(w.B, ids.digestB, { agent_id: ids.agentB, alternate_number: '201' }));
+    expect(await directory.routeRegistered(trunk, '201')).toMatchObject({ orgId: w.A.id, trunkId: ids.digestA });
+    const trunkB = { id: ids.digestB, orgId: w.B.id, name: 'trunk', authType: 'digest' as const };
+    expect(await directory.routeRegistered(trunkB, '201')).toMatchObject({ orgId: w.B.id, agentId: ids.agentB, trunkId: ids.digestB });
   });
 
   it("the call records are B's; A has none", async () => {
