@@ -73,8 +73,10 @@ export async function assignmentRoutingWarnings(store: Store, orgId: string, a: 
   const otherAclTrunks = (await store.sipTrunks.listByInboundAuth('acl')).filter((t) => t.org_id !== orgId);
   const overlapsMine = (t: StoredSipTrunk | undefined): boolean => t !== undefined && t.inbound_auth_type === 'acl' && overlap(mine, admitsOf(t));
   for (const n of numberCandidates(a.alternate_number)) {
+    // A rival's claim on a number an organization other than the rival imported is void (routing leaves it out): no warning for it.
+    const live = async (claimOrg: string): Promise<boolean> => claimOrg !== orgId && !(await importedElsewhere(store, claimOrg, n));
     for (const c of await store.assignments.alternateClaims(n)) {
-      if (c.org_id !== orgId && overlapsMine(otherAclTrunks.find((t) => t.id === c.sip_trunk_id))) aclRival = true;
+      if (overlapsMine(otherAclTrunks.find((t) => t.id === c.sip_trunk_id)) && (await live(c.org_id))) aclRival = true;
     }
     if (n.startsWith('+')) {
       // Both organizations imported it (else the warning above): the other's ACL trunks may route it too.
@@ -82,7 +84,7 @@ export async function assignmentRoutingWarnings(store: Store, orgId: string, a: 
         if (importer !== orgId && otherAclTrunks.some((t) => t.org_id === importer && overlapsMine(t))) aclRival = true;
       }
     }
-    if ((await store.assignments.digestClaims(n)).some((c) => c.org_id !== orgId)) digestRival = true;
+    for (const c of await store.assignments.digestClaims(n)) if (await live(c.org_id)) digestRival = true;
   }
   if (aclRival) {
     out.push(

@@ -256,6 +256,9 @@ describe('one carrier SBC for two organizations: every call lands in its ownerâ€
     const far = await w.trunk(w.B, { inbound_auth_type: 'acl', inbound_acl: ['10.1.0.0/16'] });
     const elsewhere = await ok(w.assign(w.B, far, { agent_id: ids.b1, alternate_number: '300' }));
     expect(elsewhere.routing_warnings).toEqual([]);
+    // A's import of CARRIER_A voids B's alternate_number for it: A's own claim gets no warning from it.
+    const ownImport = await ok(w.assign(w.A, ids.aclA, { agent_id: ids.a2, alternate_number: CARRIER_A }));
+    expect(ownImport.routing_warnings).toEqual([]);
     // PATCH answers with the warnings as well.
     const patched = await ok(w.d.api('PATCH', `/v1/sip-trunks/assignments/${elsewhere.id}`, { number: CARRIER_A }, w.B.key), 200);
     expect(patched.routing_warnings).toEqual([expect.stringMatching(/carrier number that another organization imported/)]);
