@@ -234,6 +234,44 @@ async function pickAclRoute(directory: InboundDirectory, trunks: readonly Inboun
   return claims.length === 1 ? { kind: 'route', ...claims[0]! } : { kind: 'none' };
 }
 
+/**
+ * Step 1 for a source some ACL trunks admit (see the file comment): decided (routed, or refused
+ * at once), or left to digest; `contested` then names the trunks claiming the number when a digest
+ * trunk of another organization is among them (trunk ids only, here and in the log lines: one
+ * organization's data must not reach another's view).
+ */
+async function decideAcl(
+  directory: InboundDirectory,
+  req: InboundRequestInfo,
+  aclTrunks: readonly InboundTrunk[],
+  base: Record<string, unknown>,
+): Promise<{ kind: 'decided'; decision: InboundDecision } | { kind: 'digest'; contested?: string[] }> {
+  const { user, sourceAddress: src } = req;
+  const pick = await pickAclRoute(directory, aclTrunks, user);
+  const names = aclTrunks.map((t) => t.id);
+  const digestClaims = pick.kind === 'none' ? [] : ((await directory.digestClaims?.(user)) ?? []);
+  const rivals = pick.kind === 'route' ? digestClaims.filter((c) => c.orgId !== pick.route.orgId) : digestClaims;
+  if (pick.kind !== 'none' && rivals.length > 0) {
+    return { kind: 'digest', contested: [...(pick.kind === 'route' ? [pick.trunk.id] : pick.trunkIds), ...rivals.map((c) => c.trunkId)] };
+  }
+  if (pick.kind === 'route') return { kind: 'decided', decision: routed(pick.trunk, pick.route, 'acl', { ...base, trunkId: pick.trunk.id, auth: 'acl' }) };
+  if (pick.kind === 'ambiguous') {
+    const decision = reject(
+      404,
+      `ambiguous route: source ${src} is admitted by ACL trunks ${pick.trunkIds.join(', ')} of different organizations, and each routes "${user}"; refusing rather than guessing (one of them must drop the number, or narrow its inbound_acl or inbound_host so that they no longer overlap)`,
+      { ...base, aclTrunks: names, claimingTrunks: pick.trunkIds },
+      'ambiguous_route',
+    );
+    if (decision.kind === 'reject') decision.ambiguousTrunks = pick.trunkIds;
+    return { kind: 'decided', decision };
+  }
+  if (req.authorization.length === 0 && !(await directory.digestRouteMayExist(user))) {
+    const why = `source ${src} matched ACL trunk(s) ${names.join(', ')} but "${user}" is no alternate_number of theirs nor a carrier number of their organization`;
+    return { kind: 'decided', decision: reject(404, why, { ...base, aclTrunks: names }) };
+  }
+  return { kind: 'digest' };
+}
+
 function routed(trunk: InboundTrunk, route: InboundRoute, auth: 'acl' | 'digest' | 'registration', detail: Record<string, unknown>, username?: string): InboundDecision {
   if (!route.agentActive) {
     return reject(480, `number ${route.number} routes to agent ${route.agentId}, which is not active`, { ...detail, agentId: route.agentId, via: route.via });
@@ -257,38 +295,14 @@ export async function decideInbound(a: InboundAuthorizer, req: InboundRequestInf
     }
     return routed(registered, route, 'registration', detail);
   }
-  // Set when a digest trunk claims a number an ACL trunk of another organization routes too:
-  // the challenge (or the digest decision) then settles it.
+  // The trunks claiming the number when a digest trunk is among them: the challenge (or the digest decision) settles it.
   let contested: string[] | undefined;
   if (aclTrunks.length > 0) {
-    const pick = await pickAclRoute(a.directory, aclTrunks, user);
-    const names = aclTrunks.map((t) => t.id);
-    const digestClaims = pick.kind === 'none' ? [] : ((await a.directory.digestClaims?.(user)) ?? []);
-    const rivals = pick.kind === 'route' ? digestClaims.filter((c) => c.orgId !== pick.route.orgId) : digestClaims;
-    if (pick.kind === 'route' && rivals.length === 0) return routed(pick.trunk, pick.route, 'acl', { ...base, trunkId: pick.trunk.id, auth: 'acl' });
-    if (pick.kind !== 'none' && rivals.length > 0) {
-      // Trunk ids only, here and below: the log line must not carry one organization's data into another's view.
-      contested = [...(pick.kind === 'route' ? [pick.trunk.id] : pick.trunkIds), ...rivals.map((c) => c.trunkId)];
-      base.aclTrunks = names;
-      base.claimingTrunks = contested;
-    } else if (pick.kind === 'ambiguous') {
-      const decision = reject(
-        404,
-        `ambiguous route: source ${src} is admitted by ACL trunks ${pick.trunkIds.join(', ')} of different organizations, and each routes "${user}"; refusing rather than guessing (one of them must drop the number, or narrow its inbound_acl or inbound_host so that they no longer overlap)`,
-        { ...base, aclTrunks: names, claimingTrunks: pick.trunkIds },
-        'ambiguous_route',
-      );
-      if (decision.kind === 'reject') decision.ambiguousTrunks = pick.trunkIds;
-      return decision;
-    } else {
-      if (req.authorization.length === 0 && !(await a.directory.digestRouteMayExist(user))) {
-        return reject(404, `source ${src} matched ACL trunk(s) ${names.join(', ')} but "${user}" is no alternate_number of theirs nor a carrier number of their organization`, {
-          ...base,
-          aclTrunks: names,
-        });
-      }
-      base.aclTrunks = names;
-    }
+    const acl = await decideAcl(a.directory, req, aclTrunks, base);
+    if (acl.kind === 'decided') return acl.decision;
+    contested = acl.contested;
+    base.aclTrunks = aclTrunks.map((t) => t.id);
+    if (contested !== undefined) base.claimingTrunks = contested;
   }
 
   if (a.limiter.isBlocked(src)) {
