@@ -125,6 +125,13 @@ function installSipMetrics(registry: Registry, ua: SipUserAgent, ports: { inUse:
     registers: [registry],
   });
   ua.on('outcome', (o) => outcomes.inc({ outcome: o }));
+  const ambiguous = new Counter({
+    name: 'callbridge_sip_ambiguous_routes_total',
+    help: 'Inbound INVITEs for a number that trunks of different organizations claim (docs/sip-trunks.md "Overlapping ACLs"), by the claiming trunks (ids, comma-separated) and action: refused (404) or challenged (401, a digest trunk claims it).',
+    labelNames: ['trunk_ids', 'action'] as const,
+    registers: [registry],
+  });
+  ua.on('ambiguous-route', (trunkIds, action) => ambiguous.inc({ trunk_ids: [...trunkIds].sort().join(','), action }));
   new Counter({
     name: 'callbridge_sip_tcp_connections_closed_total',
     help: 'TCP/TLS connections the SIP transport closed to protect itself, by reason: message_timeout (a message not complete sip.tcp_message_timeout_ms after its first byte), refused (over sip.tcp_max_connections_per_source), evicted (at sip.tcp_max_connections), idle.',

@@ -13,9 +13,10 @@ import { isIP } from 'node:net';
 import { aclTooWide, formatCidr, ipInCidr, parseCidr, type AclWidthLimit, type Cidr } from '../domain/sip-trunk.ts';
 import type { Store } from '../store/index.ts';
 import type { StoredSipTrunk } from '../store/sip-trunks.ts';
-import type { DigestAccountOf, InboundDirectory, InboundRoute, InboundTrunk } from '../sip/ua/index.ts';
+import type { DigestAccountOf, InboundDirectory, InboundRoute, InboundTrunk, NumberClaimOf } from '../sip/ua/index.ts';
 import type { OutboundTrunk } from '../sip/ua/index.ts';
 import { registeredContactOf } from './sip-store-registrations.ts';
+import { numberCandidates } from '../domain/phone.ts';
 
 export interface StoreDirectoryOptions {
   /** How long a resolved inbound_host stays cached. Default 60 s. */
@@ -44,22 +45,7 @@ function plainAddress(ip: string): string {
   return m ? m[1]! : ip.toLowerCase();
 }
 
-/**
- * The forms of a dialled number to try against stored numbers: as sent, without visual
- * separators, and for E.164 carrier numbers with a leading '+' when the PBX left it out.
- */
-export function numberCandidates(user: string): string[] {
-  let decoded = user;
-  try {
-    decoded = decodeURIComponent(user);
-  } catch {
-    // not percent-encoded: keep as sent
-  }
-  const compact = decoded.replace(/[\s().-]/g, '');
-  const out = new Set([user, decoded, compact]);
-  if (/^[0-9]{2,15}$/.test(compact)) out.add('+' + compact);
-  return [...out].filter((s) => s !== '');
-}
+export { numberCandidates };
 
 export class StoreDirectory implements InboundDirectory {
   readonly #store: Store;
@@ -117,13 +103,19 @@ export class StoreDirectory implements InboundDirectory {
     return password === undefined ? undefined : { trunk: toInbound(t), password };
   }
 
+  /**
+   * One organization's ACL route (inbound-routing.ts asks each organization separately): its
+   * alternate_number on one of `trunks`, then its carrier numbers. A number another organization
+   * imported from its carrier is not routed through an alternate_number (#importedElsewhere).
+   */
   async routeAcl(trunks: readonly InboundTrunk[], user: string): Promise<InboundRoute | undefined> {
     const ids = new Set(trunks.map((t) => t.id));
-    for (const n of numberCandidates(user)) {
-      const a = await this.#store.assignments.byAlternateNumber(n);
-      if (a !== undefined && ids.has(a.sip_trunk_id)) {
+    for (const orgId of new Set(trunks.map((t) => t.orgId))) {
+      for (const n of numberCandidates(user)) {
+        const a = await this.#store.assignments.byOrgAlternateNumber(orgId, n);
+        if (a === undefined || !ids.has(a.sip_trunk_id) || (await this.#importedElsewhere(orgId, n))) continue;
         const trunk = trunks.find((t) => t.id === a.sip_trunk_id)!;
-        return this.#agentRoute(trunk.orgId, a.agent_id, 'alternate_number', n, trunk.id);
+        return this.#agentRoute(orgId, a.agent_id, 'alternate_number', n, trunk.id);
       }
     }
     for (const trunk of trunks) {
@@ -136,7 +128,7 @@ export class StoreDirectory implements InboundDirectory {
   async routeDigest(trunk: InboundTrunk, user: string): Promise<InboundRoute | undefined> {
     for (const n of numberCandidates(user)) {
       const a = await this.#store.assignments.byTrunkNumber(trunk.id, n);
-      if (a !== undefined) return this.#agentRoute(trunk.orgId, a.agent_id, 'assignment_number', n, trunk.id);
+      if (a !== undefined && !(await this.#importedElsewhere(trunk.orgId, n))) return this.#agentRoute(trunk.orgId, a.agent_id, 'assignment_number', n, trunk.id);
     }
     return this.#carrierRoute(trunk, user);
   }
@@ -148,19 +140,50 @@ export class StoreDirectory implements InboundDirectory {
     return t === undefined ? undefined : toInbound(t);
   }
 
+  /** The trunk's own assignments only (its `number`, then its `alternate_number`), then carrier numbers. */
   async routeRegistered(trunk: InboundTrunk, user: string): Promise<InboundRoute | undefined> {
     for (const n of numberCandidates(user)) {
-      const a = (await this.#store.assignments.byTrunkNumber(trunk.id, n)) ?? (await this.#store.assignments.byAlternateNumber(n));
-      if (a !== undefined && a.sip_trunk_id === trunk.id) return this.#agentRoute(trunk.orgId, a.agent_id, a.number === n ? 'assignment_number' : 'alternate_number', n, trunk.id);
+      if (await this.#importedElsewhere(trunk.orgId, n)) continue;
+      const byNumber = await this.#store.assignments.byTrunkNumber(trunk.id, n);
+      const a = byNumber ?? (await this.#store.assignments.byTrunkAlternateNumber(trunk.id, n));
+      if (a !== undefined) return this.#agentRoute(trunk.orgId, a.agent_id, byNumber !== undefined ? 'assignment_number' : 'alternate_number', n, trunk.id);
     }
     return this.#carrierRoute(trunk, user);
   }
 
-  async digestRouteMayExist(user: string): Promise<boolean> {
-    // In order, stopping at the first yes, as some() did.
+  /**
+   * The digest trunks whose assignment `number` is the dialled one (any form of it), leaving out
+   * claims on a number another organization imported from its carrier (they would not route).
+   */
+  async digestClaims(user: string): Promise<NumberClaimOf[]> {
+    const out: NumberClaimOf[] = [];
     for (const n of numberCandidates(user)) {
-      if (await this.#store.assignments.digestNumberExists(n)) return true;
+      for (const c of await this.#store.assignments.digestClaims(n)) {
+        if (out.some((o) => o.trunkId === c.sip_trunk_id) || (await this.#importedElsewhere(c.org_id, n))) continue;
+        out.push({ trunkId: c.sip_trunk_id, orgId: c.org_id });
+      }
+    }
+    return out;
+  }
+
+  async digestRouteMayExist(user: string): Promise<boolean> {
+    if ((await this.digestClaims(user)).length > 0) return true;
+    for (const n of numberCandidates(user)) {
       if (n.startsWith('+') && (await this.#store.telcoNumbers.digestRoutable(n))) return true;
+    }
+    return false;
+  }
+
+  /**
+   * Whether `number` (in an E.164 form) was imported from the carrier by some organization, but
+   * not by `orgId`: the carrier proved the importer's ownership, so no assignment of another
+   * organization routes it.
+   */
+  async #importedElsewhere(orgId: string, number: string): Promise<boolean> {
+    for (const n of numberCandidates(number)) {
+      if (!n.startsWith('+')) continue;
+      const importers = await this.#store.telcoNumbers.importingOrgs(n);
+      if (importers.length > 0 && !importers.includes(orgId)) return true;
     }
     return false;
   }

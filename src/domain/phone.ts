@@ -12,3 +12,20 @@ export const DIAL_STRING_PATTERN = '^\\+?[0-9*#]{1,32}$';
 const DIAL_RE = new RegExp(DIAL_STRING_PATTERN);
 export const normalizeDialString = (s: string): string => s.replace(/[\s().-]/g, '');
 export const isDialString = (s: string): boolean => DIAL_RE.test(normalizeDialString(s));
+
+/**
+ * The forms of a dialled number to try against stored numbers: as sent, without visual
+ * separators, and for E.164 carrier numbers with a leading '+' when the PBX left it out.
+ */
+export function numberCandidates(user: string): string[] {
+  let decoded = user;
+  try {
+    decoded = decodeURIComponent(user);
+  } catch {
+    // not percent-encoded: keep as sent
+  }
+  const compact = decoded.replace(/[\s().-]/g, '');
+  const out = new Set([user, decoded, compact]);
+  if (/^[0-9]{2,15}$/.test(compact)) out.add('+' + compact);
+  return [...out].filter((s) => s !== '');
+}

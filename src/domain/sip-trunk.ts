@@ -376,9 +376,8 @@ export function parseCidr(s: string, field = 'cidr'): Cidr {
 
 /**
  * The widest CIDRs an inbound_acl may hold, as smallest prefix lengths (config
- * sip.acl_min_prefix_v4 / _v6, default /8 and /32). An ACL admits its sources without a password,
- * and when the same carrier number is imported by two organizations the ACL decides whose agent
- * answers: `0.0.0.0/0` would let any address on the Internet call as this trunk.
+ * sip.acl_min_prefix_v4 / _v6, default /8 and /32). An ACL admits its sources without a password:
+ * `0.0.0.0/0` would let any address on the Internet call as this trunk.
  */
 export interface AclWidthLimit {
   v4: number;
@@ -409,6 +408,14 @@ export function checkAclWidth(acl: readonly string[], limit: AclWidthLimit, fiel
     const setting = c.version === 4 ? 'sip.acl_min_prefix_v4' : 'sip.acl_min_prefix_v6';
     throw validation(`${field}.${i} (${text}) is too wide: IPv${c.version} entries may be at most /${min} wide (a prefix of ${min} or more; setting ${setting}; /0 is never accepted)`);
   });
+}
+
+/** True when two networks share an address (same family, and one contains the other). */
+export function cidrsOverlap(a: Cidr, b: Cidr): boolean {
+  if (a.version !== b.version) return false;
+  const bits = a.version === 4 ? 32 : 128;
+  const mask = prefixMask(bits, Math.min(a.prefix, b.prefix));
+  return (a.network & mask) === (b.network & mask);
 }
 
 export function formatCidr(c: Cidr): string {

@@ -1,7 +1,8 @@
 /**
  * Agent assignments on SIP trunks. `number` routes digest-authenticated calls (unique within the
- * trunk), `alternate_number` routes ACL-authenticated calls (unique across all trunks of all
- * organizations, since the source address alone may not single out a trunk).
+ * trunk), `alternate_number` routes ACL-authenticated calls (unique within the organization: two
+ * organizations may both claim a number, and inbound routing decides, or refuses, a call for it;
+ * docs/sip-trunks.md "Overlapping ACLs"). Each row carries its trunk's org_id for that UNIQUE.
  *
  * An absent number is NULL in the table, so the UNIQUE constraints ignore it, and "" in the API,
  * like an agent's unassigned phone_number_id.
@@ -24,6 +25,13 @@ interface AssignmentRow {
   number: string | null;
   alternate_number: string | null;
   created_at: string;
+}
+
+/** An assignment claiming a number, as routing sees it: which trunk, which organization. */
+export interface NumberClaim {
+  assignment_id: string;
+  sip_trunk_id: string;
+  org_id: string;
 }
 
 const COLUMNS = 'a.id, a.agent_id, a.sip_trunk_id, a.number, a.alternate_number, a.created_at';
@@ -57,31 +65,44 @@ export class AssignmentRepo {
     return row && fromRow(row);
   }
 
-  /** The assignment routing an alternate_number, in any organization (ACL inbound route). */
-  async byAlternateNumber(alternateNumber: string): Promise<Assignment | undefined> {
-    const row = await this.db.get<AssignmentRow>(`SELECT ${COLUMNS} FROM sip_trunk_assignments a WHERE a.alternate_number = ?`, [alternateNumber]);
+  /** The organization's assignment routing an alternate_number (ACL inbound route). */
+  async byOrgAlternateNumber(orgId: string, alternateNumber: string): Promise<Assignment | undefined> {
+    const row = await this.db.get<AssignmentRow>(`SELECT ${COLUMNS} FROM sip_trunk_assignments a WHERE a.org_id = ? AND a.alternate_number = ?`, [orgId, alternateNumber]);
     return row && fromRow(row);
   }
 
-  /** Whether some digest trunk routes `number`: SIP then challenges instead of answering 404. */
-  async digestNumberExists(number: string): Promise<boolean> {
-    const row = await this.db.get(
-      "SELECT 1 AS found FROM sip_trunk_assignments a JOIN sip_trunks t ON t.id = a.sip_trunk_id WHERE a.number = ? AND t.inbound_auth_type = 'digest' LIMIT 1",
-      [number],
-    );
-    return row !== undefined;
+  /** The trunk's assignment routing an alternate_number (a call on a registered trunk). */
+  async byTrunkAlternateNumber(trunkId: string, alternateNumber: string): Promise<Assignment | undefined> {
+    const row = await this.db.get<AssignmentRow>(`SELECT ${COLUMNS} FROM sip_trunk_assignments a WHERE a.sip_trunk_id = ? AND a.alternate_number = ?`, [trunkId, alternateNumber]);
+    return row && fromRow(row);
   }
 
-  /** @throws the database's UNIQUE error on a taken number or alternate_number (isUniqueViolation). */
+  /**
+   * Every assignment of any organization whose alternate_number is this one, with its trunk's
+   * organization: inbound routing and the assignment warnings look for rival claims. Never
+   * returned through the API.
+   */
+  async alternateClaims(alternateNumber: string): Promise<NumberClaim[]> {
+    return this.db.all<NumberClaim>('SELECT a.id AS assignment_id, a.sip_trunk_id, a.org_id FROM sip_trunk_assignments a WHERE a.alternate_number = ? ORDER BY a.created_at, a.id', [alternateNumber]);
+  }
+
+  /** Every digest trunk's assignment whose `number` is this one, with its organization (as alternateClaims). */
+  async digestClaims(number: string): Promise<NumberClaim[]> {
+    return this.db.all<NumberClaim>(
+      "SELECT a.id AS assignment_id, a.sip_trunk_id, a.org_id FROM sip_trunk_assignments a JOIN sip_trunks t ON t.id = a.sip_trunk_id WHERE a.number = ? AND t.inbound_auth_type = 'digest' ORDER BY a.created_at, a.id",
+      [number],
+    );
+  }
+
+  /**
+   * org_id is the trunk's, read in the same statement.
+   * @throws the database's UNIQUE error on a taken number or alternate_number (isUniqueViolation).
+   */
   async insert(a: { id: string; sip_trunk_id: string; agent_id: string; number: string | null; alternate_number: string | null; created_at: string }): Promise<void> {
-    await this.db.run('INSERT INTO sip_trunk_assignments (id, sip_trunk_id, agent_id, number, alternate_number, created_at) VALUES (?, ?, ?, ?, ?, ?)', [
-      a.id,
-      a.sip_trunk_id,
-      a.agent_id,
-      a.number,
-      a.alternate_number,
-      a.created_at,
-    ]);
+    await this.db.run(
+      'INSERT INTO sip_trunk_assignments (id, org_id, sip_trunk_id, agent_id, number, alternate_number, created_at) SELECT ?, t.org_id, t.id, ?, ?, ?, ? FROM sip_trunks t WHERE t.id = ?',
+      [a.id, a.agent_id, a.number, a.alternate_number, a.created_at, a.sip_trunk_id],
+    );
   }
 
   /** Sets both numbers (null = none). @throws the database's UNIQUE error like insert. */

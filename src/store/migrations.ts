@@ -49,6 +49,40 @@ const unpostShortGrams = (row: 'old') => `DELETE FROM call_short_grams WHERE org
           FROM ${positions(row)} p, json_each('[1,2]') w
           WHERE p.key + w.value <= length(${row}.party_number));`;
 
+/**
+ * Migration 14's SQL, the same text in both dialects (src/store/postgres/migrations.ts uses it
+ * too): an assignment carries its trunk's organization, and `alternate_number` is unique within
+ * an organization instead of across all of them. A global UNIQUE let one organization reserve a
+ * number ahead of another and told it, through the 409, that the number existed elsewhere; which
+ * organization an ACL call for a number claimed twice belongs to is decided at routing
+ * (docs/sip-trunks.md "Overlapping ACLs"). SQLite cannot drop a column's UNIQUE in place, so the
+ * table is rebuilt (nothing references it); org_id is copied from the trunk, whose organization
+ * never changes. The indexes on alternate_number, number and telco_numbers.phone_number serve
+ * routing's questions across organizations: who else claims this number, who imported it.
+ */
+export const ASSIGNMENTS_PER_ORG_SQL = `
+      CREATE TABLE sip_trunk_assignments_per_org (
+        id TEXT PRIMARY KEY,
+        org_id TEXT NOT NULL REFERENCES organizations(id) ON DELETE CASCADE,
+        sip_trunk_id TEXT NOT NULL REFERENCES sip_trunks(id) ON DELETE CASCADE,
+        agent_id TEXT NOT NULL REFERENCES agents(id) ON DELETE CASCADE,
+        number TEXT,                     -- digest routing: unique within the trunk
+        alternate_number TEXT,           -- ACL routing: unique within the organization
+        created_at TEXT NOT NULL,
+        UNIQUE (sip_trunk_id, number),
+        UNIQUE (org_id, alternate_number)
+      );
+      INSERT INTO sip_trunk_assignments_per_org (id, org_id, sip_trunk_id, agent_id, number, alternate_number, created_at)
+        SELECT a.id, t.org_id, a.sip_trunk_id, a.agent_id, a.number, a.alternate_number, a.created_at
+        FROM sip_trunk_assignments a JOIN sip_trunks t ON t.id = a.sip_trunk_id;
+      DROP TABLE sip_trunk_assignments;
+      ALTER TABLE sip_trunk_assignments_per_org RENAME TO sip_trunk_assignments;
+      CREATE INDEX sip_trunk_assignments_agent ON sip_trunk_assignments (agent_id);
+      CREATE INDEX sip_trunk_assignments_alternate ON sip_trunk_assignments (alternate_number);
+      CREATE INDEX sip_trunk_assignments_number ON sip_trunk_assignments (number);
+      CREATE INDEX telco_numbers_phone ON telco_numbers (phone_number);
+    `;
+
 export const MIGRATIONS: Migration[] = [
   {
     version: 1,
@@ -599,5 +633,10 @@ export const MIGRATIONS: Migration[] = [
       CREATE INDEX calls_org_outbound ON calls (org_id, outbound, created_at, id, party_number);
       CREATE INDEX calls_org_outcome ON calls (org_id, outcome, created_at, id, party_number) WHERE outcome IS NOT NULL;
     `,
+  },
+  {
+    version: 14,
+    name: 'sip trunk assignments: alternate_number unique per organization',
+    sql: ASSIGNMENTS_PER_ORG_SQL,
   },
 ];

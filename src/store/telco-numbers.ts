@@ -87,6 +87,14 @@ export class TelcoNumberRepo {
     return this.#db.get<TelcoNumber>(`SELECT ${COLUMNS} FROM telco_numbers WHERE org_id = ? AND phone_number = ?`, [orgId, phoneNumber]);
   }
 
+  /**
+   * The organizations that imported this E.164 number from their carrier (the carrier confirmed
+   * each import's ownership). Inbound SIP routing gives such a number to none other.
+   */
+  async importingOrgs(phoneNumber: string): Promise<string[]> {
+    return (await this.#db.all<{ org_id: string }>('SELECT DISTINCT org_id FROM telco_numbers WHERE phone_number = ?', [phoneNumber])).map((r) => r.org_id);
+  }
+
   /** Whether an agent holds this number in an organization that has a digest trunk. */
   async digestRoutable(phoneNumber: string): Promise<boolean> {
     // A number an agent holds in an organization that has a digest trunk: SIP challenges an ACL

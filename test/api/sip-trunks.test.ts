@@ -404,7 +404,7 @@ describe('SIP trunks API', () => {
       const alt = num();
       const r = await d.api('POST', `/v1/sip-trunks/${trunk.id}/assignments`, { agent_id: agentId, number: '200', alternate_number: alt });
       expect(r.status).toBe(201);
-      expect(r.body).toEqual({ id: expect.any(String), agent_id: agentId, sip_trunk_id: trunk.id, number: '200', alternate_number: alt, created_at: expect.any(String) });
+      expect(r.body).toEqual({ id: expect.any(String), agent_id: agentId, sip_trunk_id: trunk.id, number: '200', alternate_number: alt, created_at: expect.any(String), routing_warnings: [] });
       const onlyNumber = await assign(trunk.id, { agent_id: agentId, number: '201' });
       expect(onlyNumber.alternate_number).toBe('');
       const onlyAlt = await assign(trunk.id, { agent_id: agentId, alternate_number: num(), number: null });
@@ -468,7 +468,7 @@ describe('SIP trunks API', () => {
       await assign(other.id, { agent_id: agentId, number: '300' });
     });
 
-    it('alternate_number is unique across trunks and organizations', async () => {
+    it('alternate_number is unique within an organization, not across organizations (nor does a 409 reveal another organization)', async () => {
       const alt = num();
       await assign(trunk.id, { agent_id: agentId, alternate_number: alt });
       const other = await createTrunk();
@@ -478,8 +478,12 @@ describe('SIP trunks API', () => {
       const foreignTrunk = await createTrunk(digestTrunk(), otherKey);
       const foreignAgent = await createAgent(otherKey);
       const otherOrg = await d.api('POST', `/v1/sip-trunks/${foreignTrunk.id}/assignments`, { agent_id: foreignAgent, alternate_number: alt }, { key: otherKey });
-      expect(otherOrg.status).toBe(409);
+      expect(otherOrg.status, otherOrg.text).toBe(201);
       expect(otherOrg.text).not.toContain(trunk.id);
+      // Within the other organization the number is now taken, and the 409 speaks of that organization only.
+      const twice = await d.api('POST', `/v1/sip-trunks/${foreignTrunk.id}/assignments`, { agent_id: foreignAgent, alternate_number: alt }, { key: otherKey });
+      expect(twice.status).toBe(409);
+      expect(twice.body.error).toBe('alternate_number is already assigned in this organization');
     });
 
     it('PATCH changes numbers; null clears one; clearing both is a 400', async () => {

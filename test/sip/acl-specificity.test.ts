@@ -1,13 +1,14 @@
 /**
- * A call for one organization's number once reached another organization's agent.
+ * ACL specificity and organizations: how wide an ACL is never decides between organizations.
  *
  * Two organizations import the same carrier number (the carrier allows it). Org B has an ACL
  * trunk that admits everything (0.0.0.0/0, written into the store directly: the API now refuses
- * it) and was created first; org A then has an ACL trunk for exactly 127.0.0.7. An INVITE from
- * 127.0.0.7 must reach org A's agent: among the ACL trunks that admit a source, the most specific
- * match wins (an exact inbound_host counts as /32). When trunks of two organizations admit the
- * source equally specifically and both route the number, the call is refused (404) with one log
- * line naming the trunks, rather than guessed.
+ * it) and was created first; org A then has an ACL trunk for exactly 127.0.0.7. Both route the
+ * number from 127.0.0.7, so the call is ambiguous and refused (404) with one log line naming the
+ * trunks: were the narrower ACL to win, an organization could take calls from an address it
+ * shares with another just by naming that address exactly. Specificity still ranks the trunks of
+ * one organization (which of its trunks a call is on), and a source only one organization's
+ * trunks admit, or a number only one organization routes, is routed as before.
  *
  * Over the wire (a real daemon, a raw UDP socket bound to 127.0.0.x) and at the decision
  * (decideInbound over the daemon's store) for the finer cases.
@@ -116,12 +117,11 @@ async function inviteFrom(source: string, user: string): Promise<{ call?: SipCal
   }
 }
 
-describe('the most specific ACL wins (over the wire)', () => {
-  it('the INVITE from 127.0.0.7 to the shared number reaches org A’s agent, not the older /0 trunk’s organization', async () => {
+describe('a narrower ACL takes nothing from another organization (over the wire)', () => {
+  it('the INVITE from 127.0.0.7 to the number both organizations route is refused, not given to the /32 trunk’s organization', async () => {
     const { call, status } = await inviteFrom('127.0.0.7', NUMBER);
-    expect(status, 'refused').toBeUndefined();
-    expect(call!.route).toMatchObject({ orgId: orgA, agentId: ids.agentA, via: 'carrier_number', trunkId: ids.exactA });
-    expect(call!.trunk?.id).toBe(ids.exactA);
+    expect(call, 'the call was routed by ACL width').toBeUndefined();
+    expect(status).toBe(404);
   });
 
   it('another source, admitted only by the /0 trunk, still reaches org B (the wide trunk keeps working)', async () => {
@@ -141,7 +141,7 @@ describe('the most specific ACL wins (over the wire)', () => {
     const line = warnings[0]!;
     expect(line.msg).toContain(ids.tieA);
     expect(line.msg).toContain(ids.tieB);
-    expect(line.msg).toMatch(/ambiguous|equally specific/);
+    expect(line.msg).toMatch(/ambiguous/);
     expect(line).toMatchObject({ status: 404, source: expect.stringContaining('127.0.0.8') });
     // The organizations' own data is not in it.
     expect(JSON.stringify(line)).not.toContain(orgA);
@@ -154,22 +154,25 @@ describe('the decision (decideInbound over the store)', () => {
     ids.onlyA = await aclTrunk('A only', { inbound_acl: ['127.0.0.10/32'] });
     const dec = await decide(NUMBER_B_ONLY, '127.0.0.10');
     expect(dec).toMatchObject({ kind: 'accept', trunk: { id: ids.wideB }, route: { orgId: orgB, agentId: ids.agentB2 } });
-    expect(await decide(NUMBER, '127.0.0.10')).toMatchObject({ kind: 'accept', trunk: { id: ids.onlyA }, route: { agentId: ids.agentA } });
+    // The number both organizations route: the /32 does not beat the /0.
+    expect(await decide(NUMBER, '127.0.0.10')).toMatchObject({ kind: 'reject', status: 404, outcome: 'ambiguous_route' });
   });
 
-  it('an exact inbound_host counts as /32: it beats another organization’s /24', async () => {
+  it('an exact inbound_host takes nothing from another organization’s /24; within one organization the most specific trunk carries the call', async () => {
     ids.hostA = await aclTrunk('A host', { inbound_host: '127.0.0.11' });
     ids.slash24B = await aclTrunk('B /24', { inbound_acl: ['127.0.0.0/24'] }, keyB);
-    expect(await decide(NUMBER, '127.0.0.11')).toMatchObject({ kind: 'accept', trunk: { id: ids.hostA }, route: { orgId: orgA } });
-    // Elsewhere in that /24, org B's /24 is the most specific.
+    expect(await decide(NUMBER, '127.0.0.11')).toMatchObject({ kind: 'reject', status: 404, outcome: 'ambiguous_route' });
+    // Elsewhere in that /24 only org B's trunks admit the source: its /24 rather than its /0.
     expect(await decide(NUMBER, '127.0.0.12')).toMatchObject({ kind: 'accept', trunk: { id: ids.slash24B }, route: { orgId: orgB } });
   });
 
   it('a tie inside one organization is no ambiguity: the call routes', async () => {
     ids.sameOrg1 = await aclTrunk('A same 1', { inbound_acl: ['127.0.1.0/24'] });
     ids.sameOrg2 = await aclTrunk('A same 2', { inbound_acl: ['127.0.1.0/24'] });
-    const dec = await decide(NUMBER, '127.0.1.5');
-    expect(dec).toMatchObject({ kind: 'accept', route: { orgId: orgA, agentId: ids.agentA } });
+    // A number only org A routes (an alternate_number on its second trunk; org B's /0 admits the source too).
+    await ok(d.api('POST', `/v1/sip-trunks/${ids.sameOrg2}/assignments`, { agent_id: ids.agentA, alternate_number: '7001' }));
+    const dec = await decide('7001', '127.0.1.5');
+    expect(dec).toMatchObject({ kind: 'accept', trunk: { id: ids.sameOrg2 }, route: { orgId: orgA, agentId: ids.agentA, via: 'alternate_number' } });
   });
 
   it('a tie where only one organization routes the number is no ambiguity either', async () => {
@@ -177,12 +180,13 @@ describe('the decision (decideInbound over the store)', () => {
     expect(await decide(NUMBER_B_ONLY, '127.0.0.8')).toMatchObject({ kind: 'accept', trunk: { id: ids.tieB }, route: { orgId: orgB } });
   });
 
-  it('the tie refusal: 404, not quiet, naming the tied trunks and the prefix', async () => {
+  it('the refusal: 404, not quiet, naming the claiming trunks (one per organization, its most specific)', async () => {
     const dec = await decide(NUMBER, '127.0.0.8');
-    expect(dec).toMatchObject({ kind: 'reject', status: 404, quiet: false });
+    expect(dec).toMatchObject({ kind: 'reject', status: 404, quiet: false, outcome: 'ambiguous_route' });
     const r = dec as Extract<InboundDecision, { kind: 'reject' }>;
-    expect(r.detail).toMatchObject({ tiedTrunks: [ids.tieA, ids.tieB], prefix: 32 });
-    expect(r.why).toContain('/32');
+    expect(new Set(r.ambiguousTrunks)).toEqual(new Set([ids.tieA, ids.tieB]));
+    expect(new Set(r.detail.claimingTrunks as string[])).toEqual(new Set([ids.tieA, ids.tieB]));
+    expect(r.why).toContain('ambiguous');
   });
 });
 

@@ -30,6 +30,8 @@ import { newId, nowIso } from '../../domain/ids.ts';
 import { isUniqueViolation } from '../../store/db.ts';
 import { toSipTrunkResource } from '../../store/sip-trunks.ts';
 import type { Store } from '../../store/index.ts';
+import type { Assignment as StoredAssignment } from '../../store/assignments.ts';
+import { assignmentRoutingWarnings } from '../assignment-warnings.ts';
 
 const StrEnum = (values: readonly string[], description?: string) => Type.Unsafe<string>({ type: 'string', enum: [...values], description });
 const NullableEnum = (values: readonly string[], description?: string) =>
@@ -113,11 +115,16 @@ function trunkSchemas(maxNameLength: number, acl: AclWidthLimit) {
   return { SipTrunkCreate, SipTrunkPatch, SipTrunk };
 }
 
+const ROUTING_WARNINGS_DOC =
+  "ours: why calls to one of the assignment's numbers will not reach it, found when the assignment is read: the number is a carrier number another organization imported, " +
+  "or another organization routes it through an ACL trunk admitting some of the same source addresses (such calls are refused as ambiguous), " +
+  'or through a digest trunk (such calls are challenged). Never names the other organization. Empty when the numbers route as configured';
+
 const AssignmentCreate = Obj(
   {
     agent_id: Uuid('agent of this organization'),
     number: DialString('dialed number routed to the agent on a digest trunk; unique within the trunk'),
-    alternate_number: DialString('dialed number routed to the agent on an ACL trunk; unique across all trunks'),
+    alternate_number: DialString('dialed number routed to the agent on an ACL trunk; unique within the organization'),
   },
   { title: 'SipTrunkAssignmentCreate' },
 );
@@ -136,6 +143,7 @@ const Assignment = Type.Object(
     number: Type.String({ description: 'empty when unset' }),
     alternate_number: Type.String({ description: 'empty when unset' }),
     created_at: DateTime(),
+    routing_warnings: Type.Array(Type.String(), { description: ROUTING_WARNINGS_DOC }),
   },
   { title: 'SipTrunkAssignment' },
 );
@@ -156,10 +164,11 @@ async function withConflicts<T>(fn: () => Promise<T>): Promise<T> {
   }
 }
 
-// The messages name no other trunk or organization: uniqueness is global, ownership is not shared.
+// The messages name no other trunk or organization: usernames are unique across organizations
+// (a digest login names its trunk), numbers only within one (another's claim is not our business).
 const usernameTaken = () => conflict('inbound_sip_username is already used by another SIP trunk', 'SIP_USERNAME_TAKEN');
 const numberTaken = () => conflict('number is already assigned on this SIP trunk', 'SIP_NUMBER_TAKEN');
-const alternateTaken = () => conflict('alternate_number is already assigned (alternate numbers are unique across all SIP trunks)', 'SIP_ALTERNATE_NUMBER_TAKEN');
+const alternateTaken = () => conflict('alternate_number is already assigned in this organization', 'SIP_ALTERNATE_NUMBER_TAKEN');
 
 async function checkUsernameFree(store: Store, username: string, trunkId: string): Promise<void> {
   if (!username) return;
@@ -167,15 +176,20 @@ async function checkUsernameFree(store: Store, username: string, trunkId: string
   if (holder && holder.id !== trunkId) throw usernameTaken();
 }
 
-async function checkNumbersFree(store: Store, trunkId: string, assignmentId: string, number: string | null, alternate: string | null): Promise<void> {
+async function checkNumbersFree(store: Store, orgId: string, trunkId: string, assignmentId: string, number: string | null, alternate: string | null): Promise<void> {
   if (number !== null) {
     const holder = await store.assignments.byTrunkNumber(trunkId, number);
     if (holder && holder.id !== assignmentId) throw numberTaken();
   }
   if (alternate !== null) {
-    const holder = await store.assignments.byAlternateNumber(alternate);
+    const holder = await store.assignments.byOrgAlternateNumber(orgId, alternate);
     if (holder && holder.id !== assignmentId) throw alternateTaken();
   }
+}
+
+/** The assignment as the API shows it: with its routing_warnings (assignment-warnings.ts). */
+async function withWarnings(store: Store, orgId: string, a: StoredAssignment): Promise<StoredAssignment & { routing_warnings: string[] }> {
+  return { ...a, routing_warnings: await assignmentRoutingWarnings(store, orgId, a) };
 }
 
 /** An assignment that routes nothing would be dead weight: one of the two numbers must stay. */
@@ -241,7 +255,7 @@ export async function sipTrunkRoutes(app: FastifyInstance, deps: ApiDeps): Promi
       const { assignmentId } = req.params as { assignmentId: string };
       const assignment = await store.assignments.get(req.org.id, assignmentId);
       if (!assignment) throw notFound('assignment');
-      return assignment;
+      return withWarnings(store, req.org.id, assignment);
     },
   );
 
@@ -259,18 +273,19 @@ export async function sipTrunkRoutes(app: FastifyInstance, deps: ApiDeps): Promi
     async (req) => {
       const { assignmentId } = req.params as { assignmentId: string };
       const input = req.body as { number?: string | null; alternate_number?: string | null };
-      return withConflicts(() =>
+      const updated = await withConflicts(() =>
         store.tx(async (tx) => {
           const current = await tx.assignments.get(req.org.id, assignmentId);
           if (!current) throw notFound('assignment');
           const number = input.number === undefined ? current.number || null : input.number;
           const alternate = input.alternate_number === undefined ? current.alternate_number || null : input.alternate_number;
           checkHasNumber(number, alternate);
-          await checkNumbersFree(tx, current.sip_trunk_id, assignmentId, number, alternate);
+          await checkNumbersFree(tx, req.org.id, current.sip_trunk_id, assignmentId, number, alternate);
           await tx.assignments.update(assignmentId, { number, alternate_number: alternate });
           return (await tx.assignments.get(req.org.id, assignmentId))!;
         }),
       );
+      return withWarnings(store, req.org.id, updated);
     },
   );
 
@@ -382,13 +397,13 @@ export async function sipTrunkRoutes(app: FastifyInstance, deps: ApiDeps): Promi
         store.tx(async (tx) => {
           if (!(await tx.sipTrunks.get(req.org.id, id))) throw notFound('sip trunk');
           if (!(await tx.agents.get(req.org.id, input.agent_id))) throw validation('body.agent_id does not name an agent of this organization');
-          await checkNumbersFree(tx, id, assignmentId, number, alternate);
+          await checkNumbersFree(tx, req.org.id, id, assignmentId, number, alternate);
           await tx.assignments.insert({ id: assignmentId, sip_trunk_id: id, agent_id: input.agent_id, number, alternate_number: alternate, created_at: nowIso() });
           return (await tx.assignments.get(req.org.id, assignmentId))!;
         }),
       );
       req.log.info({ sipTrunkId: id, assignmentId, agentId: input.agent_id }, 'sip trunk assignment created');
-      return reply.code(201).send(assignment);
+      return reply.code(201).send(await withWarnings(store, req.org.id, assignment));
     },
   );
 
@@ -398,7 +413,7 @@ export async function sipTrunkRoutes(app: FastifyInstance, deps: ApiDeps): Promi
     async (req) => {
       const { id } = req.params as { id: string };
       if (!(await store.sipTrunks.get(req.org.id, id))) throw notFound('sip trunk');
-      return store.assignments.listByTrunk(id);
+      return Promise.all((await store.assignments.listByTrunk(id)).map((a) => withWarnings(store, req.org.id, a)));
     },
   );
 }

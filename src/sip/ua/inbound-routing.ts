@@ -2,14 +2,23 @@
  * Who may call, and which agent answers: the inbound decision for a new INVITE, exactly as
  * DESIGN.md states it.
  *
- *   1. Source address inside an ACL trunk (inbound_host or an inbound_acl CIDR) and the
- *      Request-URI user routes through that trunk (global `alternate_number`, then the trunk
- *      organization's imported carrier numbers) -> accepted, no challenge. The most specific
- *      match wins: trunks are ranked by the prefix length of the CIDR that admits the source (an
- *      exact inbound_host counts as /32 or /128), and only the best rank that routes the number
- *      counts. Two organizations' trunks tied at that rank and each routing the number -> 404,
- *      logged with the tied trunks: guessing would hand one organization's call to another's
- *      agent (two organizations may import the same carrier number).
+ *   1. Source address inside ACL trunks (inbound_host or an inbound_acl CIDR): each organization
+ *      owning one of those trunks is asked whether it routes the Request-URI user (its
+ *      alternate_number on one of them, then its imported carrier numbers). The called number
+ *      decides between organizations, never the ACLs: what one organization configures must not
+ *      take, block or reveal another's calls (docs/sip-trunks.md "Overlapping ACLs").
+ *        - One organization routes it and no other organization's digest trunk claims it (an
+ *          assignment `number`) -> accepted on that organization's most specific trunk (the
+ *          prefix length of the CIDR admitting the source, an exact inbound_host counting as /32
+ *          or /128: `specificity` ranks one organization's trunks, never two organizations').
+ *        - Two or more organizations route it -> ambiguous: 404, logged and counted
+ *          (ambiguous_route) with the claiming trunks' ids, never guessed; unless a digest trunk
+ *          claims it too, then as below.
+ *        - A digest trunk of another organization claims it -> 401 challenge (or, with
+ *          credentials, the digest decision below): the credentials decide.
+ *      A number some organization imported from its carrier never routes to an organization that
+ *      did not import it (the directory leaves such claims out), so a carrier number needs no
+ *      tie-break against an alternate_number.
  *   2. Otherwise digest: no credentials -> 401 challenge; the username names a digest trunk and
  *      the response checks out -> route by that trunk's assignment `number`, then its
  *      organization's carrier numbers; bad credentials -> 403 (counted per source address).
@@ -65,6 +74,12 @@ export interface InboundRoute {
   agentActive: boolean;
 }
 
+/** A trunk's claim on a dialled number: trunk ids only leave routing (logs, metrics). */
+export interface NumberClaimOf {
+  trunkId: string;
+  orgId: string;
+}
+
 /** A digest trunk and its password (for verification only). */
 export interface DigestAccountOf {
   trunk: InboundTrunk;
@@ -80,10 +95,15 @@ export interface InboundDirectory {
   aclTrunksFor(address: string): InboundTrunk[] | Promise<InboundTrunk[]>;
   /** The digest trunk with this inbound username, and its password (for verification only). */
   digestAccount(username: string): DigestAccountOf | undefined | Promise<DigestAccountOf | undefined>;
-  /** ACL route: a global alternate_number on one of `trunks`, then their organizations' carrier numbers. */
+  /** ACL route of one organization: its alternate_number on one of `trunks` (all of that organization), then its carrier numbers. */
   routeAcl(trunks: readonly InboundTrunk[], user: string): InboundRoute | undefined | Promise<InboundRoute | undefined>;
   /** Digest route: the trunk's assignment `number`, then its organization's carrier numbers. */
   routeDigest(trunk: InboundTrunk, user: string): InboundRoute | undefined | Promise<InboundRoute | undefined>;
+  /**
+   * The digest trunks whose assignment `number` routes this user, with their organizations
+   * (claims on another organization's imported carrier number left out). Absent: none.
+   */
+  digestClaims?(user: string): NumberClaimOf[] | Promise<NumberClaimOf[]>;
   /** Whether some digest trunk could route this user (then an ACL miss is challenged, not 404). */
   digestRouteMayExist(user: string): boolean | Promise<boolean>;
   /** The trunk registered with its carrier under this Contact user, if any (see the file comment). */
@@ -130,6 +150,8 @@ export type InboundDecision =
       outcome?: string;
       /** Counted, not logged: a blocked source's refusals after the first of its block. */
       unlogged?: boolean;
+      /** The trunks claiming the number when it is ambiguous (refused, or challenged so that credentials decide). */
+      ambiguousTrunks?: string[];
     }
   | {
       /**
@@ -184,44 +206,70 @@ function reject(status: 400 | 403 | 404 | 480, why: string, detail: Record<strin
 }
 
 type AclPick =
-  | { kind: 'route'; trunk: InboundTrunk; route: InboundRoute; prefix: number }
-  | { kind: 'tie'; trunkIds: string[]; prefix: number }
+  | { kind: 'route'; trunk: InboundTrunk; route: InboundRoute }
+  | { kind: 'ambiguous'; trunkIds: string[] }
   | { kind: 'none' };
 
 /**
- * The ACL route, most specific first: trunks ranked by `specificity` (longest prefix first, store
- * order within a rank); the first rank where some trunk routes the number decides. Within that
- * rank each organization's trunks are asked together (an alternate_number first, then carrier
- * numbers, as routeAcl does); routes from two organizations are a tie. One trunk (the common
- * case) costs one routeAcl call, as before.
+ * The ACL claims on `user`: each organization's admitting trunks asked together (routeAcl), most
+ * specific first so that its carrier-number route lands on its most specific trunk. Routes from
+ * two organizations are ambiguous whatever their ACLs' widths: a narrower ACL must not let one
+ * organization take calls from a source it shares with another. One trunk (the common case)
+ * costs one routeAcl call.
  */
 async function pickAclRoute(directory: InboundDirectory, trunks: readonly InboundTrunk[], user: string): Promise<AclPick> {
   const ranked = trunks.length === 1 ? trunks : [...trunks].sort((x, y) => (y.specificity ?? 0) - (x.specificity ?? 0));
-  for (let i = 0; i < ranked.length; ) {
-    const prefix = ranked[i]!.specificity ?? 0;
-    let j = i + 1;
-    while (j < ranked.length && (ranked[j]!.specificity ?? 0) === prefix) j++;
-    const byOrg = new Map<string, InboundTrunk[]>();
-    for (let k = i; k < j; k++) {
-      const t = ranked[k]!;
-      const group = byOrg.get(t.orgId);
-      if (group === undefined) byOrg.set(t.orgId, [t]);
-      else group.push(t);
-    }
-    let found: { trunk: InboundTrunk; route: InboundRoute } | undefined;
-    const tied: string[] = [];
-    for (const group of byOrg.values()) {
-      const route = await directory.routeAcl(group, user);
-      if (route === undefined) continue;
-      const trunk = group.find((t) => t.id === route.trunkId) ?? group[0]!;
-      tied.push(trunk.id);
-      found ??= { trunk, route };
-    }
-    if (tied.length > 1) return { kind: 'tie', trunkIds: tied, prefix };
-    if (found !== undefined) return { kind: 'route', ...found, prefix };
-    i = j;
+  const byOrg = new Map<string, InboundTrunk[]>();
+  for (const t of ranked) {
+    const group = byOrg.get(t.orgId);
+    if (group === undefined) byOrg.set(t.orgId, [t]);
+    else group.push(t);
   }
-  return { kind: 'none' };
+  const claims: Array<{ trunk: InboundTrunk; route: InboundRoute }> = [];
+  for (const group of byOrg.values()) {
+    const route = await directory.routeAcl(group, user);
+    if (route !== undefined) claims.push({ trunk: group.find((t) => t.id === route.trunkId) ?? group[0]!, route });
+  }
+  if (claims.length > 1) return { kind: 'ambiguous', trunkIds: claims.map((c) => c.trunk.id) };
+  return claims.length === 1 ? { kind: 'route', ...claims[0]! } : { kind: 'none' };
+}
+
+/**
+ * Step 1 for a source some ACL trunks admit (see the file comment): decided (routed, or refused
+ * at once), or left to digest; `contested` then names the trunks claiming the number when a digest
+ * trunk of another organization is among them (trunk ids only, here and in the log lines: one
+ * organization's data must not reach another's view).
+ */
+async function decideAcl(
+  directory: InboundDirectory,
+  req: InboundRequestInfo,
+  aclTrunks: readonly InboundTrunk[],
+  base: Record<string, unknown>,
+): Promise<{ kind: 'decided'; decision: InboundDecision } | { kind: 'digest'; contested?: string[] }> {
+  const { user, sourceAddress: src } = req;
+  const pick = await pickAclRoute(directory, aclTrunks, user);
+  const names = aclTrunks.map((t) => t.id);
+  const digestClaims = pick.kind === 'none' ? [] : ((await directory.digestClaims?.(user)) ?? []);
+  const rivals = pick.kind === 'route' ? digestClaims.filter((c) => c.orgId !== pick.route.orgId) : digestClaims;
+  if (pick.kind !== 'none' && rivals.length > 0) {
+    return { kind: 'digest', contested: [...(pick.kind === 'route' ? [pick.trunk.id] : pick.trunkIds), ...rivals.map((c) => c.trunkId)] };
+  }
+  if (pick.kind === 'route') return { kind: 'decided', decision: routed(pick.trunk, pick.route, 'acl', { ...base, trunkId: pick.trunk.id, auth: 'acl' }) };
+  if (pick.kind === 'ambiguous') {
+    const decision = reject(
+      404,
+      `ambiguous route: source ${src} is admitted by ACL trunks ${pick.trunkIds.join(', ')} of different organizations, and each routes "${user}"; refusing rather than guessing (one of them must drop the number, or narrow its inbound_acl or inbound_host so that they no longer overlap)`,
+      { ...base, aclTrunks: names, claimingTrunks: pick.trunkIds },
+      'ambiguous_route',
+    );
+    if (decision.kind === 'reject') decision.ambiguousTrunks = pick.trunkIds;
+    return { kind: 'decided', decision };
+  }
+  if (req.authorization.length === 0 && !(await directory.digestRouteMayExist(user))) {
+    const why = `source ${src} matched ACL trunk(s) ${names.join(', ')} but "${user}" is no alternate_number of theirs nor a carrier number of their organization`;
+    return { kind: 'decided', decision: reject(404, why, { ...base, aclTrunks: names }) };
+  }
+  return { kind: 'digest' };
 }
 
 function routed(trunk: InboundTrunk, route: InboundRoute, auth: 'acl' | 'digest' | 'registration', detail: Record<string, unknown>, username?: string): InboundDecision {
@@ -247,26 +295,14 @@ export async function decideInbound(a: InboundAuthorizer, req: InboundRequestInf
     }
     return routed(registered, route, 'registration', detail);
   }
+  // The trunks claiming the number when a digest trunk is among them: the challenge (or the digest decision) settles it.
+  let contested: string[] | undefined;
   if (aclTrunks.length > 0) {
-    const pick = await pickAclRoute(a.directory, aclTrunks, user);
-    const names = aclTrunks.map((t) => t.id);
-    if (pick.kind === 'route') return routed(pick.trunk, pick.route, 'acl', { ...base, trunkId: pick.trunk.id, auth: 'acl' });
-    if (pick.kind === 'tie') {
-      // Trunk ids only: the log line must not carry one organization's data into another's view.
-      return reject(
-        404,
-        `ambiguous route: source ${src} is admitted equally specifically (/${pick.prefix}) by ACL trunks ${pick.trunkIds.join(', ')} of different organizations, and each routes "${user}"; refusing rather than guessing (narrow one trunk's inbound_acl or inbound_host)`,
-        { ...base, aclTrunks: names, tiedTrunks: pick.trunkIds, prefix: pick.prefix },
-        'ambiguous_route',
-      );
-    }
-    if (req.authorization.length === 0 && !(await a.directory.digestRouteMayExist(user))) {
-      return reject(404, `source ${src} matched ACL trunk(s) ${names.join(', ')} but "${user}" is no alternate_number of theirs nor a carrier number of their organization`, {
-        ...base,
-        aclTrunks: names,
-      });
-    }
-    base.aclTrunks = names;
+    const acl = await decideAcl(a.directory, req, aclTrunks, base);
+    if (acl.kind === 'decided') return acl.decision;
+    contested = acl.contested;
+    base.aclTrunks = aclTrunks.map((t) => t.id);
+    if (contested !== undefined) base.claimingTrunks = contested;
   }
 
   if (a.limiter.isBlocked(src)) {
@@ -283,6 +319,14 @@ export async function decideInbound(a: InboundAuthorizer, req: InboundRequestInf
     return decision;
   }
   if (req.authorization.length === 0) {
+    if (contested !== undefined) {
+      const decision = challenge(a, req, `ambiguous route: "${user}" is claimed by trunks ${contested.join(', ')} of different organizations, a digest trunk among them: challenging so that credentials decide`, base);
+      if (decision.kind === 'reject') {
+        decision.ambiguousTrunks = contested;
+        decision.outcome = 'ambiguous_route_challenged';
+      }
+      return decision;
+    }
     return challenge(a, req, aclTrunks.length > 0 ? `source ${src} in an ACL trunk without a route for "${user}": challenging for a digest trunk` : `source ${src} is in no ACL trunk and sent no credentials: challenging`, base);
   }
   let account: DigestAccountOf | undefined;

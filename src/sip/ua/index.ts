@@ -1,7 +1,7 @@
 /** The SIP user agent: UAS and UAC cores, calls, routing hooks, trunk health: the layer's one entry module; the other layers and the bridge import from here. */
 export * from './user-agent.ts';
 export type { SipCall } from './call.ts';
-export type { DigestAccountOf, InboundDirectory, InboundRoute, InboundTrunk } from './inbound-routing.ts';
+export type { DigestAccountOf, InboundDirectory, InboundRoute, InboundTrunk, NumberClaimOf } from './inbound-routing.ts';
 export type { AdmissionRefusal } from './uas.ts';
 export type { OutboundTrunk } from './outbound-call.ts';
 export { TrunkHealth } from './trunk-health.ts';

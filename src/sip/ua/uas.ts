@@ -97,6 +97,8 @@ export interface UasContext {
   admissionLapsed: AdmissionLapsed;
   /** Bookkeeping of setups and failures (metrics). */
   count(outcome: string): void;
+  /** An INVITE for a number trunks of different organizations claim (metrics, by trunk ids). */
+  ambiguousRoute?(trunkIds: string[], action: 'refused' | 'challenged'): void;
   /** REGISTER handling (registrar.ts); undefined: REGISTER gets 405 like any method we do not take. */
   registrar?: RegistrarContext | undefined;
 }
@@ -318,7 +320,9 @@ async function handleInvite(ctx: UasContext, tx: ServerTransaction, inbound: Inb
       // counted below, not logged (a blocked source's refusals after the first of the block)
     } else if (decision.quiet) ctx.logger.debug(line, `INVITE challenged: ${decision.why}`);
     else ctx.logger.warn(line, `INVITE refused (${decision.status}): ${decision.why}`);
-    if (!decision.quiet) ctx.count(decision.outcome ?? (decision.status === 404 ? 'no_route' : decision.status === 480 ? 'agent_inactive' : 'auth_failed'));
+    // A challenge is part of every login and not counted, unless it names its own outcome (an ambiguous number's).
+    if (!decision.quiet || decision.outcome !== undefined) ctx.count(decision.outcome ?? (decision.status === 404 ? 'no_route' : decision.status === 480 ? 'agent_inactive' : 'auth_failed'));
+    if (decision.ambiguousTrunks !== undefined) ctx.ambiguousRoute?.(decision.ambiguousTrunks, decision.status === 401 ? 'challenged' : 'refused');
     respond(tx, req, decision.status, undefined, decision.headers);
     return;
   }

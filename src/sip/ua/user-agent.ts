@@ -82,6 +82,11 @@ export type SipUserAgentEvents = {
   'call-ended': [call: SipCall];
   /** An INVITE or dial outcome was counted (routed, no_route, auth_failed, dial_busy...): metrics. */
   outcome: [outcome: string];
+  /**
+   * An inbound INVITE for a number claimed by trunks of different organizations: refused, or
+   * challenged because a digest trunk claims it (inbound-routing.ts). Trunk ids only.
+   */
+  'ambiguous-route': [trunkIds: string[], action: 'refused' | 'challenged'];
 };
 
 export type InboundCallHandler = (call: SipCall) => void;
@@ -148,6 +153,7 @@ export class SipUserAgent extends EventEmitter<SipUserAgentEvents> {
       admit: (route, trunk) => (this.#handler === undefined ? undefined : this.#admit?.(route, trunk)),
       admissionLapsed: (route) => this.#lapsed?.(route),
       count: (outcome) => this.#count(outcome),
+      ambiguousRoute: (trunkIds, action) => void this.emit('ambiguous-route', trunkIds, action),
     };
     if (opts.registrar !== undefined) {
       ctx.registrar = registrarContext(

@@ -25,7 +25,7 @@
  *   migration 12) test "a character outside [0-9+]" with GLOB there, a regular expression here.
  * - SQLite's WITHOUT ROWID is a storage choice PostgreSQL does not have (its tables are heaps).
  */
-import { STREAM_GRANTS_SQL, type Migration } from '../migrations.ts';
+import { ASSIGNMENTS_PER_ORG_SQL, STREAM_GRANTS_SQL, type Migration } from '../migrations.ts';
 
 export const POSTGRES_MIGRATIONS: Migration[] = [
   {
@@ -481,5 +481,12 @@ export const POSTGRES_MIGRATIONS: Migration[] = [
       CREATE INDEX calls_org_outbound ON calls (org_id, outbound, created_at, id, party_number);
       CREATE INDEX calls_org_outcome ON calls (org_id, outcome, created_at, id, party_number) WHERE outcome IS NOT NULL;
     `,
+  },
+  {
+    version: 14,
+    name: 'sip trunk assignments: alternate_number unique per organization',
+    // SQLite's migration 14: the same statements (the rebuilt table keeps its constraint names
+    // from the CREATE, which no code reads: conflicts are told apart by their columns).
+    sql: ASSIGNMENTS_PER_ORG_SQL,
   },
 ];
