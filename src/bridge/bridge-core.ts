@@ -65,6 +65,8 @@ export class BridgeCore {
   #media: BridgeMedia | undefined;
   #sessionId: string | undefined;
   #done = false;
+  /** Why the call ended (set once, by #finish): a socket error after it is the socket we closed. */
+  #endedWhy: string | undefined;
   /** Media ran (the call was answered and connected): counted in the active-calls gauge. */
   #bridged = false;
   #sendMsTotal = 0;
@@ -151,6 +153,13 @@ export class BridgeCore {
       },
       failed: (err) => {
         clearTimeout(timer);
+        if (this.#endedWhy !== undefined) {
+          // The call ended first (a CANCEL racing the answer, the connect timeout) and #finish
+          // closed the socket while it was still connecting: `ws` reports that close as an error.
+          // A normal race, not a failure of the voice server.
+          this.#log.info({ sessionId: this.#sessionId, why: this.#endedWhy, detail: err.message }, 'voice session connection abandoned: the call ended while its session was being opened');
+          return;
+        }
         this.#log.error({ err, sessionId: this.#sessionId }, 'voice session socket failed');
         this.#finish('voice socket error');
       },
@@ -246,6 +255,7 @@ export class BridgeCore {
   #finish(why: string): void {
     if (this.#done) return;
     this.#done = true;
+    this.#endedWhy = why;
     const media = this.#media?.stop();
     this.#transfer?.close();
     const sessionId = this.#sessionId;

@@ -5,7 +5,7 @@
  * nodes"). On SQLite one node owns the file, so this node's memory holds the whole count:
  * MemorySlots, which costs nothing, where a slot row costs a committed transaction (about 2.7 ms
  * an acquire and release measured on the development VM). bridge.max_calls stays per node,
- * counted in memory by CallBridge.
+ * counted in memory by BridgedCalls (bridged-calls.ts).
  *
  * A slot is taken when a call is admitted and given back when it ends, whatever the end. When
  * neither limit applies to a call (both 0, or only a per-trunk limit and no trunk) nothing is

@@ -13,10 +13,10 @@
  *
  * Behind a shared load balancer the callbacks and the stream may reach any node: the node that
  * placed the dial keeps it pending (its watchdog, bridge.max_calls), and a node without it reads
- * the dial from the store (statusElsewhere): ends it on a final status, remembers `answered`. The
- * placing node re-reads the store every `storeCheckMs` and before it gives a dial up, so a dial
- * another node ended, or whose stream started elsewhere, is forgotten here without a carrier
- * request or a record write. Every end of a ringing dial is conditional (CallEnd.unconnected_only):
+ * the dial from the store (statusElsewhere, carrier-dial-callbacks.ts): ends it on a final status,
+ * remembers `answered`. The placing node re-reads the store every `storeCheckMs` and before it
+ * gives a dial up, so a dial another node ended, or whose stream started elsewhere, is forgotten
+ * here without a carrier request or a record write. Every end of a ringing dial is conditional (CallEnd.unconnected_only):
  * never over a record another node ended or a call that streams.
  *
  * A call that neither streams nor ends within the ring timeout + WATCHDOG_SLACK_MS is ended at the
@@ -29,12 +29,13 @@ import { DomainError, notFound, unavailable } from '../domain/errors.ts';
 
 export type { CarrierDialRequest };
 import type { CarrierClient } from '../telco/carrier-client.ts';
-import type { CarrierCallProgress, CarrierCallStatus } from '../telco/twilio-call-status.ts';
+import type { CarrierCallStatus } from '../telco/twilio-call-status.ts';
 import type { StreamTokens } from '../telco/twilio-stream-tokens.ts';
 import { connectStreamTwiml } from '../telco/twilio-twiml.ts';
 import { TWILIO_STATUS_PATH, TWILIO_STREAM_PATH } from '../telco/twilio-voice-url.ts';
 import type { BridgeMetrics } from './bridge-metrics.ts';
 import type { CallRecordWriter } from './call-record-writer.ts';
+import { dialStatusElsewhere, endUnconnectedDial } from './carrier-dial-callbacks.ts';
 import { callVariables, withCallVariables } from './call-variables.ts';
 import type { SessionOpener } from './session-opener.ts';
 
@@ -77,9 +78,6 @@ interface PendingDial extends AnsweredCarrierDial {
 const WATCHDOG_SLACK_MS = 30_000;
 /** How often the dials pending on a node sharing its store are compared with the store. */
 export const DIAL_STORE_CHECK_MS = 2000;
-
-/** The failed-dial reason of a final status (completed without a stream: answered, but the TwiML never reached us). */
-const failedReason = (pr: Extract<CarrierCallProgress, { kind: 'ended' }>) => (pr.dial === 'completed' ? 'no_media_stream' : pr.dial);
 
 export class CarrierDials {
   readonly #o: CarrierDialOptions;
@@ -193,34 +191,14 @@ export class CarrierDials {
       p.log.info({ callSid: u.callSid }, 'outbound carrier call answered: waiting for its media stream');
     } else {
       this.#forget(p);
-      await this.#notConnected(p.callId, u, pr, p.log);
+      await endUnconnectedDial(this.#o, p.callId, u, pr, p.log);
     }
     return true;
   }
 
-  /**
-   * A verified status callback for a dial not pending here (placed by another node behind the
-   * same load balancer, or forgotten): read from the store. Only a dial of the callback's account
-   * that is still ringing is touched: a final status ends it, `answered` is remembered there;
-   * one that ended or streams (on any node) is left to that node.
-   */
-  async statusElsewhere(u: CarrierCallStatus): Promise<void> {
-    if (u.callId === undefined) return;
-    const store = this.#o.store.streamGrants;
-    const d = await store.carrierDial(u.callId, u.accountSid);
-    if (d === undefined || (d.callSid !== null && d.callSid !== u.callSid) || d.ended || d.streaming) {
-      this.#o.log.debug({ callId: u.callId, callSid: u.callSid, known: d !== undefined }, 'status callback of a call not ringing here or anywhere: ignored');
-      return;
-    }
-    const log = this.#o.log.child({ component: 'bridge', callId: u.callId, orgId: d.orgId, callSid: u.callSid });
-    // The placing node may not have stored the CallSid yet: the grant needs it for the stream.
-    if (d.callSid === null) await this.#o.tokens.bindCall(u.callId, u.callSid);
-    const pr = u.progress;
-    if (pr.kind === 'progress') log.info({ status: pr.status, placedElsewhere: true }, 'outbound carrier call progress');
-    else if (pr.kind === 'answered') {
-      await store.markAnswered(u.callId);
-      log.info({ placedElsewhere: true }, 'outbound carrier call answered: waiting for its media stream');
-    } else await this.#notConnected(u.callId, u, pr, log);
+  /** A verified status callback for a dial not pending here: read from the store (carrier-dial-callbacks.ts). */
+  statusElsewhere(u: CarrierCallStatus): Promise<void> {
+    return dialStatusElsewhere(this.#o, u);
   }
 
   /** Ends every dial still ringing (the daemon stops); settled() resolves once that is done. */
@@ -233,18 +211,6 @@ export class CarrierDials {
   /** Resolves once the give-ups under way are done. */
   async settled(): Promise<void> {
     while (this.#inFlight.size > 0) await Promise.all([...this.#inFlight]);
-  }
-
-  /** A final status of a dial never connected: its grant spent, its record ended (unless another node did, or it streams). */
-  async #notConnected(callId: string, u: CarrierCallStatus, pr: Extract<CarrierCallProgress, { kind: 'ended' }>, log: Logger): Promise<void> {
-    const reason = failedReason(pr);
-    await this.#o.tokens.revoke(callId);
-    if (await this.#o.records.failedDial(callId, reason, u.sipResponseCode)) {
-      this.#o.metrics?.failure(`dial_${reason}`);
-      log.info({ callSid: u.callSid, status: pr.status, sipResponseCode: u.sipResponseCode }, 'outbound carrier call not connected');
-    } else {
-      log.info({ callSid: u.callSid, status: pr.status }, 'final status of an outbound carrier call that ended or streams elsewhere: nothing to do here');
-    }
   }
 
   async #bind(p: PendingDial, callSid: string): Promise<void> {

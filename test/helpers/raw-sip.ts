@@ -31,6 +31,13 @@ export interface RawSipPeer {
   responses: SipResponse[];
   /** Sends an INVITE to 127.0.0.1:`sipPort`; returns its Call-ID. */
   invite(sipPort: number, o: RawInvite): string;
+  /**
+   * Sends a CANCEL for an INVITE this peer sent (RFC 3261 9.1: same Request-URI, Via branch,
+   * From, To and Call-ID, CSeq number with method CANCEL).
+   */
+  cancel(sipPort: number, callId: string): void;
+  /** ACKs the final non-2xx response of an INVITE this peer sent (17.1.1.3: its To tag, the INVITE's branch). */
+  ackFailure(sipPort: number, callId: string): void;
   /** Responses with this Call-ID. */
   for(callId: string): SipResponse[];
   close(): Promise<void>;
@@ -57,6 +64,14 @@ export async function startRawSipPeer(address = '127.0.0.1'): Promise<RawSipPeer
     }
   });
   let seq = 0;
+  /** The header lines of each INVITE sent, by Call-ID: a CANCEL or ACK repeats them. */
+  const sent = new Map<string, { requestUri: string; via: string; from: string; to: string }>();
+  const sendFor = (sipPort: number, callId: string, method: 'CANCEL' | 'ACK', to: string): void => {
+    const i = sent.get(callId);
+    if (i === undefined) throw new Error(`no INVITE sent with Call-ID ${callId}`);
+    const lines = [`${method} ${i.requestUri} SIP/2.0`, i.via, i.from, to, `Call-ID: ${callId}`, `CSeq: 1 ${method}`, 'Max-Forwards: 70', 'Content-Length: 0', '', ''];
+    socket.send(lines.join('\r\n'), sipPort, '127.0.0.1');
+  };
   return {
     socket,
     address,
@@ -66,11 +81,18 @@ export async function startRawSipPeer(address = '127.0.0.1'): Promise<RawSipPeer
       const callId = o.callId ?? `${randomBytes(8).toString('hex')}-${++seq}@${address}`;
       const body = o.sdp === null ? '' : (o.sdp ?? offer(address));
       const name = o.fromName === undefined ? '' : `"${o.fromName}" `;
+      const headers = {
+        requestUri: `sip:${o.user}@127.0.0.1:${sipPort}`,
+        via: `Via: SIP/2.0/UDP ${address}:${port};rport;branch=z9hG4bK${randomBytes(6).toString('hex')}`,
+        from: `From: ${name}<sip:${o.from ?? '+15559990000'}@${address}:${port}>;tag=${randomBytes(4).toString('hex')}`,
+        to: `To: <sip:${o.to ?? o.user}@127.0.0.1:${sipPort}>`,
+      };
+      sent.set(callId, headers);
       const lines = [
-        `INVITE sip:${o.user}@127.0.0.1:${sipPort} SIP/2.0`,
-        `Via: SIP/2.0/UDP ${address}:${port};rport;branch=z9hG4bK${randomBytes(6).toString('hex')}`,
-        `From: ${name}<sip:${o.from ?? '+15559990000'}@${address}:${port}>;tag=${randomBytes(4).toString('hex')}`,
-        `To: <sip:${o.to ?? o.user}@127.0.0.1:${sipPort}>`,
+        `INVITE ${headers.requestUri} SIP/2.0`,
+        headers.via,
+        headers.from,
+        headers.to,
         `Call-ID: ${callId}`,
         'CSeq: 1 INVITE',
         `Contact: <sip:caller@${address}:${port}>`,
@@ -83,6 +105,14 @@ export async function startRawSipPeer(address = '127.0.0.1'): Promise<RawSipPeer
       ];
       socket.send(lines.join('\r\n'), sipPort, '127.0.0.1');
       return callId;
+    },
+    cancel(sipPort, callId) {
+      sendFor(sipPort, callId, 'CANCEL', sent.get(callId)?.to ?? '');
+    },
+    ackFailure(sipPort, callId) {
+      const final = responses.find((r) => r.callId === callId && r.status >= 300 && r.get('cseq')?.endsWith('INVITE'));
+      if (final === undefined) throw new Error(`no final failure response for ${callId} to ACK`);
+      sendFor(sipPort, callId, 'ACK', `To: ${final.get('to')}`);
     },
     for(callId) {
       return responses.filter((r) => r.callId === callId);
