@@ -18,6 +18,7 @@
  * is rejected.
  */
 import type { Logger } from '../log.ts';
+import { clipForLog } from '../log-fields.ts';
 import { validTwilioSignature } from './twilio-signature.ts';
 import type { StreamGrant, StreamTokens } from './twilio-stream-tokens.ts';
 import { connectStreamTwiml, rejectTwiml } from './twilio-twiml.ts';
@@ -52,7 +53,16 @@ export interface WebhookRequest {
   streamUrl: string;
 }
 
-export type WebhookAnswer = { status: 403; error: string } | { status: 200; twiml: string };
+/**
+ * A refusal the caller logs (WebhookRefusalLog: once per source and window, whoever sends them):
+ * its fields clipped, never a token.
+ */
+export interface Refusal {
+  fields: Record<string, unknown>;
+  message: string;
+}
+
+export type WebhookAnswer = { status: 403; error: string; refusal: Refusal } | { status: 200; twiml: string };
 
 export async function answerVoiceWebhook(deps: VoiceWebhookDeps, req: WebhookRequest): Promise<WebhookAnswer> {
   const p = new Map(req.params);
@@ -60,7 +70,9 @@ export async function answerVoiceWebhook(deps: VoiceWebhookDeps, req: WebhookReq
   const accountSid = p.get('AccountSid') ?? '';
   const callSid = p.get('CallSid') ?? '';
   const from = p.get('From') ?? '';
-  const log = deps.log.child({ callSid, to, accountSid });
+  // Every field of the request is the peer's: bounded in the log, however long it is.
+  const ids = { callSid: clipForLog(callSid), to: clipForLog(to), accountSid: clipForLog(accountSid) };
+  const log = deps.log.child(ids);
 
   const imports = accountSid === '' ? [] : await deps.importsOfAccount(accountSid);
   // One check per distinct token: an account's imports usually share one.
@@ -71,8 +83,14 @@ export async function answerVoiceWebhook(deps: VoiceWebhookDeps, req: WebhookReq
     return ok;
   };
   if (!imports.some((n) => signedBy(n.auth_token))) {
-    log.warn({ url: req.url, signature: req.signature === undefined ? 'missing' : 'present', knownAccount: imports.length > 0 }, 'voice webhook refused (403): the X-Twilio-Signature does not verify with the auth token of any import of that account');
-    return { status: 403, error: 'X-Twilio-Signature does not verify for this URL and account' };
+    return {
+      status: 403,
+      error: 'X-Twilio-Signature does not verify for this URL and account',
+      refusal: {
+        fields: { ...ids, url: clipForLog(req.url, 256), signature: req.signature === undefined ? 'missing' : 'present', knownAccount: imports.length > 0 },
+        message: 'voice webhook refused (403): the X-Twilio-Signature does not verify with the auth token of any import of that account',
+      },
+    };
   }
   if (callSid === '' || to === '') {
     log.warn('voice webhook without CallSid or To: call rejected');
@@ -105,6 +123,6 @@ export async function answerVoiceWebhook(deps: VoiceWebhookDeps, req: WebhookReq
   }
   const grant: StreamGrant = { orgId: number.org_id, agentId: agent.id, numberId: number.id, callSid, accountSid, from, to };
   const token = await deps.tokens.issue(grant);
-  log.info({ orgId: number.org_id, agentId: agent.id, from }, 'carrier call accepted: connecting its media stream');
+  log.info({ orgId: number.org_id, agentId: agent.id, from: clipForLog(from) }, 'carrier call accepted: connecting its media stream');
   return { status: 200, twiml: connectStreamTwiml(req.streamUrl, { token, callSid, from, to }) };
 }
