@@ -12,6 +12,11 @@
  *   4. a one-time stream token bound to this CallSid, and <Connect><Stream> to this daemon with
  *      the call's identifiers and the token as parameters.
  *
+ * Idempotent per CallSid (checked after the signature, before the routing): while the call's
+ * token waits for its stream, the same webhook again gets the same answer (the token is derived
+ * from the CallSid, one grant per call in the store); once the stream started, or the token
+ * expired, or a call record carries the CallSid, it gets <Reject/>.
+ *
  * One organization never reaches another's agent: the route is the verified import's own
  * organization, and when two organizations imported the number under the same account with the
  * same token (both can sign for it) the call is ambiguous unless exactly one assigned it: then it
@@ -96,6 +101,17 @@ export async function answerVoiceWebhook(deps: VoiceWebhookDeps, req: WebhookReq
     log.warn('voice webhook without CallSid or To: call rejected');
     return { status: 200, twiml: rejectTwiml('rejected') };
   }
+  // One CallSid is one call, however often its webhook comes (the carrier's retry, or a replay of
+  // a signed request: the signature has no timestamp). The store decides, on any node.
+  const prior = await deps.tokens.callState(accountSid, callSid);
+  if (prior === 'pending') {
+    log.info('voice webhook repeated: answered with the same stream and token');
+    return { status: 200, twiml: connectStreamTwiml(req.streamUrl, { token: deps.tokens.callToken(accountSid, callSid), callSid, from, to }) };
+  }
+  if (prior === 'used') {
+    log.warn('call rejected: this CallSid had its call already (its stream started, or its token expired)');
+    return { status: 200, twiml: rejectTwiml('rejected') };
+  }
   const verified = imports.filter((n) => n.phone_number === to && signedBy(n.auth_token));
   if (verified.length === 0) {
     log.warn('call rejected: the called number is not imported under that account');
@@ -122,7 +138,7 @@ export async function answerVoiceWebhook(deps: VoiceWebhookDeps, req: WebhookReq
     return { status: 200, twiml: rejectTwiml('busy') };
   }
   const grant: StreamGrant = { orgId: number.org_id, agentId: agent.id, numberId: number.id, callSid, accountSid, from, to };
-  const token = await deps.tokens.issue(grant);
+  const token = await deps.tokens.issueForCall(grant);
   log.info({ orgId: number.org_id, agentId: agent.id, from: clipForLog(from) }, 'carrier call accepted: connecting its media stream');
   return { status: 200, twiml: connectStreamTwiml(req.streamUrl, { token, callSid, from, to }) };
 }

@@ -482,4 +482,12 @@ export const POSTGRES_MIGRATIONS: Migration[] = [
       CREATE INDEX calls_org_outcome ON calls (org_id, outcome, created_at, id, party_number) WHERE outcome IS NOT NULL;
     `,
   },
+  {
+    version: 14,
+    name: 'calls: carrier_call_id index',
+    // SQLite's migration 14: the same index (a repeated voice webhook found by its CallSid).
+    sql: `
+      CREATE INDEX calls_carrier_call ON calls (carrier_call_id) WHERE carrier_call_id IS NOT NULL;
+    `,
+  },
 ];
