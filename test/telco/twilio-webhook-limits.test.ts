@@ -24,7 +24,7 @@ const NUMBER = '+15550102001';
 const BODY_LIMIT = 64 * 1024;
 
 /** One raw HTTP/1.1 exchange: sends `head`, then `body` only if `sendBody`; resolves with the answer's status line. */
-function rawPost(port: number, head: string, chunks: string[] = []): Promise<{ statusLine: string; bytesSent: number }> {
+function rawPost(port: number, head: string, chunks: string[] = []): Promise<{ statusLine: string; head: string; bytesSent: number }> {
   return new Promise((resolve, reject) => {
     const s = connect(port, '127.0.0.1');
     let answer = '';
@@ -34,7 +34,7 @@ function rawPost(port: number, head: string, chunks: string[] = []): Promise<{ s
       if (done) return;
       done = true;
       s.destroy();
-      resolve({ statusLine: answer.split('\r\n')[0] ?? '', bytesSent });
+      resolve({ statusLine: answer.split('\r\n')[0] ?? '', head: answer.split('\r\n\r\n')[0] ?? '', bytesSent });
     };
     s.on('data', (d) => {
       answer += d.toString('latin1');
@@ -85,6 +85,8 @@ describe('carrier webhook limits (body size, parameter count, log flooding)', ()
     // No body at all: the answer comes from the header.
     const r = await rawPost(port, head);
     expect(r.statusLine).toMatch(/^HTTP\/1\.1 413 /);
+    // And the socket is closed after it: the rest of the body is never read.
+    expect(r.head).toMatch(/^connection: close$/im);
     expect(await refusedMetric('voice', 'body_too_large')).toBeGreaterThanOrEqual(1);
   });
 

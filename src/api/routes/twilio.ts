@@ -73,9 +73,11 @@ export async function twilioRoutes(app: FastifyInstance, deps: ApiDeps, registry
   });
   const routeOf = (req: FastifyRequest): WebhookRoute => (req.routeOptions.url === TWILIO_STATUS_PATH ? 'status' : 'voice');
   // The 413s (Fastify's body limit, the parameter count) never reach a handler: counted here.
-  app.addHook('onError', (req, _reply, err, done) => {
+  app.addHook('onError', (req, reply, err, done) => {
     const reason = err.code === 'FST_ERR_CTP_BODY_TOO_LARGE' ? 'body_too_large' : err.code === 'TELCO_WEBHOOK_TOO_MANY_PARAMETERS' ? 'too_many_parameters' : undefined;
     if (reason !== undefined) {
+      // The rest of an oversized body is not read: the socket closes after the answer.
+      if (!reply.sent) reply.header('connection', 'close');
       const fields = { url: clipForLog(req.url, 256), contentLength: clipForLog(req.headers['content-length'] ?? '', 20) };
       refusals.refused(req.ip, routeOf(req), reason, fields, `carrier webhook refused (413): ${err.message}`);
     }
