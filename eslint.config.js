@@ -5,7 +5,7 @@ import globals from 'globals';
 
 // The dependency direction of DESIGN.md, between the folders of src/ and between the SIP layers:
 //   main | cli | sip-service -> api | bridge | sip -> session | agent | telco -> media | store -> domain
-// (config.ts and log.ts are leaves for the middle tiers; coded-error.ts imports nothing and is
+// (config.ts and log.ts are leaves for the middle tiers; coded-error.ts and log-fields.ts import nothing and are
 // open to all). A wrong import fails `npm run lint`, naming the rule it breaks.
 const ROOT_MODULES = 'main|cli|sip-service';
 /** An import of one of src/'s folders (or top-level modules), from any depth below src/. */

@@ -37,6 +37,14 @@
  * wait for the probes too, which no scheduling inside the daemon removes.
  * BENCH_SIGNALING_DAEMON_NICE=<n> (a diagnostic) sets both daemons' main threads to nice n.
  *
+ * Webhook flood (the first daemon only, BENCH_SIGNALING_FLOOD=0 skips it): a fourth slice per round
+ * in which BENCH_SIGNALING_FLOOD_CONNECTIONS (8) concurrent autocannon clients (own process, closed
+ * loop) POST forged carrier voice webhooks to /v1/telco/twilio/voice: 1 MB form bodies of ~110,000
+ * parameters with a made-up X-Twilio-Signature, what anyone can send before a signature is checked
+ * (such a flood once took OPTIONS p99 from 4.8 ms to hundreds of ms). Target: OPTIONS p99 under
+ * 20 ms during the flood, against the same run's idle figure as baseline (telco.webhook_body_limit
+ * answers 413 on the Content-Length; docs/telco.md "Limits").
+ *
  * BENCH_SIGNALING_DAEMON_ENV='K=V,K=V' adds environment variables to both daemons (e.g.
  * CALLBRIDGE_HTTP_FAIR_SHARE_MS=4 for the first; the second keeps 0). Loopback only; every child
  * is stopped by PID in a finally.
@@ -44,7 +52,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createSocket, type Socket } from 'node:dgram';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import { createRequire } from 'node:module';
 import { cpus, getPriority, loadavg, setPriority, tmpdir } from 'node:os';
@@ -341,7 +349,33 @@ interface Load {
 }
 
 function startLoad(url: string, key: string, connections: number, seconds: number): Load {
-  const args = [AUTOCANNON, '-c', String(connections), '-d', String(seconds), '-p', '1', '-j', '-H', `authorization=Bearer ${key}`, url];
+  return startAutocannon([AUTOCANNON, '-c', String(connections), '-d', String(seconds), '-p', '1', '-j', '-H', `authorization=Bearer ${key}`, url]);
+}
+
+/** Forged voice webhooks: `bodyFile` POSTed form-encoded with a made-up signature, closed loop. */
+function startWebhookFlood(url: string, bodyFile: string, connections: number, seconds: number): Load {
+  return startAutocannon([
+    AUTOCANNON, '-c', String(connections), '-d', String(seconds), '-p', '1', '-j', '-m', 'POST', '-i', bodyFile,
+    '-H', 'content-type=application/x-www-form-urlencoded', '-H', 'x-twilio-signature=Zm9yZ2VkLXNpZ25hdHVyZQ==', url,
+  ]);
+}
+
+/**
+ * A forged webhook body of `bytes` bytes: Twilio's parameter names, then filler parameters
+ * (`p<n>=1`), ~9 bytes each: 1 MB is ~110,000 parameters.
+ */
+function forgedWebhookBody(bytes: number): string {
+  const parts = ['AccountSid=AC' + 'f'.repeat(32), 'CallSid=CA' + 'e'.repeat(32), 'From=%2B15559990000', 'To=%2B15550002000', 'CallStatus=ringing', 'Direction=inbound'];
+  let size = parts.join('&').length;
+  for (let i = 0; size < bytes; i++) {
+    const p = `p${i}=1`;
+    parts.push(p);
+    size += p.length + 1;
+  }
+  return parts.join('&').slice(0, bytes);
+}
+
+function startAutocannon(args: string[]): Load {
   const proc = spawn(process.execPath, args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
   // The load runs at the ordinary priority, whatever the prober's (BENCH_SIGNALING_PROBER_NICE).
   if (proc.pid !== undefined) {
@@ -383,7 +417,7 @@ function startLoad(url: string, key: string, connections: number, seconds: numbe
 // ---------------------------------------------------------------------------------------------
 
 interface Slice {
-  label: 'idle' | 'loaded' | 'rest only';
+  label: 'idle' | 'loaded' | 'rest only' | 'webhook flood';
   samples: Samples;
   load?: LoadResult;
   /** The daemon's main-thread CPU share during the slice (1 = one core). */
@@ -491,7 +525,8 @@ function summarize(t: Target) {
     const avg = (f: (s: Slice) => number) => formatValue(l.reduce((a, s) => a + f(s), 0) / l.length);
     return `${avg((s) => s.procCpu)} / ${avg((s) => s.mainCpu)} / ${avg((s) => s.mainWait)}`;
   };
-  return { idle, loaded, restLoaded: sumLoad('loaded'), restOnly: sumLoad('rest only'), cpu };
+  const flood = merge(t.slices.filter((s) => s.label === 'webhook flood').map((s) => s.samples));
+  return { idle, loaded, flood, flooded: t.slices.some((s) => s.label === 'webhook flood'), restLoaded: sumLoad('loaded'), restOnly: sumLoad('rest only'), floodLoad: sumLoad('webhook flood'), cpu };
 }
 
 export async function run(): Promise<void> {
@@ -500,6 +535,9 @@ export async function run(): Promise<void> {
   const connections = Math.round(envNumber('BENCH_SIGNALING_CONNECTIONS', 100));
   const rate = envNumber('BENCH_SIGNALING_RATE', 20);
   const compare = process.env.BENCH_SIGNALING_COMPARE !== '0';
+  const flood = process.env.BENCH_SIGNALING_FLOOD !== '0';
+  const floodConnections = Math.round(envNumber('BENCH_SIGNALING_FLOOD_CONNECTIONS', 8));
+  const FLOOD_BODY_BYTES = 1024 * 1024;
   const proberNice = Number(process.env.BENCH_SIGNALING_PROBER_NICE ?? -10);
   if (!Number.isInteger(proberNice) || proberNice < -20 || proberNice > 19) throw new RangeError(`BENCH_SIGNALING_PROBER_NICE must be an integer from -20 to 19, got "${process.env.BENCH_SIGNALING_PROBER_NICE}"`);
   const extraEnv = daemonEnvExtra();
@@ -508,11 +546,17 @@ export async function run(): Promise<void> {
     `machine: ${cpus().length} CPUs (${cpus()[0]?.model.trim() ?? 'unknown'}), node ${process.version}, load average ${load()}\n` +
       `REST load: autocannon (own process), ${connections} connections, GET /v1/agents?limit=100 (${AGENTS} agents); ` +
       `probes: OPTIONS, INVITE (then CANCEL) and GET /readyz, ${rate}/s each, open loop; per daemon ${rounds} rounds of ${secs} s idle, ${secs} s loaded, ${secs} s REST only` +
-      `${compare ? '; daemons (their turns interleaved): the defaults, and http.fair_share_ms 0 (REST unscheduled)' : ''}\n`,
+      `${compare ? '; daemons (their turns interleaved): the defaults, and http.fair_share_ms 0 (REST unscheduled)' : ''}` +
+      `${flood ? `; the first daemon also ${secs} s under a webhook flood per round (${floodConnections} clients POSTing forged 1 MB voice webhooks)` : ''}\n`,
   );
 
   const dirs: string[] = [];
   const targets: Target[] = [];
+  const floodDir = mkdtempSync(join(tmpdir(), 'callbridge-bench-flood-'));
+  dirs.push(floodDir);
+  const floodBody = join(floodDir, 'forged-webhook.txt');
+  const floodParams = forgedWebhookBody(FLOOD_BODY_BYTES);
+  writeFileSync(floodBody, floodParams);
   let current: Load | undefined;
   let restorePriority = () => undefined as void;
   const killAll = () => {
@@ -555,7 +599,10 @@ export async function run(): Promise<void> {
       process.stdout.write(`  ${t.label}: ${label}, round ${round}/${rounds} (${secs} s)...`);
       const pid = t.daemon.proc.pid;
       let loadRun: Load | undefined;
-      if (label !== 'idle') {
+      if (label === 'webhook flood') {
+        loadRun = current = startWebhookFlood(`${t.base}/v1/telco/twilio/voice`, floodBody, floodConnections, secs + 2);
+        await sleep(1000);
+      } else if (label !== 'idle') {
         loadRun = current = startLoad(t.listUrl, t.key, connections, secs + 2);
         await sleep(1000); // autocannon's start and the connections' first requests
       }
@@ -577,7 +624,7 @@ export async function run(): Promise<void> {
       const q = (a: number[]) => `${formatValue(percentile(a, 0.5))}/${formatValue(percentile(a, 0.99))}`;
       process.stdout.write(
         (label === 'rest only' ? '' : ` OPTIONS p50/p99 ${q(s.options)} ms, INVITE->100 ${q(s.invite)} ms, INVITE->180 ${q(s.ringing)} ms, readyz ${q(s.readyz)} ms`) +
-          (loadResult ? `${label === 'rest only' ? '' : ';'} REST ${formatValue(loadResult.rps)} req/s` : '') +
+          (loadResult ? `${label === 'rest only' ? '' : ';'} ${label === 'webhook flood' ? `forged webhooks ${formatValue(loadResult.rps)} req/s (${loadResult.non2xx} refused, ${loadResult.errors} errors)` : `REST ${formatValue(loadResult.rps)} req/s`}` : '') +
           `; daemon CPU ${formatValue(procCpu)} (main thread ${formatValue(mainCpu)}, waiting for a CPU ${formatValue(mainWait)})\n`,
       );
       if (label !== 'idle') await sleep(500); // let autocannon's connections close before the next slice
@@ -587,13 +634,14 @@ export async function run(): Promise<void> {
         await measure(t, 'idle', round);
         await measure(t, 'loaded', round);
         await measure(t, 'rest only', round);
+        if (flood && t === targets[0]) await measure(t, 'webhook flood', round);
       }
     }
 
     const sums = targets.map((t) => ({ t, ...summarize(t) }));
     const rows = [['daemon', 'slices', 'probe', 'n', 'p50 ms', 'p90 ms', 'p99 ms', 'max ms', 'lost']];
     for (const x of sums) {
-      for (const [label, s] of [['idle', x.idle], ['loaded', x.loaded]] as const) {
+      for (const [label, s] of [['idle', x.idle], ['loaded', x.loaded], ...(x.flooded ? [['webhook flood', x.flood] as const] : [])] as const) {
         for (const k of ['options', 'invite', 'ringing', 'readyz'] as const) {
           const a = s[k];
           const name = k === 'invite' ? 'invite->100' : k === 'ringing' ? 'invite->180' : k;
@@ -631,12 +679,23 @@ export async function run(): Promise<void> {
     } else {
       figures.push({ name: 'rest_rps_under_rest_load', value: main.restLoaded.rps, unit: 'req/s', baseline: main.restOnly.rps, note: `GET /v1/agents?limit=100, ${connections} connections, with the probes; baseline: the same load without probes` });
     }
+    if (main.flooded) {
+      figures.push({
+        name: 'sip_options_p99_under_webhook_flood',
+        value: p99(main.flood.options),
+        unit: 'ms',
+        baseline: p99(main.idle.options),
+        note: `OPTIONS -> 200 while ${floodConnections} clients POST forged 1 MB voice webhooks (${floodParams.split('&').length} parameters; ${formatValue(main.floodLoad.rps)} req/s answered); baseline: idle`,
+      });
+      figures.push({ name: 'sip_options_p50_under_webhook_flood', value: percentile(main.flood.options, 0.5), unit: 'ms', baseline: percentile(main.idle.options, 0.5), note: 'the same, p50; baseline: idle p50' });
+    }
     const verdict = (v: number) => (v < TARGET_MS ? 'met' : 'NOT MET');
     process.stdout.write(
       `\ntargets (under REST saturation, p99 < ${TARGET_MS} ms):\n` +
         `  OPTIONS: ${verdict(figures[0]!.value)} (${formatValue(figures[0]!.value)} ms)\n` +
         `  INVITE -> 100: ${verdict(figures[1]!.value)} (${formatValue(figures[1]!.value)} ms)\n` +
-        `  INVITE -> 180 (measured beside it): ${verdict(figures[2]!.value)} (${formatValue(figures[2]!.value)} ms)\n`,
+        `  INVITE -> 180 (measured beside it): ${verdict(figures[2]!.value)} (${formatValue(figures[2]!.value)} ms)\n` +
+        (main.flooded ? `  OPTIONS under a forged webhook flood: ${verdict(p99(main.flood.options))} (${formatValue(p99(main.flood.options))} ms; idle ${formatValue(p99(main.idle.options))} ms)\n` : ''),
     );
     printFigures('bench/signaling figures (ratio = value / baseline; for latency lower is better)', figures);
     for (const x of sums) {

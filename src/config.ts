@@ -695,6 +695,18 @@ const schema = {
       default: true,
       env: 'CALLBRIDGE_TELCO_SET_VOICE_URL',
     },
+    webhook_body_limit: {
+      doc: "Largest body in bytes of the carrier's webhooks (POST /v1/telco/twilio/voice and /status; a few KB in practice): a larger one gets 413 before it is read whole (Content-Length) or as soon as it passes this (chunked), far below http.body_limit because anyone can post to these routes before a signature is checked.",
+      format: 'nat',
+      default: 64 * 1024,
+      env: 'CALLBRIDGE_TELCO_WEBHOOK_BODY_LIMIT',
+    },
+    webhook_max_parameters: {
+      doc: "Most form parameters in one carrier webhook (the carrier sends a few dozen): more get 413, counted before the form is parsed.",
+      format: 'nat',
+      default: 1000,
+      env: 'CALLBRIDGE_TELCO_WEBHOOK_MAX_PARAMETERS',
+    },
   },
   webrtc: {
     url: { doc: 'LiveKit-compatible media server URL for transport=webrtc; empty = webrtc answers 503.', format: String, default: '', env: 'CALLBRIDGE_WEBRTC_URL' },
@@ -793,7 +805,7 @@ export type Config = {
     max_page_size: number;
   };
   security: { token_secret: string; encryption_key: string };
-  telco: { api_base_url: string; timeout_ms: number; dial_watchdog_slack_secs: number; outbound_trunks: Array<{ account_sid: string; sip_trunk_id: string }>; set_voice_url: boolean };
+  telco: { api_base_url: string; timeout_ms: number; dial_watchdog_slack_secs: number; outbound_trunks: Array<{ account_sid: string; sip_trunk_id: string }>; set_voice_url: boolean; webhook_body_limit: number; webhook_max_parameters: number };
   webrtc: { url: string; api_key: string; api_secret: string };
   drain: { deadline_secs: number };
 };

@@ -8,6 +8,7 @@ import { randomUUID } from 'node:crypto';
 import { Counter, Gauge, type Registry } from 'prom-client';
 import type { ApiDeps } from './context.ts';
 import type { Logger } from '../log.ts';
+import { clipForLog } from '../log-fields.ts';
 import { installErrorHandler } from './errors.ts';
 import { installValidation } from './validation.ts';
 import { installRegionPinning } from './region.ts';
@@ -126,7 +127,7 @@ export async function buildApp(deps: ApiDeps, registry: Registry = createRegistr
   app.addHook('onResponse', (req, reply, done) => {
     const level = reply.statusCode >= 500 ? 'error' : 'info';
     if ((req.log as Logger).isLevelEnabled(level)) {
-      req.log[level]({ method: req.method, url: req.url.split('?')[0], status: reply.statusCode, ms: Math.round(reply.elapsedTime * 100) / 100 }, 'request');
+      req.log[level]({ method: req.method, url: clipForLog(req.url.split('?')[0] ?? '', 256), status: reply.statusCode, ms: Math.round(reply.elapsedTime * 100) / 100 }, 'request');
     }
     done();
   });
@@ -165,6 +166,6 @@ export async function buildApp(deps: ApiDeps, registry: Registry = createRegistr
     ...deps.sessionServer,
   });
   // After the session server: the media stream route needs its WebSocket plugin.
-  await app.register(twilioRoutes, deps);
+  await app.register(async (scope) => twilioRoutes(scope, deps, registry));
   return app;
 }

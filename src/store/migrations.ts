@@ -639,4 +639,13 @@ export const MIGRATIONS: Migration[] = [
     name: 'sip trunk assignments: alternate_number unique per organization',
     sql: ASSIGNMENTS_PER_ORG_SQL,
   },
+  {
+    version: 15,
+    name: 'calls: carrier_call_id index',
+    // The carrier's voice webhook looks a CallSid up before it answers (docs/telco.md "The voice
+    // webhook": one CallSid is one call, however often the webhook comes); no scan of calls.
+    sql: `
+      CREATE INDEX calls_carrier_call ON calls (carrier_call_id) WHERE carrier_call_id IS NOT NULL;
+    `,
+  },
 ];

@@ -3,7 +3,7 @@
  * Stored form: "v1:" + base64(iv[12] | tag[16] | ciphertext). The version prefix lets the key or
  * the algorithm change later without guessing.
  */
-import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHmac, randomBytes } from 'node:crypto';
 
 export class SecretBox {
   readonly #key: Buffer;
@@ -18,6 +18,15 @@ export class SecretBox {
     const cipher = createCipheriv('aes-256-gcm', this.#key, iv);
     const ct = Buffer.concat([cipher.update(plaintext, 'utf8'), cipher.final()]);
     return 'v1:' + Buffer.concat([iv, cipher.getAuthTag(), ct]).toString('base64');
+  }
+
+  /**
+   * HMAC-SHA256 of `data` under a key derived from this box's key for `purpose` (never the AES key
+   * itself): a value only holders of the key can compute, the same on every node sharing it.
+   */
+  digest(purpose: string, data: string): Buffer {
+    const subkey = createHmac('sha256', this.#key).update(`callbridge:${purpose}`).digest();
+    return createHmac('sha256', subkey).update(data).digest();
   }
 
   /** @throws Error when the value was not sealed with this key (wrong key or tampered). */

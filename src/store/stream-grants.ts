@@ -73,10 +73,54 @@ export class StreamGrantRepo {
   ) {}
 
   async insert(tokenHash: string, g: StoredStreamGrant, expiresAt: string, createdAt: string): Promise<void> {
-    await this.db.run(
-      `INSERT INTO stream_grants (token_hash, ${GRANT_COLUMNS}, expires_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    await this.#insert('', tokenHash, g, expiresAt, createdAt);
+  }
+
+  /**
+   * Inserts a grant unless one has this token hash already (an inbound call's token is derived
+   * from its CallSid: the same webhook again, on any node). True when this call inserted it.
+   */
+  async insertOnce(tokenHash: string, g: StoredStreamGrant, expiresAt: string, createdAt: string): Promise<boolean> {
+    return (await this.#insert(' ON CONFLICT (token_hash) DO NOTHING', tokenHash, g, expiresAt, createdAt)) === 1;
+  }
+
+  async #insert(onConflict: string, tokenHash: string, g: StoredStreamGrant, expiresAt: string, createdAt: string): Promise<number> {
+    const r = await this.db.run(
+      `INSERT INTO stream_grants (token_hash, ${GRANT_COLUMNS}, expires_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)${onConflict}`,
       [tokenHash, g.orgId, g.agentId, g.numberId, g.callSid, g.accountSid, g.from, g.to, g.outbound?.callId ?? null, g.outbound ? this.box.seal(g.outbound.sessionToken) : null, expiresAt, createdAt],
     );
+    return r.changes;
+  }
+
+  /**
+   * A keyed digest only nodes holding the store's secret key can compute (SecretBox.digest): an
+   * inbound call's stream token is derived from its CallSid with it, so every node issues the
+   * same one for the same call.
+   */
+  keyedDigest(purpose: string, data: string): Buffer {
+    return this.box.digest(purpose, data);
+  }
+
+  /**
+   * What the store knows of an inbound call before its webhook is answered: `pending` when its
+   * grant (`tokenHash`) waits for its stream, `used` when that grant was redeemed or expired, or
+   * a call record carries the CallSid (its stream started, on any node, maybe long ago: the grant
+   * is swept, the record stays), undefined when neither.
+   */
+  async inboundCallState(tokenHash: string, callSid: string, now: string): Promise<'pending' | 'used' | undefined> {
+    const r = await this.db.get<{ grant_state: string | null; has_call: number }>(
+      `SELECT (SELECT CASE WHEN redeemed_at IS NULL AND expires_at > ? THEN 'pending' ELSE 'used' END FROM stream_grants WHERE token_hash = ?) AS grant_state,
+         CASE WHEN EXISTS (SELECT 1 FROM calls WHERE carrier_call_id = ?) THEN 1 ELSE 0 END AS has_call`,
+      [now, tokenHash, callSid],
+    );
+    if (r === undefined) return undefined;
+    if (Number(r.has_call) === 1 || r.grant_state === 'used') return 'used';
+    return r.grant_state === 'pending' ? 'pending' : undefined;
+  }
+
+  /** Whether this token's grant, for this CallSid, already started a stream (on any node). */
+  async streamStarted(tokenHash: string, callSid: string): Promise<boolean> {
+    return (await this.db.get('SELECT 1 AS one FROM stream_grants WHERE token_hash = ? AND call_sid = ? AND stream_started = 1', [tokenHash, callSid])) !== undefined;
   }
 
   /**

@@ -10,7 +10,8 @@
  * `AccountSid` (403 otherwise); the bridge then applies the status only to a call of that same
  * account, so one account's signed callbacks never reach another account's calls.
  */
-import type { Logger } from '../log.ts';
+import { clipForLog } from '../log-fields.ts';
+import type { Refusal } from './twilio-voice-webhook.ts';
 import { validTwilioSignature } from './twilio-signature.ts';
 
 /** What a status means for a call of ours. */
@@ -63,21 +64,26 @@ export interface StatusCallbackRequest {
   signature: string | undefined;
 }
 
-export type StatusCallbackAnswer = { status: 403; error: string } | { status: 400; error: string } | { status: 204; update: CarrierCallStatus };
+export type StatusCallbackAnswer = { status: 403; error: string; refusal: Refusal } | { status: 400; error: string } | { status: 204; update: CarrierCallStatus };
 
 /** Checks and reads one status callback. */
 export async function readStatusCallback(
   tokensOfAccount: (accountSid: string) => string[] | Promise<string[]>,
   req: StatusCallbackRequest,
-  log: Logger,
 ): Promise<StatusCallbackAnswer> {
   const p = new Map(req.params);
   const accountSid = p.get('AccountSid') ?? '';
   const callSid = p.get('CallSid') ?? '';
   const tokens = accountSid === '' ? [] : [...new Set(await tokensOfAccount(accountSid))];
   if (!tokens.some((t) => validTwilioSignature(t, req.url, req.params, req.signature))) {
-    log.warn({ url: req.url, callSid, accountSid, signature: req.signature === undefined ? 'missing' : 'present' }, 'call status callback refused (403): the X-Twilio-Signature does not verify with the auth token of any import of that account');
-    return { status: 403, error: 'X-Twilio-Signature does not verify for this URL and account' };
+    return {
+      status: 403,
+      error: 'X-Twilio-Signature does not verify for this URL and account',
+      refusal: {
+        fields: { url: clipForLog(req.url, 256), callSid: clipForLog(callSid), accountSid: clipForLog(accountSid), signature: req.signature === undefined ? 'missing' : 'present' },
+        message: 'call status callback refused (403): the X-Twilio-Signature does not verify with the auth token of any import of that account',
+      },
+    };
   }
   const progress = callProgress(p.get('CallStatus') ?? '');
   if (callSid === '' || progress === undefined) return { status: 400, error: 'CallSid and a documented CallStatus are required' };

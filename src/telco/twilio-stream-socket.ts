@@ -18,6 +18,7 @@
  */
 import type { WebSocket, RawData } from 'ws';
 import type { Logger } from '../log.ts';
+import { clipForLog } from '../log-fields.ts';
 import type { StreamGrant, StreamTokens } from './twilio-stream-tokens.ts';
 
 /** Close codes of the stream socket (RFC 6455 7.4; 4xxx: ours). */
@@ -35,6 +36,8 @@ export const STREAM_CLOSE = {
   unsupportedFormat: 4415,
   /** Nothing from the carrier for the media timeout after start (it sends media every 20 ms). */
   mediaTimeout: 4408,
+  /** A stream of this CallSid started already (its token is spent by that one): one call, one stream. */
+  duplicateStream: 4409,
 } as const;
 
 /** How long the carrier gets from the socket's opening to its `start` message. */
@@ -106,7 +109,8 @@ export function serveTwilioStream(ws: WebSocket, o: StreamSocketOptions): void {
     closed = true;
     clearTimeout(startTimer);
     clearInterval(mediaWatch);
-    log[level]({ code, reason }, 'media stream socket closed by callbridge');
+    // A reason may quote the peer (an unknown event's name): bounded like any peer field.
+    log[level]({ code, reason: clipForLog(reason, 256) }, 'media stream socket closed by callbridge');
     ws.close(code, closeReason(reason));
     sink?.streamEnded(`closed by callbridge (${code})`);
   };
@@ -150,12 +154,23 @@ export function serveTwilioStream(ws: WebSocket, o: StreamSocketOptions): void {
       // Spent here whatever follows: a token is good for one start only, in the whole cluster.
       grant = await o.tokens.redeem(params.token, callSid);
     } catch (err) {
-      log = log.child({ streamSid: sid, callSid });
+      log = log.child({ streamSid: clipForLog(sid), callSid: clipForLog(callSid) });
       log.error({ err: err instanceof Error ? err.message : String(err) }, 'checking the stream token failed');
       return close(STREAM_CLOSE.internalError, 'stream token could not be checked');
     }
     if (grant === undefined || grant.callSid !== callSid) {
-      log = log.child({ streamSid: sid, callSid });
+      log = log.child({ streamSid: clipForLog(sid), callSid: clipForLog(callSid) });
+      // The call's token again, after it started its stream: a second stream of one call.
+      let duplicate = false;
+      if (grant === undefined) {
+        try {
+          duplicate = await o.tokens.startedFor(params.token, callSid);
+        } catch (err) {
+          log.error({ err: err instanceof Error ? err.message : String(err) }, 'checking the stream token failed');
+          return close(STREAM_CLOSE.internalError, 'stream token could not be checked');
+        }
+      }
+      if (duplicate) return close(STREAM_CLOSE.duplicateStream, 'a media stream of this call started already');
       return close(STREAM_CLOSE.unauthorized, 'stream token missing, unknown, used or expired');
     }
     const f = isRecord(start.mediaFormat) ? start.mediaFormat : {};

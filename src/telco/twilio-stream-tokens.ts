@@ -50,6 +50,43 @@ export class StreamTokens {
   }
 
   /**
+   * The stream token of an inbound call: derived from its AccountSid and CallSid with the store's
+   * secret key (base64url, 43 characters, like a random one), so that the carrier's webhook for
+   * one call, however often it comes and to whichever node, is answered with the same token, and
+   * the store's primary key on the token's hash keeps one grant per call. Nobody without the key
+   * can compute it.
+   */
+  callToken(accountSid: string, callSid: string): string {
+    return this.#repo.keyedDigest('stream-token', `${accountSid}\n${callSid}`).toString('base64url');
+  }
+
+  /**
+   * Whether an inbound call had a webhook answered already: `pending` (its token is waiting for
+   * its stream: answer the same again), `used` (its stream started, or its token expired: no
+   * second call for this CallSid), undefined (a new call).
+   */
+  async callState(accountSid: string, callSid: string): Promise<'pending' | 'used' | undefined> {
+    return this.#repo.inboundCallState(hashOf(this.callToken(accountSid, callSid)), callSid, new Date(this.#now()).toISOString());
+  }
+
+  /**
+   * The token of an inbound call's grant (callToken), stored unless the call has one already:
+   * two webhooks of one call at once, on two nodes, store one grant and answer the same token.
+   */
+  async issueForCall(grant: StreamGrant): Promise<string> {
+    const token = this.callToken(grant.accountSid, grant.callSid);
+    const now = this.#now();
+    await this.#repo.insertOnce(hashOf(token), grant, new Date(now + this.#ttlMs).toISOString(), new Date(now).toISOString());
+    return token;
+  }
+
+  /** Whether a token (one that would not redeem) already started a stream of this CallSid. */
+  async startedFor(token: unknown, callSid: string): Promise<boolean> {
+    if (typeof token !== 'string' || token.length !== 43) return false;
+    return this.#repo.streamStarted(hashOf(token), callSid);
+  }
+
+  /**
    * Binds an outbound call's token to the CallSid the carrier gave it: the token goes into the
    * call's TwiML before the carrier has named the call.
    */

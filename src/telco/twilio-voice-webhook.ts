@@ -12,12 +12,18 @@
  *   4. a one-time stream token bound to this CallSid, and <Connect><Stream> to this daemon with
  *      the call's identifiers and the token as parameters.
  *
+ * Idempotent per CallSid (checked after the signature, before the routing): while the call's
+ * token waits for its stream, the same webhook again gets the same answer (the token is derived
+ * from the CallSid, one grant per call in the store); once the stream started, or the token
+ * expired, or a call record carries the CallSid, it gets <Reject/>.
+ *
  * One organization never reaches another's agent: the route is the verified import's own
  * organization, and when two organizations imported the number under the same account with the
  * same token (both can sign for it) the call is ambiguous unless exactly one assigned it: then it
  * is rejected.
  */
 import type { Logger } from '../log.ts';
+import { clipForLog } from '../log-fields.ts';
 import { validTwilioSignature } from './twilio-signature.ts';
 import type { StreamGrant, StreamTokens } from './twilio-stream-tokens.ts';
 import { connectStreamTwiml, rejectTwiml } from './twilio-twiml.ts';
@@ -52,7 +58,16 @@ export interface WebhookRequest {
   streamUrl: string;
 }
 
-export type WebhookAnswer = { status: 403; error: string } | { status: 200; twiml: string };
+/**
+ * A refusal the caller logs (WebhookRefusalLog: once per source and window, whoever sends them):
+ * its fields clipped, never a token.
+ */
+export interface Refusal {
+  fields: Record<string, unknown>;
+  message: string;
+}
+
+export type WebhookAnswer = { status: 403; error: string; refusal: Refusal } | { status: 200; twiml: string };
 
 export async function answerVoiceWebhook(deps: VoiceWebhookDeps, req: WebhookRequest): Promise<WebhookAnswer> {
   const p = new Map(req.params);
@@ -60,7 +75,9 @@ export async function answerVoiceWebhook(deps: VoiceWebhookDeps, req: WebhookReq
   const accountSid = p.get('AccountSid') ?? '';
   const callSid = p.get('CallSid') ?? '';
   const from = p.get('From') ?? '';
-  const log = deps.log.child({ callSid, to, accountSid });
+  // Every field of the request is the peer's: bounded in the log, however long it is.
+  const ids = { callSid: clipForLog(callSid), to: clipForLog(to), accountSid: clipForLog(accountSid) };
+  const log = deps.log.child(ids);
 
   const imports = accountSid === '' ? [] : await deps.importsOfAccount(accountSid);
   // One check per distinct token: an account's imports usually share one.
@@ -71,11 +88,28 @@ export async function answerVoiceWebhook(deps: VoiceWebhookDeps, req: WebhookReq
     return ok;
   };
   if (!imports.some((n) => signedBy(n.auth_token))) {
-    log.warn({ url: req.url, signature: req.signature === undefined ? 'missing' : 'present', knownAccount: imports.length > 0 }, 'voice webhook refused (403): the X-Twilio-Signature does not verify with the auth token of any import of that account');
-    return { status: 403, error: 'X-Twilio-Signature does not verify for this URL and account' };
+    return {
+      status: 403,
+      error: 'X-Twilio-Signature does not verify for this URL and account',
+      refusal: {
+        fields: { ...ids, url: clipForLog(req.url, 256), signature: req.signature === undefined ? 'missing' : 'present', knownAccount: imports.length > 0 },
+        message: 'voice webhook refused (403): the X-Twilio-Signature does not verify with the auth token of any import of that account',
+      },
+    };
   }
   if (callSid === '' || to === '') {
     log.warn('voice webhook without CallSid or To: call rejected');
+    return { status: 200, twiml: rejectTwiml('rejected') };
+  }
+  // One CallSid is one call, however often its webhook comes (the carrier's retry, or a replay of
+  // a signed request: the signature has no timestamp). The store decides, on any node.
+  const prior = await deps.tokens.callState(accountSid, callSid);
+  if (prior === 'pending') {
+    log.info('voice webhook repeated: answered with the same stream and token');
+    return { status: 200, twiml: connectStreamTwiml(req.streamUrl, { token: deps.tokens.callToken(accountSid, callSid), callSid, from, to }) };
+  }
+  if (prior === 'used') {
+    log.warn('call rejected: this CallSid had its call already (its stream started, or its token expired)');
     return { status: 200, twiml: rejectTwiml('rejected') };
   }
   const verified = imports.filter((n) => n.phone_number === to && signedBy(n.auth_token));
@@ -104,7 +138,7 @@ export async function answerVoiceWebhook(deps: VoiceWebhookDeps, req: WebhookReq
     return { status: 200, twiml: rejectTwiml('busy') };
   }
   const grant: StreamGrant = { orgId: number.org_id, agentId: agent.id, numberId: number.id, callSid, accountSid, from, to };
-  const token = await deps.tokens.issue(grant);
-  log.info({ orgId: number.org_id, agentId: agent.id, from }, 'carrier call accepted: connecting its media stream');
+  const token = await deps.tokens.issueForCall(grant);
+  log.info({ orgId: number.org_id, agentId: agent.id, from: clipForLog(from) }, 'carrier call accepted: connecting its media stream');
   return { status: 200, twiml: connectStreamTwiml(req.streamUrl, { token, callSid, from, to }) };
 }

@@ -27,7 +27,8 @@
  *       shortened here; (c) is placed first and checked last);
  *   (d) a media-stream token is good once across the cluster: the first stream (on the node that
  *       did not issue it) is bridged; the same token replayed through the balancer is refused
- *       (4401) on both nodes; two streams started at once with one token: one bridged, one refused;
+ *       (4409: a stream of that call started already) on both nodes; two streams started at once
+ *       with one token: one bridged, one refused (4409);
  *   (e) the shipped health check: a node drained (SIGTERM) answers /readyz 503 and HAProxy takes
  *       it out within inter + fastinter; new requests go to the other node; its call in progress
  *       goes on through the balancer (the caller speaks, the agent answers) until the caller
@@ -359,7 +360,7 @@ describe.skipIf(skipReason !== undefined)(`carrier calls through HAProxy in fron
         const replay = await startStream(hook.stream!.url, callSid, hook.stream!.parameters);
         replays.push(replay);
         await Promise.race([replay.closed, sleep(REFUSED_WITHIN_MS)]);
-        expect(replay.closeCode, `the replay on ${to}: ${streamState(replay)}`).toBe(4401);
+        expect(replay.closeCode, `the replay on ${to}: ${streamState(replay)}`).toBe(4409);
         expect(replay.frames.length).toBe(0);
         expect(await lb.servedBy(replay.requestId!)).toBe(to);
       }
@@ -384,7 +385,7 @@ describe.skipIf(skipReason !== undefined)(`carrier calls through HAProxy in fron
       const race = `node1: ${outcomes[0]}, ${streamState(a)}; node2: ${outcomes[1]}, ${streamState(b)}\n${context()}`;
       expect([...outcomes].sort(), race).toEqual(['closed', 'heard']);
       const loser = outcomes[0] === 'closed' ? a : b;
-      expect(loser.closeCode, race).toBe(4401);
+      expect(loser.closeCode, race).toBe(4409);
     } finally {
       await hangUp(a, raceSid);
       await hangUp(b, raceSid);

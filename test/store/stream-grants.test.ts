@@ -152,5 +152,32 @@ forEachStoreBackend((backend) =>
       expect(await a.calls.get(orgId, other.callId)).toMatchObject({ status: 'ended', end_status: 'busy' });
       expect((await a.streamGrants.dialStates([other.callId])).get(other.callId)?.ended).toBe(true);
     });
+
+    it('an inbound call\'s grant is one per CallSid: 24 issues at once on both nodes give one token and one row; then used, and a record keeps it used', async () => {
+      const onA = new StreamTokens(a.streamGrants);
+      const onB = new StreamTokens(b.streamGrants);
+      const grant = inbound();
+      expect(await onA.callState(grant.accountSid, grant.callSid)).toBeUndefined();
+      const tokens = await Promise.all(Array.from({ length: 24 }, (_, i) => (i % 2 === 0 ? onA : onB).issueForCall(grant)));
+      expect(new Set(tokens).size).toBe(1);
+      expect(tokens[0]).toMatch(/^[A-Za-z0-9_-]{43}$/);
+      // Nodes sharing the store's key derive the same token; another CallSid another one.
+      expect(onB.callToken(grant.accountSid, grant.callSid)).toBe(tokens[0]);
+      expect(onA.callToken(grant.accountSid, grant.callSid + 'x')).not.toBe(tokens[0]);
+      const rows = await a.client.all<{ n: number }>('SELECT count(*) AS n FROM stream_grants WHERE call_sid = ?', [grant.callSid]);
+      expect(Number(rows[0]!.n)).toBe(1);
+      expect(await onB.callState(grant.accountSid, grant.callSid)).toBe('pending');
+      // The stream starts on node b; the same token again is a second stream of a started call.
+      expect(await onB.redeem(tokens[0], grant.callSid)).toEqual(grant);
+      expect(await onA.callState(grant.accountSid, grant.callSid)).toBe('used');
+      expect(await onA.redeem(tokens[0], grant.callSid)).toBeUndefined();
+      expect(await onA.startedFor(tokens[0], grant.callSid)).toBe(true);
+      expect(await onA.startedFor(tokens[0], 'CA-another-call')).toBe(false);
+      // Swept, the grant is gone; the call record (carrier_call_id) still says the CallSid was used.
+      await a.client.run('DELETE FROM stream_grants WHERE call_sid = ?', [grant.callSid]);
+      expect(await onA.callState(grant.accountSid, grant.callSid)).toBeUndefined();
+      await a.calls.insert({ id: randomUUID(), org_id: orgId, agent_id: null, sip_trunk_id: null, direction: 'inbound', source: 'twilio', from: grant.from, to: grant.to, created_at: new Date().toISOString(), carrier_call_id: grant.callSid });
+      expect(await onB.callState(grant.accountSid, grant.callSid)).toBe('used');
+    });
   }),
 );

@@ -27,6 +27,7 @@ import type { ChallengeRateLimiter } from './challenge-rate-limit.ts';
 import { throttled, type InboundDirectory, type InboundTrunk } from './inbound-routing.ts';
 import { applyRegister, DEFAULT_REGISTRAR_LIMITS, remainingSecs, type RegisterRequest, type RegistrarLimits, type RegistrationBinding } from './register-bindings.ts';
 import { respond, throttle, type ThrottleContext } from './uas-responses.ts';
+import { clipForLog } from '../../log-fields.ts';
 
 /** Where the bindings are kept (the store, through the bridge's adapter); answers may be promises. */
 export interface RegistrationStore {
@@ -77,9 +78,7 @@ export function registrarContext(base: Omit<RegistrarContext, 'store' | 'limits'
 /** The longest To user taken (the INVITE path's MAX_IDENTITY_LENGTH). */
 const MAX_AOR_USER_LENGTH = 128;
 
-function clip(s: string): string {
-  return s.length > MAX_AOR_USER_LENGTH ? `${s.slice(0, MAX_AOR_USER_LENGTH)}…` : s;
-}
+const clip = (s: string): string => clipForLog(s, MAX_AOR_USER_LENGTH);
 
 /**
  * A REGISTER outside any dialog (see the file comment). The store answers asynchronously, so

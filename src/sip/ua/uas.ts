@@ -13,6 +13,7 @@ import { createCallRtp, type CallPorts, type PortSource } from '../../media/medi
 import type { CodecName } from '../../media/codecs.ts';
 import type { AuthRateLimiter } from './auth-rate-limit.ts';
 import type { ChallengeRateLimiter } from './challenge-rate-limit.ts';
+import { clipForLog } from '../../log-fields.ts';
 import { SipCall, type CallLogger } from './call.ts';
 import type { DialogManager, Dialog } from '../dialog/index.ts';
 import type { DigestServer } from '../digest/index.ts';
@@ -216,9 +217,7 @@ function identityTooLong(req: SipRequest, user: string, from: string): 'From' | 
 }
 
 /** A value for a log line: cut at MAX_IDENTITY_LENGTH, so no field of a request is logged whole however long. */
-function clip(s: string): string {
-  return s.length > MAX_IDENTITY_LENGTH ? `${s.slice(0, MAX_IDENTITY_LENGTH)}…` : s;
-}
+const clip = (s: string): string => clipForLog(s, MAX_IDENTITY_LENGTH);
 
 /** The option tags the INVITE's Require names that we do not support (a malformed Require: none here; the session timer check answers it 400). */
 function unsupportedRequirements(req: SipRequest): string[] {

@@ -489,4 +489,12 @@ export const POSTGRES_MIGRATIONS: Migration[] = [
     // from the CREATE, which no code reads: conflicts are told apart by their columns).
     sql: ASSIGNMENTS_PER_ORG_SQL,
   },
+  {
+    version: 15,
+    name: 'calls: carrier_call_id index',
+    // SQLite's migration 15: the same index (a repeated voice webhook found by its CallSid).
+    sql: `
+      CREATE INDEX calls_carrier_call ON calls (carrier_call_id) WHERE carrier_call_id IS NOT NULL;
+    `,
+  },
 ];
