@@ -425,10 +425,16 @@ const schema = {
       env: 'CALLBRIDGE_SIP_OUTBOUND_REGISTER_RETRY_MAX_SECS',
     },
     tcp_message_timeout_ms: {
-      doc: 'A TCP/TLS message (header section and body) must arrive within this many ms of its first byte, or the connection is closed: a sender trickling bytes cannot hold a connection past it (slowloris). At least 100.',
+      doc: 'A TCP/TLS message (header section and body) must arrive within this many ms of its first byte, or the connection is closed: a sender trickling bytes cannot hold a connection past it (slowloris). An accepted connection that sends no byte within it of the accept (of its TLS handshake\'s end) is closed too. At least 100.',
       format: 'nat',
       default: 10000,
       env: 'CALLBRIDGE_SIP_TCP_MESSAGE_TIMEOUT_MS',
+    },
+    tls_handshake_timeout_ms: {
+      doc: 'An incoming SIP over TLS connection whose handshake is not finished this many ms after the TCP accept is closed, whatever it sent meanwhile (nothing, part of a ClientHello, a ClientHello and then silence): until then it holds one of its source\'s sip.tcp_max_connections_per_source slots. At least 100.',
+      format: 'nat',
+      default: 10000,
+      env: 'CALLBRIDGE_SIP_TLS_HANDSHAKE_TIMEOUT_MS',
     },
     tcp_max_connections: {
       doc: 'Most TCP/TLS connections held at once; at the cap, connections that never completed a message are closed first, then the least recently active.',
@@ -748,6 +754,7 @@ export type Config = {
     outbound_register_retry_min_secs: number;
     outbound_register_retry_max_secs: number;
     tcp_message_timeout_ms: number;
+    tls_handshake_timeout_ms: number;
     tcp_max_connections: number;
     tcp_max_connections_per_source: number;
     trusted_proxies: string;
@@ -922,6 +929,7 @@ function crossCheck(config: Config): void {
   if (config.sip.min_se_secs < 90) throw new ConfigError('invalid configuration: sip.min_se_secs must be at least 90 (RFC 4028 section 4)');
   if (config.sip.session_expires_secs < config.sip.min_se_secs) throw new ConfigError('invalid configuration: sip.session_expires_secs is below sip.min_se_secs');
   if (config.sip.tcp_message_timeout_ms < 100) throw new ConfigError('invalid configuration: sip.tcp_message_timeout_ms must be at least 100');
+  if (config.sip.tls_handshake_timeout_ms < 100) throw new ConfigError('invalid configuration: sip.tls_handshake_timeout_ms must be at least 100');
   if (config.sip.tcp_max_connections < 1) throw new ConfigError('invalid configuration: sip.tcp_max_connections must be at least 1');
   if (config.sip.dns_timeout_ms < 1 || config.sip.dns_tries < 1) throw new ConfigError('invalid configuration: sip.dns_timeout_ms and sip.dns_tries must be at least 1');
   if (config.sip.failover_timeout_ms < 1) throw new ConfigError('invalid configuration: sip.failover_timeout_ms must be at least 1');
