@@ -7,6 +7,7 @@
  * WebSocket is a real voice session on /v1/connection.
  */
 import { once } from 'node:events';
+import { get as httpGet } from 'node:http';
 import { connect as netConnect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.ts';
@@ -157,12 +158,24 @@ describe('HTTP: connections per source address', () => {
     const res = parseResponse(over.text());
     expect(res.status).toBe(429);
     expect(res.body).toEqual({ error: expect.stringContaining(`limit ${PER_SOURCE}`) });
+    // node:http reads it as the answer to the request it sends.
+    const viaClient = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const req = httpGet({ host: '127.0.0.1', port, path: '/healthz', localAddress: '127.0.0.3', agent: false }, (r) => {
+        let text = '';
+        r.setEncoding('utf8');
+        r.on('data', (d: string) => (text += d));
+        r.on('end', () => resolve({ status: r.statusCode ?? 0, body: text }));
+      });
+      req.on('error', reject);
+    });
+    expect(viaClient.status).toBe(429);
+    expect(JSON.parse(viaClient.body)).toEqual({ error: expect.stringContaining(`limit ${PER_SOURCE}`) });
     // The held connections are untouched, and another source is served.
     for (const c of held) expect(await healthz(c)).toBe(200);
     const other = await rawClient('127.0.0.4');
     expect(await healthz(other)).toBe(200);
     const metrics = await (await fetch(`${td.url}/metrics`)).text();
-    expect(metrics).toMatch(/^callbridge_http_connections_refused_total 1$/m);
+    expect(metrics).toMatch(/^callbridge_http_connections_refused_total 2$/m);
 
     // One closes: the source may open another.
     const gone = held.pop()!;
