@@ -289,6 +289,18 @@ const schema = {
     host: { doc: 'Address the REST API and WebSocket server listen on.', format: 'host', default: '0.0.0.0', env: 'CALLBRIDGE_HTTP_HOST' },
     port: { doc: 'Port of the REST API (0 = chosen by the OS).', format: 'port', default: 8080, env: 'CALLBRIDGE_HTTP_PORT' },
     body_limit: { doc: 'Largest request body in bytes; larger bodies get 413.', format: 'nat', default: 1024 * 1024, env: 'CALLBRIDGE_HTTP_BODY_LIMIT' },
+    request_timeout_ms: {
+      doc: 'A request (header section and body) must arrive in full within this many ms of its first byte, or it is answered 408 and its connection closed: a client trickling its body cannot hold a connection. WebSockets, once upgraded, are not concerned. At least 100.',
+      format: 'nat',
+      default: 15000,
+      env: 'CALLBRIDGE_HTTP_REQUEST_TIMEOUT_MS',
+    },
+    max_connections_per_source: {
+      doc: 'Most HTTP connections (WebSockets included) one source address may hold; one over it is answered 429 and closed. Connections from this host to itself (the bridge\'s voice sockets, a reverse proxy on the same host) are not counted. 0 = no limit.',
+      format: 'nat',
+      default: 256,
+      env: 'CALLBRIDGE_HTTP_MAX_CONNECTIONS_PER_SOURCE',
+    },
     public_url: {
       doc: 'Externally visible base URL of this daemon (used to build ws_url); empty = derived from the request.',
       format: 'url-or-empty',
@@ -425,10 +437,16 @@ const schema = {
       env: 'CALLBRIDGE_SIP_OUTBOUND_REGISTER_RETRY_MAX_SECS',
     },
     tcp_message_timeout_ms: {
-      doc: 'A TCP/TLS message (header section and body) must arrive within this many ms of its first byte, or the connection is closed: a sender trickling bytes cannot hold a connection past it (slowloris). At least 100.',
+      doc: 'A TCP/TLS message (header section and body) must arrive within this many ms of its first byte, or the connection is closed: a sender trickling bytes cannot hold a connection past it (slowloris). An accepted connection that sends no byte within it of the accept (of its TLS handshake\'s end) is closed too. At least 100.',
       format: 'nat',
       default: 10000,
       env: 'CALLBRIDGE_SIP_TCP_MESSAGE_TIMEOUT_MS',
+    },
+    tls_handshake_timeout_ms: {
+      doc: 'An incoming SIP over TLS connection whose handshake is not finished this many ms after the TCP accept is closed, whatever it sent meanwhile (nothing, part of a ClientHello, a ClientHello and then silence): until then it holds one of its source\'s sip.tcp_max_connections_per_source slots. At least 100.',
+      format: 'nat',
+      default: 10000,
+      env: 'CALLBRIDGE_SIP_TLS_HANDSHAKE_TIMEOUT_MS',
     },
     tcp_max_connections: {
       doc: 'Most TCP/TLS connections held at once; at the cap, connections that never completed a message are closed first, then the least recently active.',
@@ -722,7 +740,7 @@ export type Config = {
   data_dir: string;
   store: { url: string; pool_size: number };
   log_level: string;
-  http: { host: string; port: number; body_limit: number; public_url: string; fair_share_ms: number };
+  http: { host: string; port: number; body_limit: number; request_timeout_ms: number; max_connections_per_source: number; public_url: string; fair_share_ms: number };
   sip: {
     host: string;
     port: number;
@@ -760,6 +778,7 @@ export type Config = {
     outbound_register_retry_min_secs: number;
     outbound_register_retry_max_secs: number;
     tcp_message_timeout_ms: number;
+    tls_handshake_timeout_ms: number;
     tcp_max_connections: number;
     tcp_max_connections_per_source: number;
     trusted_proxies: string;
@@ -934,6 +953,8 @@ function crossCheck(config: Config): void {
   if (config.sip.min_se_secs < 90) throw new ConfigError('invalid configuration: sip.min_se_secs must be at least 90 (RFC 4028 section 4)');
   if (config.sip.session_expires_secs < config.sip.min_se_secs) throw new ConfigError('invalid configuration: sip.session_expires_secs is below sip.min_se_secs');
   if (config.sip.tcp_message_timeout_ms < 100) throw new ConfigError('invalid configuration: sip.tcp_message_timeout_ms must be at least 100');
+  if (config.http.request_timeout_ms < 100) throw new ConfigError('invalid configuration: http.request_timeout_ms must be at least 100');
+  if (config.sip.tls_handshake_timeout_ms < 100) throw new ConfigError('invalid configuration: sip.tls_handshake_timeout_ms must be at least 100');
   if (config.sip.tcp_max_connections < 1) throw new ConfigError('invalid configuration: sip.tcp_max_connections must be at least 1');
   if (config.sip.dns_timeout_ms < 1 || config.sip.dns_tries < 1) throw new ConfigError('invalid configuration: sip.dns_timeout_ms and sip.dns_tries must be at least 1');
   if (config.sip.failover_timeout_ms < 1) throw new ConfigError('invalid configuration: sip.failover_timeout_ms must be at least 1');

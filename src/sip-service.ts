@@ -134,13 +134,14 @@ function installSipMetrics(registry: Registry, ua: SipUserAgent, ports: { inUse:
   ua.on('ambiguous-route', (trunkIds, action) => ambiguous.inc({ trunk_ids: [...trunkIds].sort().join(','), action }));
   new Counter({
     name: 'callbridge_sip_tcp_connections_closed_total',
-    help: 'TCP/TLS connections the SIP transport closed to protect itself, by reason: message_timeout (a message not complete sip.tcp_message_timeout_ms after its first byte), refused (over sip.tcp_max_connections_per_source), evicted (at sip.tcp_max_connections), idle.',
+    help: 'TCP/TLS connections the SIP transport closed to protect itself, by reason: message_timeout (a message not complete sip.tcp_message_timeout_ms after its first byte), tls_handshake_timeout (a TLS handshake not finished sip.tls_handshake_timeout_ms after the accept), refused (over sip.tcp_max_connections_per_source), evicted (at sip.tcp_max_connections), idle.',
     labelNames: ['reason'] as const,
     registers: [registry],
     collect() {
       const s = ua.transport.stats;
       this.reset();
       this.inc({ reason: 'message_timeout' }, s.messageTimeouts);
+      this.inc({ reason: 'tls_handshake_timeout' }, s.tlsHandshakeTimeouts);
       this.inc({ reason: 'refused' }, s.connectionsRefused);
       this.inc({ reason: 'evicted' }, s.connectionsEvicted);
       this.inc({ reason: 'idle' }, s.connectionsIdleClosed);
@@ -236,6 +237,7 @@ export async function startSip(config: Config, store: Store, logger: Logger, reg
     listen,
     transport: {
       messageTimeoutMs: config.sip.tcp_message_timeout_ms,
+      tlsHandshakeTimeoutMs: config.sip.tls_handshake_timeout_ms,
       maxConnections: config.sip.tcp_max_connections,
       maxConnectionsPerSource: config.sip.tcp_max_connections_per_source,
       trustedProxies: list(config.sip.trusted_proxies),

@@ -112,6 +112,8 @@ describe('configuration', () => {
       [{ CALLBRIDGE_RTP_MAIN_THREAD_REALTIME: '10', CALLBRIDGE_RTP_MEDIA_THREAD_REALTIME: '10' }, {}, /rtp\.main_thread_realtime \(10\) must be below rtp\.media_thread_realtime \(10\)/],
       [{ CALLBRIDGE_RTP_MEDIA_THREADS: '-1' }, {}, /rtp\.media_threads/],
       [{ CALLBRIDGE_SIP_TCP_MESSAGE_TIMEOUT_MS: '50' }, {}, /sip\.tcp_message_timeout_ms/],
+      [{ CALLBRIDGE_SIP_TLS_HANDSHAKE_TIMEOUT_MS: '50' }, {}, /sip\.tls_handshake_timeout_ms/],
+      [{ CALLBRIDGE_HTTP_REQUEST_TIMEOUT_MS: '50' }, {}, /http\.request_timeout_ms/],
       [{ CALLBRIDGE_SIP_TCP_MAX_CONNECTIONS: '0' }, {}, /sip\.tcp_max_connections/],
       [{ CALLBRIDGE_SIP_TCP_MAX_CONNECTIONS_PER_SOURCE: 'many' }, {}, /sip\.tcp_max_connections_per_source/],
       [{ CALLBRIDGE_SIP_TRUSTED_PROXIES: '10.0.0.1, proxy.example.com' }, {}, /sip\.trusted_proxies: "proxy\.example\.com"/],

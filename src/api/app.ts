@@ -26,6 +26,7 @@ import { sessionTokenRoutes } from './routes/session-token.ts';
 import { twilioRoutes } from './routes/twilio.ts';
 import { CONNECTION_PATH, registerSessionServer } from '../session/server.ts';
 import { FairShare } from './fair-share.ts';
+import { installConnectionLimit, requestTimeoutOptions } from './connection-limits.ts';
 
 export const API_VERSION = '0.2.4';
 
@@ -110,6 +111,8 @@ export async function buildApp(deps: ApiDeps, registry: Registry = createRegistr
     logController: new LogController({ requestIdLogLabel: 'reqId', disableRequestLogging: true }),
     // Keep-alive sockets must not hold a restart or a test teardown hostage.
     forceCloseConnections: true,
+    // Slow requests: 408 after http.request_timeout_ms (src/api/connection-limits.ts).
+    ...requestTimeoutOptions(deps.config.http.request_timeout_ms),
   });
 
   // The API speaks JSON only: a text/plain body is 415, not a string that fails validation later.
@@ -167,5 +170,7 @@ export async function buildApp(deps: ApiDeps, registry: Registry = createRegistr
   });
   // After the session server: the media stream route needs its WebSocket plugin.
   await app.register(async (scope) => twilioRoutes(scope, deps, registry));
+  // Last: it takes over the server's 'connection' listeners registered so far.
+  installConnectionLimit(app.server, { maxPerSource: deps.config.http.max_connections_per_source, logger: deps.logger.child({ component: 'http' }), registry });
   return app;
 }

@@ -3,7 +3,8 @@
  * the hardening probes (TCP slowloris, responses reflected to a third address, a bare LF that
  * split a header), kept as lasting tests.
  *
- * - Slowloris over TCP: a message trickled one byte at a time is cut at the whole-message
+ * - Slowloris over TCP: a connection that sends no byte is closed at the first-byte deadline
+ *   (the same setting); a message trickled one byte at a time is cut at the whole-message
  *   deadline (sip.tcp_message_timeout_ms) although bytes keep arriving; one source address
  *   holds at most sip.tcp_max_connections_per_source connections; at sip.tcp_max_connections
  *   the half-open connections are evicted before a PBX's persistent connection that completed
@@ -233,6 +234,22 @@ describe('TCP: slow and numerous peers', () => {
       expect(asResponse(await ok.next()).status).toBe(200);
     }
     expect(ok.isClosed()).toBe(false);
+  });
+
+  it('closes a connection that sends no byte at the deadline (not at the 120 s idle timeout); a first byte meets it', async () => {
+    const before = transportStats().messageTimeouts;
+    const start = Date.now();
+    const silent = await tcpPeer('127.0.0.23');
+    // A peer whose first bytes are a keep-alive and, later, a message is a live peer.
+    const pinging = await tcpPeer('127.0.0.23');
+    pinging.socket.write('\r\n\r\n');
+    const closedAt = await Promise.race([silent.closed, delay(3000).then(() => undefined)]);
+    expect(closedAt, 'the silent connection is still open after 3 s').toBeDefined();
+    expect(closedAt! - start).toBeGreaterThanOrEqual(MESSAGE_TIMEOUT_MS - 50);
+    expect(transportStats().messageTimeouts).toBe(before + 1);
+    await delay(MESSAGE_TIMEOUT_MS);
+    expect(pinging.isClosed()).toBe(false);
+    expect((await ping(pinging, '127.0.0.23')).status).toBe(200);
   });
 
   it(`holds at most ${PER_SOURCE} connections per source address; the next is closed at once, other sources are served`, async () => {

@@ -25,7 +25,10 @@ export type ConnectionCloseReason =
   | 'peer'
   /** No traffic for idleTimeoutMs. */
   | 'idle'
-  /** A message was not complete messageTimeoutMs after its first byte (a slow or trickling sender). */
+  /**
+   * A message was not complete messageTimeoutMs after its first byte (a slow or trickling
+   * sender), or an accepted connection sent no byte at all within messageTimeoutMs.
+   */
   | 'message-timeout'
   /** The byte stream lost its framing (RFC 3261 18.3): answered if possible, then closed. */
   | 'framing'
@@ -64,7 +67,10 @@ export interface StreamConnectionOptions {
   maxHeaderBytes: number;
   maxBodyBytes: number;
   idleTimeoutMs: number;
-  /** A message must be complete this long after its first byte (0: no deadline). */
+  /**
+   * A message must be complete this long after its first byte, and an accepted connection must
+   * send its first byte this long after the accept (0: no deadline).
+   */
   messageTimeoutMs: number;
   maxWriteBufferBytes: number;
   now: () => number;
@@ -105,6 +111,8 @@ export class StreamConnection {
   #messageStart = -1;
   /** Set while a message is in progress (and a little after: it re-checks, see #onDeadline). */
   #deadlineTimer: NodeJS.Timeout | undefined;
+  /** A byte was received (see the first-byte deadline in the constructor). */
+  #heard = false;
   /** Pings the framer found in the chunk being handled (answered after it, see #pong). */
   #pings = 0;
   /** Our ping waiting for its pong (ping()). */
@@ -140,6 +148,15 @@ export class StreamConnection {
     s.on('close', () => this.#finish(this.#error ? 'error' : 'peer'));
     // A socket that died before we took it: its 'close' has been emitted already.
     if (s.destroyed) queueMicrotask(() => this.#finish('peer'));
+    // The first-byte deadline of an accepted connection: one that never sends anything would
+    // otherwise hold its slot (and one of its source's) until the idle timeout, 120 s; TLS
+    // handshakes have their own deadline, and this one starts after it. The whole-message
+    // clock runs as if a message had begun at the accept, and the first byte (a message's or a
+    // keep-alive's) stops it (#onData). Our own connections are not bounded this way.
+    if (!o.outbound && o.messageTimeoutMs > 0) {
+      this.#messageStart = o.now();
+      this.#armDeadline(o.messageTimeoutMs);
+    }
   }
 
   get closed(): boolean {
@@ -166,6 +183,10 @@ export class StreamConnection {
     if (this.#closed) return;
     const now = this.#opts.now();
     this.lastActivity = now;
+    if (!this.#heard) {
+      this.#heard = true;
+      this.#messageStart = -1; // the first-byte deadline is met; #watchMessage takes over
+    }
     let messages: Buffer[];
     try {
       messages = this.#framer.push(chunk);
@@ -341,7 +362,10 @@ export interface StreamServerOptions {
   tls?: { cert: string | Buffer; key: string | Buffer };
   advertise?: string;
   advertisePort?: number;
-  /** TLS handshakes that take longer are dropped (they hold memory without being counted). */
+  /**
+   * A TLS handshake not finished this long after the TCP accept is dropped (Node's
+   * handshakeTimeout; the socket is destroyed in the tlsClientError listener, see below).
+   */
   handshakeTimeoutMs: number;
   /** Hard cap of sockets the server holds, handshakes in progress included. */
   maxSockets: number;
@@ -352,7 +376,8 @@ export interface StreamServerOptions {
   admit(socket: Socket): boolean;
   onSocket(socket: Socket | TLSSocket, server: StreamServer): void;
   onError(err: Error, server: StreamServer): void;
-  onTlsClientError(err: Error, server: StreamServer): void;
+  /** A handshake failed or timed out (the socket is destroyed already); `source`: the peer's address ('' if unknown). */
+  onTlsClientError(err: Error, server: StreamServer, source: string): void;
 }
 
 /** A TCP or TLS listening socket. */
@@ -375,9 +400,16 @@ export class StreamServer {
       if (!o.tls?.cert || !o.tls.key) throw new SipTransportError('SIP_TRANSPORT_CONFIG', `TLS listener ${formatEndpoint(o)} needs tls.cert and tls.key`);
       const server = createTlsServer({ cert: o.tls.cert, key: o.tls.key, handshakeTimeout: o.handshakeTimeoutMs });
       server.on('secureConnection', (socket) => o.onSocket(socket, this));
-      // A failed handshake (a port scanner, a client that rejects our certificate): the socket
-      // is destroyed by Node; we only count it.
-      server.on('tlsClientError', (err) => o.onTlsClientError(err, this));
+      // A failed handshake (a port scanner, a client that rejects our certificate) or one not
+      // finished within handshakeTimeoutMs. Node destroys the socket after an OpenSSL error,
+      // but on ERR_TLS_HANDSHAKE_TIMEOUT it only emits this event and leaves the socket open:
+      // a peer that sent nothing, part of a ClientHello, or a ClientHello and then nothing
+      // would hold its slot (and its source's) forever. Destroying it here covers every case.
+      server.on('tlsClientError', (err, socket) => {
+        const source = unmapIPv4(socket.remoteAddress ?? ''); // gone once destroyed
+        socket.destroy();
+        o.onTlsClientError(err, this, source);
+      });
       this.#server = server;
     } else {
       this.#server = createNetServer();

@@ -111,7 +111,8 @@ export interface SipTransportLayerOptions {
   /**
    * A TCP/TLS message (header section and body) must be complete this long after its first byte,
    * or the connection is closed (default 10 s; 0: no deadline). Bytes trickling in do not
-   * extend it, unlike the idle timeout.
+   * extend it, unlike the idle timeout. An accepted connection must also send its first byte
+   * (a keep-alive's will do) this long after the accept.
    */
   messageTimeoutMs?: number;
   /** Most inbound TCP/TLS connections (TLS handshakes included) from one source address (default 32; 0: no limit). */
@@ -128,7 +129,11 @@ export interface SipTransportLayerOptions {
   connectTimeoutMs?: number;
   /** Unsent bytes one connection may queue before it is closed as not reading (default 1 MiB). */
   maxWriteBufferBytes?: number;
-  /** Incoming TLS handshakes taking longer are dropped (default 10 s). */
+  /**
+   * An incoming TLS handshake not finished this long after the TCP accept is closed, however
+   * many bytes trickled in (default 10 s): until then the socket holds a slot under
+   * maxConnectionsPerSource and the listener's socket cap.
+   */
   tlsHandshakeTimeoutMs?: number;
   /**
    * Outgoing TLS (tls.connect): trust anchors (default: Node's CA store), whether to verify the
@@ -225,8 +230,10 @@ export interface SipTransportStats {
   /** send() failures and failed stateless answers (connect failures counted apart). */
   sendErrors: number;
   connectFailures: number;
-  /** TLS handshakes of incoming connections that failed. */
+  /** TLS handshakes of incoming connections that failed (timeouts included). */
   tlsHandshakeFailures: number;
+  /** TLS handshakes of incoming connections not finished within tlsHandshakeTimeoutMs (closed). */
+  tlsHandshakeTimeouts: number;
   /** Event listeners that threw (or rejected). */
   listenerErrors: number;
   /** TCP + TLS connections open now. */
@@ -263,6 +270,7 @@ function emptyStats(): SipTransportStats {
     sendErrors: 0,
     connectFailures: 0,
     tlsHandshakeFailures: 0,
+    tlsHandshakeTimeouts: 0,
     listenerErrors: 0,
     connectionsOpen: 0,
     connectionsOpened: 0,
@@ -289,6 +297,9 @@ export function isViaPlaceholder(host: string): boolean {
 export function placeholderVia(branch?: string): ReturnType<typeof createVia> {
   return createVia('UDP', '0.0.0.0', undefined, branch);
 }
+
+/** Most log-throttle windows kept at once (some kinds are per source address; see #throttled). */
+const MAX_THROTTLE_KEYS = 1024;
 
 /** RFC 3261 18.1.1: above this a UDP request is written with compact header names (7.3.3). */
 const UDP_COMPACT_THRESHOLD = 1300;
@@ -385,9 +396,7 @@ export class SipTransportLayer extends EventEmitter<SipTransportEvents> implemen
             admit: this.#admit,
             onSocket: (socket) => this.#adopt(socket, l.protocol as StreamProtocol, false),
             onError: (err) => this.#socketError(err, `${l.protocol.toUpperCase()} listener`),
-            onTlsClientError: () => {
-              this.#stats.tlsHandshakeFailures++;
-            },
+            onTlsClientError: (err, _server, source) => this.#onTlsClientError(err, source),
           });
           this.#servers.push(s);
           binds.push(s.listen());
@@ -849,6 +858,16 @@ export class SipTransportLayer extends EventEmitter<SipTransportEvents> implemen
     return true;
   };
 
+  /** A TLS handshake failed or timed out; Node's tlsClientError, the socket already destroyed. */
+  #onTlsClientError(err: Error, source: string): void {
+    this.#stats.tlsHandshakeFailures++;
+    if ((err as NodeJS.ErrnoException).code !== 'ERR_TLS_HANDSHAKE_TIMEOUT') return;
+    this.#stats.tlsHandshakeTimeouts++;
+    const timeoutMs = this.#opts.tlsHandshakeTimeoutMs ?? TRANSPORT_DEFAULTS.tlsHandshakeTimeoutMs;
+    // Per source: a stalled client, or a flood of stalled sockets, is named once per window.
+    this.#throttled(`tls-handshake-timeout ${source}`, 'info', { source, timeoutMs }, 'SIP TLS handshake not finished in time: connection closed');
+  }
+
   #info(conn: StreamConnection): ConnectionInfo {
     return { id: conn.id, protocol: conn.protocol, remote: { ...conn.remote }, local: this.#streamLocal(conn), outbound: conn.outbound };
   }
@@ -1027,6 +1046,13 @@ export class SipTransportLayer extends EventEmitter<SipTransportEvents> implemen
     if (t && now - t.at < this.#logInterval) {
       t.suppressed++;
       return;
+    }
+    // Kinds keyed by source address are many: entries whose window has passed are dropped before
+    // the map grows past a bound (their suppressed counts were reported or are stale).
+    if (!t && this.#throttle.size >= MAX_THROTTLE_KEYS) {
+      for (const [k, v] of this.#throttle) if (now - v.at >= this.#logInterval) this.#throttle.delete(k);
+      // Still full (more sources than that within one window): this line is suppressed.
+      if (this.#throttle.size >= MAX_THROTTLE_KEYS) return;
     }
     this.#throttle.set(kind, { at: now, suppressed: 0 });
     this.#logger[level]({ ...obj, ...(t && t.suppressed > 0 ? { suppressed: t.suppressed } : {}) }, msg);

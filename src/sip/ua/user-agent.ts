@@ -36,7 +36,7 @@ import { handleOutOfDialog, type AdmissionLapsed, type AdmitCall, type UasContex
 export interface SipUserAgentOptions {
   listen: SipTransportListen[];
   /** Bounds and routing of the transport layer (TCP caps and deadlines, trusted proxies); its defaults otherwise. */
-  transport?: Pick<SipTransportLayerOptions, 'idleTimeoutMs' | 'maxConnections' | 'maxConnectionsPerSource' | 'messageTimeoutMs' | 'trustedProxies' | 'outboundTls'>;
+  transport?: Pick<SipTransportLayerOptions, 'idleTimeoutMs' | 'maxConnections' | 'maxConnectionsPerSource' | 'messageTimeoutMs' | 'tlsHandshakeTimeoutMs' | 'trustedProxies' | 'outboundTls'>;
   directory: InboundDirectory;
   ports: PortSource;
   /** The address put in our SDP (c=, o=): where peers send RTP. */
