@@ -49,6 +49,11 @@ const unpostShortGrams = (row: 'old') => `DELETE FROM call_short_grams WHERE org
           FROM ${positions(row)} p, json_each('[1,2]') w
           WHERE p.key + w.value <= length(${row}.party_number));`;
 
+/** Migration 15 in both dialects: a repeated voice webhook finds its call by CallSid. */
+export const CALLS_CARRIER_CALL_SQL = `
+  CREATE INDEX calls_carrier_call ON calls (carrier_call_id) WHERE carrier_call_id IS NOT NULL;
+`;
+
 /**
  * Migration 14's SQL, the same text in both dialects (src/store/postgres/migrations.ts uses it
  * too): an assignment carries its trunk's organization, and `alternate_number` is unique within
@@ -644,8 +649,6 @@ export const MIGRATIONS: Migration[] = [
     name: 'calls: carrier_call_id index',
     // The carrier's voice webhook looks a CallSid up before it answers (docs/telco.md "The voice
     // webhook": one CallSid is one call, however often the webhook comes); no scan of calls.
-    sql: `
-      CREATE INDEX calls_carrier_call ON calls (carrier_call_id) WHERE carrier_call_id IS NOT NULL;
-    `,
+    sql: CALLS_CARRIER_CALL_SQL,
   },
 ];

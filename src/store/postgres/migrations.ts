@@ -25,7 +25,7 @@
  *   migration 12) test "a character outside [0-9+]" with GLOB there, a regular expression here.
  * - SQLite's WITHOUT ROWID is a storage choice PostgreSQL does not have (its tables are heaps).
  */
-import { ASSIGNMENTS_PER_ORG_SQL, STREAM_GRANTS_SQL, type Migration } from '../migrations.ts';
+import { ASSIGNMENTS_PER_ORG_SQL, CALLS_CARRIER_CALL_SQL, STREAM_GRANTS_SQL, type Migration } from '../migrations.ts';
 
 export const POSTGRES_MIGRATIONS: Migration[] = [
   {
@@ -493,8 +493,6 @@ export const POSTGRES_MIGRATIONS: Migration[] = [
     version: 15,
     name: 'calls: carrier_call_id index',
     // SQLite's migration 15: the same index (a repeated voice webhook found by its CallSid).
-    sql: `
-      CREATE INDEX calls_carrier_call ON calls (carrier_call_id) WHERE carrier_call_id IS NOT NULL;
-    `,
+    sql: CALLS_CARRIER_CALL_SQL,
   },
 ];
