@@ -180,6 +180,52 @@ describe('webhook delivery', () => {
   });
 });
 
+describe('webhook delivery: giving up, stopping', () => {
+  it('gives a delivery up once its next attempt would come after webhooks.retry_max_hours', async () => {
+    const rx = await startWebhookReceiver();
+    // 0.0005 h = 1.8 s of retries 100, 200, 400, 800 ms (with jitter) apart.
+    const d = await startTestDaemon({ webhooks: { ...FAST.webhooks, retry_max_hours: 0.0005 } });
+    try {
+      rx.fallback = 500;
+      const agentId = (await d.api('POST', '/v1/agents', { name: 'Hooked' })).body.id;
+      const hook = (await d.api('POST', '/v1/webhooks', { url: rx.url, events: ['call.started'] })).body;
+      rx.secret = hook.secret;
+      await d.api('POST', '/v1/session-token', { agent_id: agentId });
+      await untilAsync(async () => (await d.api('GET', `/v1/webhooks/${hook.id}/deliveries`)).body[0]?.status === 'failed', 'the delivery given up', 10_000);
+      const [delivery] = (await d.api('GET', `/v1/webhooks/${hook.id}/deliveries`)).body;
+      expect(delivery).toMatchObject({ status: 'failed', response_status: 500, error: 'HTTP 500', finished_at: expect.any(String) });
+      expect(delivery.next_attempt_at).toBeUndefined();
+      expect(delivery.attempts).toBeGreaterThanOrEqual(2);
+      expect(rx.received).toHaveLength(delivery.attempts);
+      expect((await d.api('GET', '/metrics')).text).toMatch(/callbridge_webhook_given_up_total\{event_type="call.started"\} 1/);
+    } finally {
+      await d.close();
+      await rx.close();
+    }
+  });
+
+  it('a stopped daemon leaves its undelivered events in the store; restarted, it delivers them', async () => {
+    const rx = await startWebhookReceiver();
+    let d = await startTestDaemon(FAST);
+    try {
+      rx.fallback = 503;
+      const agentId = (await d.api('POST', '/v1/agents', { name: 'Hooked' })).body.id;
+      const hook = (await d.api('POST', '/v1/webhooks', { url: rx.url, events: ['call.started'] })).body;
+      rx.secret = hook.secret;
+      const callId = decodeJwt((await d.api('POST', '/v1/session-token', { agent_id: agentId })).body.token).sub!;
+      await untilAsync(async () => ((await d.api('GET', `/v1/webhooks/${hook.id}/deliveries`)).body[0]?.attempts ?? 0) >= 1, 'a failed attempt');
+      d = await d.restart();
+      rx.fallback = 200;
+      await untilAsync(() => rx.accepted().length === 1, 'the delivery after the restart');
+      expect(rx.accepted()[0]!.event.data.call.id).toBe(callId);
+      expect((await d.api('GET', `/v1/webhooks/${hook.id}/deliveries`)).body[0]).toMatchObject({ status: 'delivered', response_status: 200 });
+    } finally {
+      await d.close();
+      await rx.close();
+    }
+  });
+});
+
 describe('webhook delivery under the default destination policy', () => {
   it('refuses a loopback url at delivery: an error in /deliveries, nothing sent', async () => {
     const rx = await startWebhookReceiver();
