@@ -102,8 +102,11 @@ export class WebhookDeliverer {
   async stop(): Promise<void> {
     this.#stopped = true;
     clearInterval(this.#timer);
-    await this.#polling;
-    while (this.#inFlight.size > 0) await Promise.all([...this.#inFlight]);
+    // A claim under way may still hand out rows: their attempts are waited for too.
+    while (this.#polling !== undefined || this.#inFlight.size > 0) {
+      await this.#polling;
+      await Promise.all([...this.#inFlight]);
+    }
   }
 
   async #claimAndSend(): Promise<void> {
@@ -112,7 +115,9 @@ export class WebhookDeliverer {
     if (room <= 0 || this.#stopped) return;
     const claimed = await this.#o.deliveries.claim(this.#owner, this.#o.timeoutMs + LEASE_MARGIN_MS, room);
     for (const d of claimed) {
-      const attempt = this.#attempt(d).catch((err: unknown) => this.#o.logger.error({ err, deliveryId: d.id }, 'webhooks: storing an attempt\'s outcome failed'));
+      // An outcome that could not be stored (the store is down): the row stays leased and is
+      // attempted again once the lease runs out (at least once, never lost).
+      const attempt = this.#attempt(d).catch((err: unknown) => this.#o.logger.error({ err, deliveryId: d.id }, 'webhooks: an attempt\'s outcome could not be stored; retried when its lease runs out'));
       this.#inFlight.add(attempt);
       void attempt.finally(() => {
         this.#inFlight.delete(attempt);
