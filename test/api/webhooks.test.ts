@@ -110,14 +110,22 @@ describe('webhook delivery', () => {
   let d: TestDaemon;
   let rx: WebhookReceiver;
   let agentId: string;
+  const logLines: string[] = [];
+  const secrets: string[] = [];
   beforeAll(async () => {
     rx = await startWebhookReceiver();
-    d = await startTestDaemon(FAST);
+    d = await startTestDaemon(FAST, undefined, {}, logLines);
     agentId = (await d.api('POST', '/v1/agents', { name: 'Hooked' })).body.id;
   });
   afterAll(async () => {
     await d.close();
     await rx.close();
+  });
+
+  afterAll(() => {
+    // Every log line of the suite (info and above: creations, deletions, failures), no secret in any.
+    expect(logLines.length).toBeGreaterThan(0);
+    for (const secret of secrets) expect(logLines.join('\n')).not.toContain(secret.slice('whsec_'.length));
   });
 
   const newCall = async (): Promise<string> => decodeJwt((await d.api('POST', '/v1/session-token', { agent_id: agentId })).body.token).sub!;
@@ -126,6 +134,7 @@ describe('webhook delivery', () => {
     const hook = (await d.api('POST', '/v1/webhooks', { url: rx.url, events: ['call.started'] })).body;
     const notSubscribed = (await d.api('POST', '/v1/webhooks', { url: rx.url, events: ['call.ended'] })).body;
     rx.secret = hook.secret;
+    secrets.push(hook.secret, notSubscribed.secret);
     rx.received.length = 0;
     const callId = await newCall();
     await untilAsync(() => rx.received.length >= 1, 'the call.started webhook');
@@ -143,6 +152,7 @@ describe('webhook delivery', () => {
   it('retries a 500 and a timeout, then delivers once: attempts 3, the same webhook-id each time', async () => {
     const hook = (await d.api('POST', '/v1/webhooks', { url: rx.url, events: ['call.started'] })).body;
     rx.secret = hook.secret;
+    secrets.push(hook.secret);
     rx.received.length = 0;
     rx.script.push(500, 'hang');
     const callId = await newCall();
