@@ -726,6 +726,40 @@ const schema = {
       env: 'CALLBRIDGE_TELCO_WEBHOOK_MAX_PARAMETERS',
     },
   },
+  webhooks: {
+    allow_private_destinations: {
+      doc: 'Let webhook endpoints be loopback, private (RFC 1918, ULA), CGNAT or link-local addresses: an on-premises receiver. false: only public unicast addresses receive webhooks; a URL naming or resolving to another is refused at each attempt (docs/webhooks.md "Where a webhook may go").',
+      format: Boolean,
+      default: false,
+      env: 'CALLBRIDGE_WEBHOOKS_ALLOW_PRIVATE_DESTINATIONS',
+    },
+    timeout_ms: { doc: 'Time limit of one webhook attempt (resolve, connect, send, answer); no 2xx within it is a failed attempt, retried.', format: 'nat', default: 5000, env: 'CALLBRIDGE_WEBHOOKS_TIMEOUT_MS' },
+    retry_max_hours: {
+      doc: 'How long after its event a webhook delivery is retried (exponential backoff with jitter); an attempt that fails later than this is the last and the delivery is given up.',
+      format: Number,
+      default: 24,
+      env: 'CALLBRIDGE_WEBHOOKS_RETRY_MAX_HOURS',
+    },
+    retry_base_ms: {
+      doc: 'Delay before the first retry of a webhook delivery; each further retry waits twice as long (at most an hour), each delay drawn between half and all of it (jitter).',
+      format: 'nat',
+      default: 5000,
+      env: 'CALLBRIDGE_WEBHOOKS_RETRY_BASE_MS',
+    },
+    poll_interval_ms: {
+      doc: 'How often the deliverer looks for due webhook deliveries in the store (every node sharing the store looks; a claim with a lease decides who sends).',
+      format: 'nat',
+      default: 1000,
+      env: 'CALLBRIDGE_WEBHOOKS_POLL_INTERVAL_MS',
+    },
+    max_in_flight: { doc: 'Most webhook attempts this node makes at once.', format: 'nat', default: 16, env: 'CALLBRIDGE_WEBHOOKS_MAX_IN_FLIGHT' },
+    retention_hours: {
+      doc: 'How long delivered and given-up webhook deliveries stay listed in GET /v1/webhooks/{id}/deliveries before they are deleted.',
+      format: 'nat',
+      default: 72,
+      env: 'CALLBRIDGE_WEBHOOKS_RETENTION_HOURS',
+    },
+  },
   webrtc: {
     url: { doc: 'LiveKit-compatible media server URL for transport=webrtc; empty = webrtc answers 503.', format: String, default: '', env: 'CALLBRIDGE_WEBRTC_URL' },
     api_key: { doc: 'Media server API key.', format: String, default: '', env: 'CALLBRIDGE_WEBRTC_API_KEY' },
@@ -824,6 +858,7 @@ export type Config = {
     max_page_size: number;
   };
   security: { token_secret: string; encryption_key: string };
+  webhooks: { allow_private_destinations: boolean; timeout_ms: number; retry_max_hours: number; retry_base_ms: number; poll_interval_ms: number; max_in_flight: number; retention_hours: number };
   telco: { api_base_url: string; timeout_ms: number; dial_watchdog_slack_secs: number; outbound_trunks: Array<{ account_sid: string; sip_trunk_id: string }>; set_voice_url: boolean; webhook_body_limit: number; webhook_max_parameters: number };
   webrtc: { url: string; api_key: string; api_secret: string };
   drain: { deadline_secs: number };

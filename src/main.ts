@@ -31,6 +31,8 @@ import { describeSessionProviders } from './agent/session-providers.ts';
 import { buildApp } from './api/app.ts';
 import { readinessDetail } from './api/routes/health.ts';
 import { createRegistry, installClusterRoleGauge } from './api/metrics.ts';
+import { WebhookDeliverer } from './events/webhook-deliverer.ts';
+import { createWebhookMetrics } from './events/webhook-metrics.ts';
 import { createCarrierClient } from './telco/carrier-client.ts';
 import { StreamTokens } from './telco/twilio-stream-tokens.ts';
 import { startSip, type SipService } from './sip-service.ts';
@@ -210,6 +212,22 @@ export async function startDaemon(
     streamTokens.sweep().catch((err: unknown) => logger.error({ err }, 'stream grant sweep failed'));
   }, STREAM_GRANT_SWEEP_MS);
   grantSweep.unref();
+  // The webhook outbox (docs/webhooks.md): every node delivers what is due, a lease per row
+  // deciding who sends it; stopped after the drain, so the drained calls' ends go out first.
+  const webhooks = new WebhookDeliverer({
+    deliveries: store.webhookDeliveries,
+    nodeId: config.cluster.node_id,
+    policy: { allowPrivate: config.webhooks.allow_private_destinations },
+    timeoutMs: config.webhooks.timeout_ms,
+    retryBaseMs: config.webhooks.retry_base_ms,
+    retryMaxMs: config.webhooks.retry_max_hours * 3600 * 1000,
+    pollIntervalMs: config.webhooks.poll_interval_ms,
+    maxInFlight: Math.max(1, config.webhooks.max_in_flight),
+    retentionMs: config.webhooks.retention_hours * 3600 * 1000,
+    metrics: createWebhookMetrics(registry, () => store.webhookDeliveries.pendingCount()),
+    logger: logger.child({ component: 'webhooks' }),
+  });
+  webhooks.start();
   listening = true;
   const addr = app.server.address();
   const port = typeof addr === 'object' && addr ? addr.port : config.http.port;
@@ -246,6 +264,8 @@ export async function startDaemon(
         voiceCatalog.stop();
         // The bridge's last record writes (ends, recordings) go in before the store closes.
         await bridge.recordsWritten();
+        // Attempts under way end (webhooks.timeout_ms at most); what is not delivered stays in the store.
+        await webhooks.stop();
         clearInterval(grantSweep);
         // The calls have ended: this node leaves the lease table (nothing for a survivor to take over).
         await heartbeat.stop().catch((err: unknown) => logger.warn({ err }, 'cluster: deleting this node\'s lease failed'));

@@ -23,6 +23,7 @@ import {
   type Transcript,
   type TranscriptEntry,
 } from '../domain/call.ts';
+import { addCallEvent } from './webhook-outbox.ts';
 import { callListSql, callListSqlPostgres, counterOf, ftsPhrase, gramCounterOf, hasGramPostings, isShortSearch, type CounterDim, type SearchPlan, type SqlQuery } from './call-list.ts';
 
 export type { CallDirection, CallRecord } from '../domain/call.ts';
@@ -146,8 +147,16 @@ export class CallRepo {
     return r && fromRow(r);
   }
 
+  /** Creates the record (status started) and, in the same transaction, its call.started events. */
   async insert(c: NewCall): Promise<void> {
-    await this.db.run(
+    await this.db.transaction(async (tx) => {
+      await this.#insert(tx, c);
+      await addCallEvent(tx, 'call.started', c.org_id, () => callById(tx, c.id));
+    });
+  }
+
+  async #insert(db: SqlClient, c: NewCall): Promise<void> {
+    await db.run(
       // transcript is named: the column's default ('[]') is the shape before migration 3.
       `INSERT INTO calls (id, org_id, agent_id, graph_version_id, sip_trunk_id, direction, source, outbound, status, from_number, to_number, party_number, created_at, transcript, carrier_call_id, node_id)
        VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'started', ?, ?, ?, ?, '{"entries":[]}', ?, ?)`,
@@ -172,28 +181,37 @@ export class CallRepo {
 
   /** The call was answered (a phone call) or its session socket opened: in_progress, started_at. */
   async markAnswered(id: string, at: string): Promise<boolean> {
-    const r = await this.db.run("UPDATE calls SET status = 'in_progress', started_at = ? WHERE id = ? AND ended_at IS NULL AND started_at IS NULL", [at, id]);
-    return r.changes === 1;
+    return this.db.transaction(async (tx) => {
+      const r = await tx.get<{ org_id: string }>("UPDATE calls SET status = 'in_progress', started_at = ? WHERE id = ? AND ended_at IS NULL AND started_at IS NULL RETURNING org_id", [at, id]);
+      if (r) await addCallEvent(tx, 'call.answered', r.org_id, () => callById(tx, id));
+      return r !== undefined;
+    });
   }
 
-  /** Stores how the call ended. Only the first end is kept; returns whether this one was. */
+  /**
+   * Stores how the call ended and, in the same transaction, its call.ended events (with the final
+   * transcript). Only the first end is kept; returns whether this one was.
+   */
   async end(id: string, e: CallEnd): Promise<boolean> {
     const transcript: Transcript = { entries: e.transcript ?? [] };
     // Only the first end counts: a second one (a race of client close and runtime end) is a no-op.
-    const r = await this.db.run(
-      `UPDATE calls SET status = ?, end_status = ?, ended_at = ?, termination_reason = ?, outcome = ?, transcript = ?
-       WHERE id = ? AND ended_at IS NULL${e.unconnected_only === true ? UNCONNECTED : ''}`,
-      [
-        e.status ?? 'ended',
-        e.end_status ?? endStatusOf(e.termination_reason),
-        e.ended_at,
-        e.termination_reason,
-        outcomeOf(e.termination_reason) ?? null,
-        JSON.stringify(transcript),
-        id,
-      ],
-    );
-    return r.changes === 1;
+    return this.db.transaction(async (tx) => {
+      const r = await tx.all<{ id: string; org_id: string }>(
+        `UPDATE calls SET status = ?, end_status = ?, ended_at = ?, termination_reason = ?, outcome = ?, transcript = ?
+         WHERE id = ? AND ended_at IS NULL${e.unconnected_only === true ? UNCONNECTED : ''} RETURNING id, org_id`,
+        [
+          e.status ?? 'ended',
+          e.end_status ?? endStatusOf(e.termination_reason),
+          e.ended_at,
+          e.termination_reason,
+          outcomeOf(e.termination_reason) ?? null,
+          JSON.stringify(transcript),
+          id,
+        ],
+      );
+      await callEndedEvents(tx, r);
+      return r.length === 1;
+    });
   }
 
   /** The carrier's id of a call callbridge placed through the carrier's call API (known after the record). */
@@ -269,6 +287,21 @@ export class CallRepo {
       return { calls: ids.flatMap((id) => (byId.has(id) ? [fromRow(byId.get(id) as CallRow)] : [])), total };
     });
   }
+}
+
+/** The record of a call by id alone (the writers' view: they hold the id). */
+async function callById(db: SqlClient, id: string): Promise<CallRecord | undefined> {
+  const r = await db.get<CallRow>(`${selectCall(db)} WHERE c.id = ?`, [id]);
+  return r && fromRow(r);
+}
+
+/**
+ * The call.ended events of calls `tx` has just ended (a bulk end: a swept node's calls, expired
+ * tokens), in that transaction. Any other call event is added the same way, through addCallEvent
+ * (webhook-outbox.ts) inside the transaction of the change that causes it.
+ */
+export async function callEndedEvents(tx: SqlClient, ended: ReadonlyArray<{ id: string; org_id: string }>): Promise<void> {
+  for (const c of ended) await addCallEvent(tx, 'call.ended', c.org_id, () => callById(tx, c.id));
 }
 
 /** A list statement as the client's arguments. */

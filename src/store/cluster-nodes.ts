@@ -7,6 +7,8 @@
  */
 import { NODE_LOST } from '../domain/call.ts';
 import type { SqlClient } from './sql-client.ts';
+import { dbNowMs } from './db-clock.ts';
+import { callEndedEvents } from './calls.ts';
 
 /** A lease as operators see it. */
 export interface ClusterNode {
@@ -32,11 +34,7 @@ export interface LostNode {
   slots: number;
 }
 
-/** The database's clock in ms since the epoch, as SQL (each dialect its own way). */
-export function dbNowMs(db: SqlClient): string {
-  // SQLite: julianday's day count since 4714 BC, 2440587.5 of them before 1970 (ms resolution).
-  return db.dialect === 'postgres' ? 'CAST(floor(extract(epoch FROM clock_timestamp()) * 1000) AS BIGINT)' : "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)";
-}
+export { dbNowMs } from './db-clock.ts';
 
 export class ClusterNodeRepo {
   constructor(private readonly db: SqlClient) {}
@@ -89,13 +87,15 @@ export class ClusterNodeRepo {
         // Re-checked under the row's lock: it may have heartbeated, restarted or been swept meanwhile.
         const del = await tx.run(`DELETE FROM cluster_nodes WHERE node_id = ? AND started_at = ? AND heartbeat_at < ${dbNowMs(tx)} - ?`, [d.node_id, d.started_at, timeoutMs]);
         if (del.changes === 0) return undefined;
-        const calls = await tx.run(
+        const ended = await tx.all<{ id: string; org_id: string }>(
           `UPDATE calls SET status = 'ended', end_status = 'failed', ended_at = ?, termination_reason = ?
-           WHERE node_id = ? AND ended_at IS NULL AND status IN ('started', 'in_progress') AND NOT (direction = 'web' AND status = 'started')`,
+           WHERE node_id = ? AND ended_at IS NULL AND status IN ('started', 'in_progress') AND NOT (direction = 'web' AND status = 'started')
+           RETURNING id, org_id`,
           [endedAt, NODE_LOST, d.node_id],
         );
+        await callEndedEvents(tx, ended);
         const slots = await tx.run('DELETE FROM call_slots WHERE node_id = ?', [d.node_id]);
-        return { nodeId: d.node_id, calls: calls.changes, slots: slots.changes };
+        return { nodeId: d.node_id, calls: ended.length, slots: slots.changes };
       });
       if (took !== undefined) lost.push(took);
     }

@@ -18,6 +18,8 @@ import { RegistrationRepo } from './registrations.ts';
 import { ClusterNodeRepo } from './cluster-nodes.ts';
 import { CallSlotRepo } from './call-slots.ts';
 import { StreamGrantRepo } from './stream-grants.ts';
+import { WebhookEndpointRepo } from './webhooks.ts';
+import { WebhookDeliveryRepo } from './webhook-outbox.ts';
 import { SecretBox } from './secret-box.ts';
 import { loadOrCreateSecret } from './data-dir-secrets.ts';
 import type { SqlClient } from './sql-client.ts';
@@ -52,6 +54,10 @@ export interface Store {
   callSlots: CallSlotRepo;
   /** The carrier media streams' one-time grants (and outbound carrier dials' state), across nodes. */
   streamGrants: StreamGrantRepo;
+  /** Webhook endpoints of organizations (docs/webhooks.md); also the tool calls' ToolCallTargets. */
+  webhooks: WebhookEndpointRepo;
+  /** The webhook outbox: one row per event and endpoint, claimed by the deliverer on any node. */
+  webhookDeliveries: WebhookDeliveryRepo;
   /** This node's cluster.node_id: stamped on the call rows it writes (null: none given, e.g. a CLI). */
   readonly nodeId: string | null;
   /**
@@ -150,6 +156,8 @@ function build(client: SqlClient, secretBox: SecretBox, caches: SharedCaches, in
     clusterNodes: new ClusterNodeRepo(client),
     callSlots: new CallSlotRepo(client),
     streamGrants: new StreamGrantRepo(client, secretBox),
+    webhooks: new WebhookEndpointRepo(client, secretBox),
+    webhookDeliveries: new WebhookDeliveryRepo(client, secretBox),
     nodeId,
     tx: async <T>(fn: (store: Store) => Promise<T>): Promise<T> => {
       let inner: Store | undefined;

@@ -33,6 +33,56 @@ export const STREAM_GRANTS_SQL = `
     `;
 
 /**
+ * Migration 16's SQL: the same text in both dialects (src/store/postgres/migrations.ts uses it
+ * too). docs/webhooks.md: an organization's webhook endpoints (the secret sealed with the store's
+ * secret box, like trunk passwords; events a JSON array of event types) and the outbox, one row
+ * per event and endpoint, written in the transaction of the change that caused the event. A row
+ * stays until it is delivered or given up (status), and a while after for GET .../deliveries.
+ * Times the deliverer compares (event_ms: when the event happened, next_attempt_at, lease_until)
+ * are epoch milliseconds on the database's clock; the others ISO-8601 text. order_key + seq order an endpoint's events of one call:
+ * seq n + 1 is not sent before n is delivered or given up.
+ */
+export const WEBHOOKS_SQL = `
+      CREATE TABLE webhook_endpoints (
+        id TEXT PRIMARY KEY,
+        org_id TEXT NOT NULL REFERENCES organizations(id) ON DELETE CASCADE,
+        url TEXT NOT NULL,
+        events TEXT NOT NULL,
+        description TEXT NOT NULL DEFAULT '',
+        secret_enc TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+      );
+      CREATE INDEX webhook_endpoints_org ON webhook_endpoints (org_id, created_at, id);
+      CREATE TABLE webhook_deliveries (
+        id TEXT PRIMARY KEY,
+        event_id TEXT NOT NULL,
+        endpoint_id TEXT NOT NULL REFERENCES webhook_endpoints(id) ON DELETE CASCADE,
+        org_id TEXT NOT NULL,
+        event_type TEXT NOT NULL,
+        order_key TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        body TEXT NOT NULL,
+        status TEXT NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'delivered', 'failed')),
+        attempts INTEGER NOT NULL DEFAULT 0,
+        next_attempt_at BIGINT NOT NULL,
+        event_ms BIGINT NOT NULL,
+        lease_owner TEXT,
+        lease_until BIGINT,
+        last_status_code INTEGER,
+        last_error TEXT,
+        created_at TEXT NOT NULL,
+        finished_at TEXT,
+        UNIQUE (endpoint_id, order_key, seq)
+      );
+      -- finished_at is set exactly when status leaves pending: the partial indexes say it without
+      -- a string literal (which each dialect would print its own way).
+      CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_attempt_at) WHERE finished_at IS NULL;
+      CREATE INDEX webhook_deliveries_endpoint ON webhook_deliveries (endpoint_id, created_at);
+      CREATE INDEX webhook_deliveries_finished ON webhook_deliveries (finished_at) WHERE finished_at IS NOT NULL;
+    `;
+
+/**
  * Migration 12's statements on one row of calls in a trigger: its postings written (`new`), or
  * removed (`old`). SQLite's triggers cannot share a statement (nor use WITH): the insert and the
  * update trigger both write the new row's, the delete and the update trigger both remove the old
@@ -650,5 +700,11 @@ export const MIGRATIONS: Migration[] = [
     // The carrier's voice webhook looks a CallSid up before it answers (docs/telco.md "The voice
     // webhook": one CallSid is one call, however often the webhook comes); no scan of calls.
     sql: CALLS_CARRIER_CALL_SQL,
+  },
+  {
+    version: 16,
+    name: 'webhook endpoints and their outbox',
+    // docs/webhooks.md: endpoints, and one delivery row per event and endpoint.
+    sql: WEBHOOKS_SQL,
   },
 ];

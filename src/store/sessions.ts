@@ -4,7 +4,7 @@
  * through the call row (CallRepo.end).
  */
 import type { SqlClient } from './sql-client.ts';
-import { CallRepo, type CallDirection } from './calls.ts';
+import { callEndedEvents, CallRepo, type CallDirection } from './calls.ts';
 import type { CallSource } from '../domain/call.ts';
 
 export type SessionTransport = 'websocket' | 'webrtc';
@@ -134,22 +134,30 @@ export class SessionRepo {
   async endAbandoned(now: string): Promise<number> {
     const ownRowsOnly = this.db.dialect === 'postgres';
     if (ownRowsOnly && this.nodeId === null) return 0;
-    const r = await this.db.run(
-      `UPDATE calls SET status = 'ended', end_status = 'failed', ended_at = ?, termination_reason = 'error'
-       WHERE ended_at IS NULL AND status = 'in_progress' AND id IN (SELECT id FROM sessions WHERE connected_at IS NOT NULL)${ownRowsOnly ? ' AND node_id = ?' : ''}`,
-      ownRowsOnly ? [now, this.nodeId] : [now],
-    );
-    return r.changes;
+    return this.db.transaction(async (tx) => {
+      const ended = await tx.all<{ id: string; org_id: string }>(
+        `UPDATE calls SET status = 'ended', end_status = 'failed', ended_at = ?, termination_reason = 'error'
+         WHERE ended_at IS NULL AND status = 'in_progress' AND id IN (SELECT id FROM sessions WHERE connected_at IS NOT NULL)${ownRowsOnly ? ' AND node_id = ?' : ''}
+         RETURNING id, org_id`,
+        ownRowsOnly ? [now, this.nodeId] : [now],
+      );
+      await callEndedEvents(tx, ended);
+      return ended.length;
+    });
   }
 
   /** Call rows of sessions whose token expired unused end (end_status expired). Returns how many. */
   async expireUnused(now: string): Promise<number> {
     // docs/calls.md: a token never used ends its call as ended / expired, reason token_expired.
-    const r = await this.db.run(
-      `UPDATE calls SET status = 'ended', end_status = 'expired', ended_at = (SELECT token_expires_at FROM sessions s WHERE s.id = calls.id), termination_reason = 'token_expired'
-       WHERE status = 'started' AND ended_at IS NULL AND id IN (SELECT id FROM sessions WHERE connected_at IS NULL AND token_expires_at <= ?)`,
-      [now],
-    );
-    return r.changes;
+    return this.db.transaction(async (tx) => {
+      const ended = await tx.all<{ id: string; org_id: string }>(
+        `UPDATE calls SET status = 'ended', end_status = 'expired', ended_at = (SELECT token_expires_at FROM sessions s WHERE s.id = calls.id), termination_reason = 'token_expired'
+         WHERE status = 'started' AND ended_at IS NULL AND id IN (SELECT id FROM sessions WHERE connected_at IS NULL AND token_expires_at <= ?)
+         RETURNING id, org_id`,
+        [now],
+      );
+      await callEndedEvents(tx, ended);
+      return ended.length;
+    });
   }
 }

@@ -29,7 +29,7 @@ import { decodeJwt } from 'jose';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.ts';
 import { startFakeCarrier, type FakeCarrier } from '../helpers/fake-carrier.ts';
 
-type Kind = 'agent' | 'version' | 'telcoNumber' | 'trunk' | 'assignment' | 'call' | 'organization';
+type Kind = 'agent' | 'version' | 'telcoNumber' | 'trunk' | 'assignment' | 'call' | 'organization' | 'webhook';
 type Ids = Record<Kind, string>;
 
 /**
@@ -44,6 +44,7 @@ const PATH_PARAM_KIND: Record<string, Kind> = {
   'sip-trunks/{id}': 'trunk',
   'assignments/{assignmentId}': 'assignment',
   'calls/{id}': 'call',
+  'webhooks/{id}': 'webhook',
 };
 
 /**
@@ -148,6 +149,12 @@ const OPS: Record<string, Case> = {
   // Recording is off, so B's own call has no recording either: its 404 says so ("call has no
   // recording"), where the probes' 404 is "call not found", the same as for a missing call.
   'GET /v1/calls/{id}/recording': { control: 404, ownerRead: 404 },
+  'POST /v1/webhooks': { variants: [{ body: () => ({ url: 'https://hooks.example.com/bravo-second', events: ['call.ended'] }) }], control: 201 },
+  'GET /v1/webhooks': { control: 200 },
+  'GET /v1/webhooks/{id}': { control: 200 },
+  'PATCH /v1/webhooks/{id}': { variants: [{ body: () => ({ description: 'changed by Bravo' }) }], control: 200 },
+  'DELETE /v1/webhooks/{id}': { control: 204 },
+  'GET /v1/webhooks/{id}/deliveries': { control: 200 },
   'POST /v1/agents/{id}/dial': {
     variants: [
       { query: (id) => ({ number: DIAL_TO, sipTrunkId: id('sipTrunkId') }) },
@@ -360,6 +367,10 @@ describe('organization isolation, every route of /v1/openapi.json and the voice 
     const callToken = (await must(A.key, 'POST', '/v1/session-token', { agent_id: agent.id, caller_id: `alpha-caller-${tag}` }, 200)).token as string;
     A.ids.call = decodeJwt(callToken).sub!;
     await must(A.key, 'GET', `/v1/calls/${A.ids.call}`, undefined, 200);
+    // A webhook endpoint, subscribed to an event nothing in this test causes: its deliveries
+    // (read before and after) stay the same.
+    const hook = await must(A.key, 'POST', '/v1/webhooks', { url: `https://hooks.example.com/alpha-${tag}`, events: ['recording.ready'], description: `Alpha hook ${tag}` }, 201);
+    A.ids.webhook = hook.id;
     // A second token, for the socket test (an A token trying B's agent); left unused otherwise.
     A.tokens.ws = (await must(A.key, 'POST', '/v1/session-token', { agent_id: agent.id }, 200)).token;
     secrets.push(
@@ -378,6 +389,8 @@ describe('organization isolation, every route of /v1/openapi.json and the voice 
       `alpha-${tag}`,
       '#73019*',
       `alpha-caller-${tag}`,
+      `Alpha hook ${tag}`,
+      hook.secret as string,
       callToken,
       A.tokens.ws,
     );
@@ -402,6 +415,7 @@ describe('organization isolation, every route of /v1/openapi.json and the voice 
     B.ids.trunk = bTrunk.id;
     B.ids.assignment = (await must(B.key, 'POST', `/v1/sip-trunks/${bTrunk.id}/assignments`, { agent_id: bAgent.id, number: '#83019*' }, 201)).id;
     B.ids.call = decodeJwt((await must(B.key, 'POST', '/v1/session-token', { agent_id: bAgent.id }, 200)).token).sub!;
+    B.ids.webhook = (await must(B.key, 'POST', '/v1/webhooks', { url: 'https://hooks.example.com/bravo', events: ['recording.ready'] }, 201)).id;
 
     before = await readA();
   });

@@ -17,7 +17,7 @@ import { PostgresClient } from '../../src/store/postgres/client.ts';
 import { migratePostgres } from '../../src/store/postgres/migrate.ts';
 import { POSTGRES_MIGRATIONS } from '../../src/store/postgres/migrations.ts';
 import { SecretBox } from '../../src/store/secret-box.ts';
-import { CALL_OUTCOMES, CALL_SOURCES, CALL_STATUSES, failedDialEnd, type CallListFilter, type CallRecord } from '../../src/domain/call.ts';
+import { CALL_OUTCOMES, CALL_SOURCES, CALL_STATUSES, failedDialEnd, partyNumber, sourceOf, type CallListFilter, type CallRecord } from '../../src/domain/call.ts';
 import { settingsForCreate } from '../../src/domain/agent.ts';
 import { agentDefaults } from '../../src/api/routes/agents.ts';
 import { loadConfig } from '../../src/config.ts';
@@ -594,7 +594,13 @@ forEachStoreBackend((backend) => describe('migration 12: the postings of the cal
       for (let i = 0; i < 60; i++) {
         const c = { id: uuid(4, i), org_id: orgs[i % 3 === 0 ? 1 : 0]!, party: parties[Math.floor(rand() * parties.length)]!, created_at: new Date(Date.UTC(2026, 0, 1) + i * 60_000).toISOString() };
         calls.push(c);
-        await old.calls.insert({ id: c.id, org_id: c.org_id, agent_id: null, sip_trunk_id: null, direction: 'web', from: c.party, to: 'agent', created_at: c.created_at });
+        // The row as CallRepo.insert wrote it then: today's insert also reads the webhook
+        // endpoints (migration 16), which a schema before 12 has not.
+        await client.run(
+          `INSERT INTO calls (id, org_id, agent_id, sip_trunk_id, direction, source, outbound, status, from_number, to_number, party_number, created_at, transcript)
+           VALUES (?, ?, NULL, NULL, 'web', ?, 0, 'started', ?, 'agent', ?, ?, '{"entries":[]}')`,
+          [c.id, c.org_id, sourceOf('web'), c.party, partyNumber('web', c.party, 'agent'), c.created_at],
+        );
       }
       await migrateAll();
       const got = (await client.all<{ org_id: string; gram: string; created_at: string; call_id: string }>('SELECT org_id, gram, created_at, call_id FROM call_short_grams')).map((r) => `${r.org_id} ${r.gram} ${r.created_at} ${r.call_id}`).sort();

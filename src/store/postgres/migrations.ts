@@ -25,7 +25,7 @@
  *   migration 12) test "a character outside [0-9+]" with GLOB there, a regular expression here.
  * - SQLite's WITHOUT ROWID is a storage choice PostgreSQL does not have (its tables are heaps).
  */
-import { ASSIGNMENTS_PER_ORG_SQL, CALLS_CARRIER_CALL_SQL, STREAM_GRANTS_SQL, type Migration } from '../migrations.ts';
+import { ASSIGNMENTS_PER_ORG_SQL, CALLS_CARRIER_CALL_SQL, STREAM_GRANTS_SQL, WEBHOOKS_SQL, type Migration } from '../migrations.ts';
 
 export const POSTGRES_MIGRATIONS: Migration[] = [
   {
@@ -494,5 +494,11 @@ export const POSTGRES_MIGRATIONS: Migration[] = [
     name: 'calls: carrier_call_id index',
     // SQLite's migration 15: the same index (a repeated voice webhook found by its CallSid).
     sql: CALLS_CARRIER_CALL_SQL,
+  },
+  {
+    version: 16,
+    name: 'webhook endpoints and their outbox',
+    // SQLite's migration 16: the same statements (BIGINT epoch milliseconds, partial indexes).
+    sql: WEBHOOKS_SQL,
   },
 ];
