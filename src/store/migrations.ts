@@ -83,6 +83,16 @@ export const ASSIGNMENTS_PER_ORG_SQL = `
       CREATE INDEX telco_numbers_phone ON telco_numbers (phone_number);
     `;
 
+/**
+ * Migration 17's SQL, the same text in both dialects (src/store/postgres/migrations.ts uses it
+ * too): the post-call analysis (docs/calls.md "Post-call analysis") keeps its structured fields
+ * beside the summary, and when it was stored, which also makes it a once-per-call write.
+ */
+export const CALL_ANALYSIS_SQL = `
+      ALTER TABLE calls ADD COLUMN extracted_variables TEXT NOT NULL DEFAULT '[]';  -- JSON array of the document's ContextVariable
+      ALTER TABLE calls ADD COLUMN analyzed_at TEXT;                                -- null: not analysed (off, failed, or running)
+    `;
+
 export const MIGRATIONS: Migration[] = [
   {
     version: 1,
@@ -647,5 +657,11 @@ export const MIGRATIONS: Migration[] = [
     sql: `
       CREATE INDEX calls_carrier_call ON calls (carrier_call_id) WHERE carrier_call_id IS NOT NULL;
     `,
+  },
+  // 16 is another change's (numbers are claimed before they merge).
+  {
+    version: 17,
+    name: 'calls: post-call analysis',
+    sql: CALL_ANALYSIS_SQL,
   },
 ];

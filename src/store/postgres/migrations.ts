@@ -25,7 +25,7 @@
  *   migration 12) test "a character outside [0-9+]" with GLOB there, a regular expression here.
  * - SQLite's WITHOUT ROWID is a storage choice PostgreSQL does not have (its tables are heaps).
  */
-import { ASSIGNMENTS_PER_ORG_SQL, STREAM_GRANTS_SQL, type Migration } from '../migrations.ts';
+import { ASSIGNMENTS_PER_ORG_SQL, CALL_ANALYSIS_SQL, STREAM_GRANTS_SQL, type Migration } from '../migrations.ts';
 
 export const POSTGRES_MIGRATIONS: Migration[] = [
   {
@@ -496,5 +496,11 @@ export const POSTGRES_MIGRATIONS: Migration[] = [
     sql: `
       CREATE INDEX calls_carrier_call ON calls (carrier_call_id) WHERE carrier_call_id IS NOT NULL;
     `,
+  },
+  {
+    version: 17,
+    name: 'calls: post-call analysis',
+    // SQLite's migration 17: the same statements.
+    sql: CALL_ANALYSIS_SQL,
   },
 ];

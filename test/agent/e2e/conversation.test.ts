@@ -139,8 +139,17 @@ describe('noise suppression and call summary', () => {
     await td?.close();
   });
 
-  it('with noise_cancel_settings enabled the caller is still heard and answered; summarize_calls stores a summary', async () => {
-    const agentId = await createAgent(td, { vad_settings: FAST_VAD, first_message: 'Hi.', noise_cancel_settings: { enabled: true, level: 100 }, summarize_calls: true });
+  it('with noise_cancel_settings enabled the caller is still heard and answered; summarize_calls stores the analysis; the web session\'s record has every time', async () => {
+    const agentId = await createAgent(td, {
+      vad_settings: FAST_VAD,
+      first_message: 'Hi.',
+      noise_cancel_settings: { enabled: true, level: 100 },
+      summarize_calls: true,
+      analysis_fields: [
+        { name: 'heard', choices: ['silence', 'speech'] },
+        { name: 'language', description: 'what the caller spoke', choices: ['French', 'German'] },
+      ],
+    });
     const { client, sessionId } = await connect(td, agentId);
     await turnEnd(client, 0);
     const mark = client.events.length;
@@ -148,10 +157,20 @@ describe('noise suppression and call summary', () => {
     const reply = await turnEnd(client, mark, 8000);
     expect(reply.data.text).toMatch(/^You said: \(speech, \d\.\d seconds\)\.$/);
     client.close();
-    // local/echo's summary of the transcript (its SUMMARIZE rule), stored after the end.
-    const rec = await waitForRecord(td, sessionId, (r) => r.summary !== undefined);
-    expect(rec.summary).toMatch(/^Summary: /);
-    expect(rec.summary).toContain('(speech,');
+    // local/echo's analysis of the transcript (its ANALYZE rule), stored after the end.
+    const rec = await waitForRecord(td, sessionId, (r) => r.analyzed_at !== undefined);
+    expect(rec.summary).toMatch(/^Summary: agent: Hi\.\nuser: \(speech, /);
+    expect(rec.extracted_variables).toEqual([
+      { name: 'heard', type: 'extracted', dataType: 'string', value: 'speech' },
+      { name: 'language', type: 'extracted', description: 'what the caller spoke', dataType: 'string', value: null },
+    ]);
+    // A web session: every time and the reason, in the service's names.
+    expect(rec).toMatchObject({ source: 'api', direction: 'web', status: 'ended', termination_reason: 'client_closed', outcome: 'ended_by_user' });
+    for (const k of ['created_at', 'connected_at', 'started_at', 'ended_at', 'analyzed_at']) expect(Date.parse(rec[k]), k).not.toBeNaN();
+    expect(rec.connected_at).toBe(rec.started_at);
+    expect(rec.started_at >= rec.created_at && rec.ended_at >= rec.started_at && rec.analyzed_at >= rec.ended_at).toBe(true);
+    expect(rec.duration_seconds).toBe(Math.round((Date.parse(rec.ended_at) - Date.parse(rec.started_at)) / 1000));
+    expect(rec.duration_seconds).toBeGreaterThanOrEqual(1); // the caller spoke for a second
   });
 });
 
