@@ -17,6 +17,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestDaemon, type TestDaemon } from '../../helpers/daemon.ts';
+import { expectCallTimes } from '../../helpers/call-times.ts';
 import { startFakeListenServer, type FakeListenServer } from '../stt/fake-stt-servers.ts';
 import { openAiSse, startFakeLlmServer, type FakeLlmServer } from '../llm/fake-llm-servers.ts';
 import { rmsDb, silence, speechLike, turnAudio, VoiceClient, type ReceivedEvent } from './voice-client.ts';
@@ -166,10 +167,8 @@ describe('noise suppression and call summary', () => {
     ]);
     // A web session: every time and the reason, in the service's names.
     expect(rec).toMatchObject({ source: 'api', direction: 'web', status: 'ended', termination_reason: 'client_closed', outcome: 'ended_by_user' });
-    for (const k of ['created_at', 'connected_at', 'started_at', 'ended_at', 'analyzed_at']) expect(Date.parse(rec[k]), k).not.toBeNaN();
-    expect(rec.connected_at).toBe(rec.started_at);
-    expect(rec.started_at >= rec.created_at && rec.ended_at >= rec.started_at && rec.analyzed_at >= rec.ended_at).toBe(true);
-    expect(rec.duration_seconds).toBe(Math.round((Date.parse(rec.ended_at) - Date.parse(rec.started_at)) / 1000));
+    expectCallTimes(rec);
+    expect(rec.analyzed_at >= rec.ended_at).toBe(true);
     expect(rec.duration_seconds).toBeGreaterThanOrEqual(1); // the caller spoke for a second
   });
 });
