@@ -171,6 +171,37 @@ describe('GET /v1/connection', () => {
     expect(s.analyzeCalls).toBe(1);
   });
 
+  it('shutdown: an analysis still running is given up (aborted, logged) and the daemon closes', async () => {
+    const lines: string[] = [];
+    const rt2 = scriptedRuntime();
+    const d2 = await startTestDaemon({}, undefined, { runtimeFactory: (ctx, io) => rt2.factory(ctx, io) }, lines);
+    let aborted = false;
+    try {
+      const agent2 = (await d2.api('POST', '/v1/agents', { name: 'Hanging analysis' })).body;
+      const t = await issue(d2, { agent_id: agent2.id });
+      const c = connect(wsUrl(d2, t.token));
+      await c.opened;
+      const s = await rt2.session(t.id);
+      // A model that never answers (its own 30 s bound is longer than the shutdown's grace).
+      s.analysis = (signal) =>
+        new Promise((_resolve, reject) =>
+          signal.addEventListener('abort', () => {
+            aborted = true;
+            reject(new Error('aborted'));
+          }),
+        );
+      s.transcript.push({ role: 'user', text: 'Hi', at: '2026-01-01T00:00:00.000Z' });
+      s.io.end('agent_hangup');
+      await c.closed;
+      await waitFor(() => s.analyzeCalls === 1, 3000, 'analysis asked for');
+    } finally {
+      await d2.close();
+    }
+    expect(rt2.sessions[0]!.analyzeCalls).toBe(1);
+    expect(aborted).toBe(true);
+    expect(lines.map((l) => JSON.parse(l) as Record<string, unknown>).find((l) => l.msg === 'post-call analysis failed: the call record keeps no analysis')).toMatchObject({ level: 40 });
+  });
+
   it('an analysis that fails leaves the record complete and without analysis', async () => {
     const { c, s, id } = await open();
     s.transcript.push({ role: 'user', text: 'Hi', at: '2026-01-01T00:00:00.000Z' });
