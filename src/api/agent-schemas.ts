@@ -1,7 +1,7 @@
 /** JSON Schemas of the Agent resource, built from configuration (model catalog and limits). */
 import { Type, type TSchema } from '@sinclair/typebox';
 import { modelCatalog, type Config } from '../config.ts';
-import { AGENT_STATUSES, LANGUAGES, TIMEOUT_ACTIONS, VOICE_PROVIDERS } from '../domain/agent.ts';
+import { AGENT_STATUSES, ANALYSIS_FIELD_NAME_PATTERN, ANALYSIS_LIMITS, LANGUAGES, TIMEOUT_ACTIONS, VOICE_PROVIDERS } from '../domain/agent.ts';
 import { TIMEOUT_TWINS, VAD_TWINS, VOICE_PROVIDER_NAMES, VOICE_PROVIDER_VENDOR_NAMES } from '../domain/agent-aliases.ts';
 import { DIAL_STRING_PATTERN } from '../domain/phone.ts';
 import { DateTime, NullableUuid, Obj, Uuid } from './schemas.ts';
@@ -65,6 +65,22 @@ export function agentSchemas(config: Config) {
     volume: Tuning('output level'),
   });
 
+  const A = ANALYSIS_LIMITS;
+  const AnalysisField = Obj({
+    name: Type.String({ minLength: 1, maxLength: A.nameLength, pattern: ANALYSIS_FIELD_NAME_PATTERN, description: 'the name in the call\'s extracted_variables' }),
+    description: Type.Optional(text(A.descriptionLength, 'what the field means, for the model')),
+    choices: Type.Array(Type.String({ minLength: 1, maxLength: A.choiceLength }), {
+      minItems: 1,
+      maxItems: A.choices,
+      uniqueItems: true,
+      description: 'the answers allowed; anything else the model says is stored as null',
+    }),
+  });
+  const AnalysisFields = Type.Array(AnalysisField, {
+    maxItems: A.fields,
+    description: 'callbridge: structured fields the post-call analysis (summarize_calls) fills in, each from a fixed list of choices (docs/calls.md); replaces the whole list',
+  });
+
   const fields = {
     phone_number_id: Type.Optional(NullableUuid('uuid of a telco number of the organization, or null to clear')),
     llm: Type.Optional(StrEnum(catalog, 'from GET /v1/llms')),
@@ -74,7 +90,8 @@ export function agentSchemas(config: Config) {
     first_message: Type.Optional(text(L.max_prompt_length)),
     first_message_interruption_time: Type.Optional(Type.Number({ minimum: 0, maximum: 3600 })),
     default_language: Type.Optional(StrEnum(LANGUAGES)),
-    summarize_calls: Type.Optional(Type.Boolean()),
+    summarize_calls: Type.Optional(Type.Boolean({ description: 'after the call, the agent\'s model writes the call\'s summary (and analysis_fields)' })),
+    analysis_fields: Type.Optional(AnalysisFields),
     noise_cancel_settings: Type.Optional(NoiseCancel),
     vad_settings: Type.Optional(Vad),
     enable_first_message_outbound: Type.Optional(Type.Boolean()),
@@ -100,6 +117,10 @@ export function agentSchemas(config: Config) {
       first_message_interruption_time: Type.Number(),
       default_language: StrEnum(LANGUAGES),
       summarize_calls: Type.Boolean(),
+      analysis_fields: Type.Array(
+        Type.Object({ name: Type.String(), description: Type.Optional(Type.String()), choices: Type.Array(Type.String()) }),
+        { description: 'callbridge: structured fields of the post-call analysis' },
+      ),
       created_at: DateTime(),
       updated_at: DateTime(),
       noise_cancel_settings: Type.Object({ enabled: Type.Boolean(), level: Type.Number() }),

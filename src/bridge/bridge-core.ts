@@ -111,16 +111,22 @@ export class BridgeCore {
       return;
     }
     let connectUrl: string;
+    let sessionId: string;
     try {
       const opened = await session.open();
       connectUrl = opened.connectUrl;
-      this.#sessionId = opened.sessionId;
+      sessionId = this.#sessionId = opened.sessionId;
     } catch (err) {
       this.#log.error({ err }, 'could not open a voice session for the call');
       this.#refuse('service_unavailable', 'voice session unavailable');
       return;
     }
-    if (this.#done) return;
+    if (this.#done) {
+      // The caller hung up while the session was being created: #finish ran before its record
+      // existed, so the record is told here (it ends now rather than at the token's expiry).
+      this.#o.records.ended(sessionId, this.#endedWhy ?? 'call ended before its voice session started', false);
+      return;
+    }
     this.#connect(connectUrl);
   }
 

@@ -2,9 +2,11 @@
  * What the bridge writes to this daemon's call record (the record whose id is the session id).
  * In local mode the session server already stamps the record's answer and end (it sees the
  * socket open and the session end, and it knows the transcript), so the bridge adds only what
- * only it knows: the recording, a dial that never connected. In upstream mode nothing here sees
- * the session, so the bridge stamps the answer and the end itself, or the phone call would stay
- * "in progress" for ever.
+ * only it knows: the recording, a dial that never connected, and the end of a call that ended
+ * before its voice session started (the caller hung up while it rang): no session ever ends
+ * that record, which would otherwise wait for the token's expiry. In upstream mode nothing here
+ * sees the session, so the bridge stamps the answer and the end itself, or the phone call would
+ * stay "in progress" for ever.
  */
 import { failedDialEnd } from '../domain/call.ts';
 import type { CallEnd } from '../store/calls.ts';
@@ -56,10 +58,19 @@ export class CallRecordWriter {
     });
   }
 
-  /** The call ended for `why`; a call that was never bridged ends `failed`. */
+  /**
+   * The call ended for `why`; a call that was never bridged ends `failed`. In local mode only a
+   * call never bridged is written, and only while its session has not started (unconnected_only):
+   * once it started, the session server ends the record with the session's reason and transcript.
+   */
   ended(sessionId: string, why: string, bridged: boolean): void {
-    if (!this.#stampsAnswerAndEnd) return;
-    const end: CallEnd = { ended_at: new Date().toISOString(), termination_reason: why, ...(bridged ? {} : { end_status: 'failed' as const }) };
+    if (!this.#stampsAnswerAndEnd && bridged) return;
+    const end: CallEnd = {
+      ended_at: new Date().toISOString(),
+      termination_reason: why,
+      ...(bridged ? {} : { end_status: 'failed' as const }),
+      ...(this.#stampsAnswerAndEnd ? {} : { unconnected_only: true }),
+    };
     void this.#end(sessionId, end);
   }
 

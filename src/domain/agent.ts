@@ -7,6 +7,11 @@ export const VOICE_PROVIDERS = ['provider_1', 'provider_2', 'provider_3', 'provi
 export const TIMEOUT_ACTIONS = ['end_call', 'transfer_call'] as const;
 export const AGENT_STATUSES = ['active', 'inactive'] as const;
 
+/** Bounds of analysis_fields: few fields with few short choices keep the model's task small. */
+export const ANALYSIS_LIMITS = { fields: 10, choices: 20, nameLength: 64, choiceLength: 100, descriptionLength: 500 } as const;
+/** An analysis field's name: usable as a variable name in any client. */
+export const ANALYSIS_FIELD_NAME_PATTERN = '^[A-Za-z][A-Za-z0-9_]*$';
+
 export type AgentStatus = (typeof AGENT_STATUSES)[number];
 export type VoiceProvider = (typeof VOICE_PROVIDERS)[number];
 
@@ -31,6 +36,20 @@ export interface TimeoutSettings {
   silence_transfer_message?: string;
 }
 
+/**
+ * A structured field of the post-call analysis (ours, beside the service's summarize_calls): the
+ * model picks one of `choices` for it from the transcript, or none (docs/calls.md "Post-call
+ * analysis"). The answer is shown in the call's extracted_variables.
+ */
+export interface AnalysisField {
+  /** The variable's name in extracted_variables: a letter, then letters, digits and _. */
+  name: string;
+  /** What the field means, for the model (and shown beside the answer). */
+  description?: string;
+  /** The answers allowed; anything else the model says is stored as null. */
+  choices: string[];
+}
+
 /** Everything of an Agent but its identity, ownership and timestamps. */
 export interface AgentSettings {
   llm: string;
@@ -40,6 +59,8 @@ export interface AgentSettings {
   first_message_interruption_time: number;
   default_language: (typeof LANGUAGES)[number];
   summarize_calls: boolean;
+  /** Structured fields the post-call analysis fills in (used when summarize_calls is on); [] for none. */
+  analysis_fields: AnalysisField[];
   noise_cancel_settings: { enabled: boolean; level: number };
   vad_settings: { start_secs: number; stop_secs: number; silence_timeout_secs: number };
   enable_first_message_outbound: boolean;
@@ -92,6 +113,8 @@ export function settingsOf(a: AgentSettings): AgentSettings {
     first_message_interruption_time: a.first_message_interruption_time,
     default_language: a.default_language,
     summarize_calls: a.summarize_calls,
+    // Agents stored before analysis_fields existed have none.
+    analysis_fields: a.analysis_fields ?? [],
     noise_cancel_settings: a.noise_cancel_settings,
     vad_settings: a.vad_settings,
     enable_first_message_outbound: a.enable_first_message_outbound,
@@ -99,6 +122,19 @@ export function settingsOf(a: AgentSettings): AgentSettings {
     timeout_settings: a.timeout_settings,
     keyterms: a.keyterms,
   });
+}
+
+/**
+ * Rules of analysis_fields the schema cannot say: names unique. Returns the message of a 400
+ * naming the field, or undefined.
+ */
+export function analysisFieldsProblem(fields: readonly AnalysisField[]): string | undefined {
+  const seen = new Set<string>();
+  for (const [i, f] of fields.entries()) {
+    if (seen.has(f.name)) return `body.analysis_fields.${i}.name: "${f.name}" is named twice (field names are unique)`;
+    seen.add(f.name);
+  }
+  return undefined;
 }
 
 /** Applies a PATCH body to stored settings: only sent fields change. */
@@ -118,6 +154,8 @@ export function applyPatch(current: AgentSettings, input: AgentInput): AgentSett
     if (input[k] !== undefined) (next as unknown as Record<string, unknown>)[k] = input[k];
   }
   if (input.keyterms !== undefined) next.keyterms = [...input.keyterms];
+  // Replaces the whole list, as keyterms: a field is edited by sending the list it belongs to.
+  if (input.analysis_fields !== undefined) next.analysis_fields = structuredClone(input.analysis_fields);
   if (input.vad_settings) next.vad_settings = { ...next.vad_settings, ...input.vad_settings };
   if (input.noise_cancel_settings) next.noise_cancel_settings = { ...next.noise_cancel_settings, ...input.noise_cancel_settings };
   if (input.timeout_settings) next.timeout_settings = { ...next.timeout_settings, ...input.timeout_settings };

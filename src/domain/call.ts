@@ -58,7 +58,7 @@ export interface Transcript {
   entries: TranscriptEntry[];
 }
 
-/** ContextVariable of the document (extracted_variables); nothing extracts them yet. */
+/** ContextVariable of the document (extracted_variables): the post-call analysis's fields. */
 export interface ContextVariable {
   name?: string;
   type?: 'system' | 'input' | 'extracted';
@@ -66,6 +66,17 @@ export interface ContextVariable {
   value?: unknown;
   dataType?: 'string' | 'number' | 'boolean' | 'object' | 'array';
   rationale?: string;
+}
+
+/**
+ * What the post-call analysis found (summarize_calls): the summary, and one extracted variable
+ * per analysis field of the agent (`type: extracted`, `dataType: string`, `value` one of the
+ * field's choices or null). Written once per call, after its end (CallRepo.setAnalysis).
+ */
+export interface CallAnalysis {
+  /** null when the model wrote none. */
+  summary: string | null;
+  extracted_variables: ContextVariable[];
 }
 
 /**
@@ -185,6 +196,10 @@ export interface CallRecord {
   outcome: CallOutcome | null;
   transcript: Transcript;
   summary: string | null;
+  /** The post-call analysis's fields ([] until it ran, or when the agent names none). */
+  extracted_variables: ContextVariable[];
+  /** When the post-call analysis was stored; null when it has not run (off, failed, or still running). */
+  analyzed_at: string | null;
   has_recording: boolean;
   /** The carrier's id of the call (CallSid) on the carrier's own voice path (source twilio). */
   carrier_call_id: string | null;
@@ -220,6 +235,7 @@ export interface Call {
   outcome?: CallOutcome;
   has_recording: boolean;
   carrier_call_id?: string;
+  analyzed_at?: string;
 }
 
 /** Whole seconds from started_at to ended_at (rounded), when both are set. */
@@ -241,7 +257,7 @@ export function toCall(r: CallRecord): Call {
     party_number: r.party_number,
     status: r.status,
     source: r.source,
-    extracted_variables: [],
+    extracted_variables: r.extracted_variables,
     outbound: r.direction === 'outbound',
     created_at: r.created_at,
     transcript: r.transcript,
@@ -263,6 +279,7 @@ export function toCall(r: CallRecord): Call {
   if (r.end_status !== null) c.end_status = r.end_status;
   if (r.outcome !== null) c.outcome = r.outcome;
   if (r.carrier_call_id !== null) c.carrier_call_id = r.carrier_call_id;
+  if (r.analyzed_at !== null) c.analyzed_at = r.analyzed_at;
   return c;
 }
 

@@ -7,8 +7,10 @@
  *   client --input_audio--> server --inputAudio(pcm)--> runtime --io.send(event)--> server --> client
  *                                  --toolCallOutput()-->        --io.end(reason)--> session_ended,
  *                                                                                   record, close 1000
+ *   end stored by this node --analyze()--> runtime (after the session) --analysis--> record
  */
 import type { Agent } from '../domain/agent.ts';
+import type { CallAnalysis } from '../domain/call.ts';
 import type { ServerEvent, SessionEndReason } from './protocol.ts';
 
 export interface SessionVariable {
@@ -55,8 +57,6 @@ export interface SessionIo {
    * the end (reason, transcript), and closes the socket with 1000. Idempotent.
    */
   end(reason: SessionEndReason, details?: { transferNumber?: string }): void;
-  /** Stores an after-call summary in the session record (summarize_calls). */
-  storeSummary(summary: string): void;
 }
 
 /** What the runtime gives the server. */
@@ -73,6 +73,13 @@ export interface SessionRuntime {
   transcript(): TranscriptEntry[];
   /** The client went away or the server is closing: stop all work at once. Idempotent. */
   close(): void;
+  /**
+   * The post-call analysis (summarize_calls). The server asks once, after the session ended and
+   * only when this node's end was the one stored (one analysis per call, on the node that ended
+   * it), and stores what it resolves. Resolves undefined when there is nothing to analyse (off,
+   * an empty transcript); rejects when it failed. `signal` aborts it (daemon shutdown).
+   */
+  analyze?(signal: AbortSignal): Promise<CallAnalysis | undefined>;
 }
 
 /**

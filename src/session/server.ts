@@ -27,6 +27,7 @@ import { base64ToPcm16 } from '../media/pcm.ts';
 import { CLOSE, MAX_CLIENT_FRAME_BYTES, serializeServerEvent, type ServerEvent, type SessionEndReason } from './protocol.ts';
 import type { SessionContext, SessionIo, SessionRuntime, SessionRuntimeFactory, TranscriptEntry } from './runtime-contract.ts';
 import { transcriptFromRuntime } from '../domain/call.ts';
+import { PostCallAnalyses } from './post-call-analyses.ts';
 import type { SessionClaims, SessionTokens, TokenFailure } from './tokens.ts';
 
 export const CONNECTION_PATH = '/v1/connection';
@@ -106,6 +107,7 @@ export async function registerSessionServer(app: FastifyInstance, opts: SessionS
   const now = opts.now ?? Date.now;
   const iso = () => new Date(now()).toISOString();
   const active = new Set<VoiceSession>();
+  const analyses = new PostCallAnalyses(store.calls, iso);
   const admitted = new WeakMap<FastifyRequest, Admission>();
   let closing = false;
 
@@ -144,6 +146,8 @@ export async function registerSessionServer(app: FastifyInstance, opts: SessionS
       await Promise.all(sessions.map((s) => s.socketClosed(SHUTDOWN_CLOSE_GRACE_MS)));
       // The end records are written before the store closes.
       await Promise.all(sessions.map((s) => s.endStored()));
+      // Analyses of calls that ended get a moment; the rest are given up before the store closes.
+      await analyses.close();
       for (const client of app.websocketServer.clients) client.terminate();
       await new Promise<void>((resolve) => app.websocketServer.close(() => resolve()));
     },
@@ -204,6 +208,7 @@ export async function registerSessionServer(app: FastifyInstance, opts: SessionS
         maxBufferedBytes: opts.maxBufferedBytes ?? DEFAULT_MAX_BUFFERED_BYTES,
         iso,
         now,
+        analyses,
         onEnd: (s) => active.delete(s),
       });
       // Added first: start() may already end the session (no runtime, or it failed to start).
@@ -242,6 +247,7 @@ interface SessionDeps {
   maxBufferedBytes: number;
   iso: () => string;
   now: () => number;
+  analyses: PostCallAnalyses;
   onEnd: (s: VoiceSession) => void;
 }
 
@@ -410,9 +416,6 @@ class VoiceSession {
       send: (event) => this.#send(event),
       end: (reason, details) =>
         this.#finish(reason, { event: true, transferNumber: details?.transferNumber, close: [CLOSE.NORMAL, `session ended: ${reason}`], closeRuntime: false }),
-      storeSummary: (summary) => {
-        this.#d.store.calls.setSummary(this.id, summary).catch((err: unknown) => this.#log.error({ err }, 'storing the summary failed'));
-      },
     };
   }
 
@@ -541,10 +544,14 @@ class VoiceSession {
     if (o.closeRuntime && runtime) this.#safe('close', () => runtime.close());
     const transcript = (runtime && this.#safe('transcript', () => runtime.transcript())) ?? ([] as TranscriptEntry[]);
     // Issued now, before the socket closes (on SQLite it runs at once); shutdown awaits it (endStored).
+    // The post-call analysis follows the end, on the node whose end was stored: one per call.
+    const analyze = runtime?.analyze?.bind(runtime);
     this.#endStored = this.#d.store.calls
       .end(this.id, { ended_at: this.#d.iso(), termination_reason: reason, transcript: transcriptFromRuntime(transcript).entries })
       .then(
-        () => undefined,
+        (ended) => {
+          if (ended && analyze) this.#d.analyses.start(this.id, this.#log, analyze);
+        },
         (err: unknown) => this.#log.error({ err }, 'storing the session end failed'),
       );
     if (o.close && open) this.#ws.close(o.close[0], o.close[1]);

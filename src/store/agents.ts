@@ -31,6 +31,8 @@ function fromRow(r: AgentRow): StoredAgent {
     phone_number_id: r.phone_number_id ?? '',
     active_version_id: r.active_version_id,
     ...settings,
+    // Agents stored before analysis_fields existed have none.
+    analysis_fields: settings.analysis_fields ?? [],
     created_at: r.created_at,
     updated_at: r.updated_at,
   };
@@ -50,6 +52,7 @@ export function toAgentResource(a: StoredAgent): Agent {
     first_message_interruption_time: a.first_message_interruption_time,
     default_language: a.default_language,
     summarize_calls: a.summarize_calls,
+    analysis_fields: a.analysis_fields,
     created_at: a.created_at,
     updated_at: a.updated_at,
     noise_cancel_settings: a.noise_cancel_settings,

@@ -13,12 +13,14 @@ import {
   outcomeOf,
   partyNumber,
   sourceOf,
+  type CallAnalysis,
   type CallDirection,
   type CallListFilter,
   type CallOutcome,
   type CallRecord,
   type CallSource,
   type CallStatus,
+  type ContextVariable,
   type EndStatus,
   type Transcript,
   type TranscriptEntry,
@@ -83,6 +85,8 @@ interface CallRow {
   outcome: CallOutcome | null;
   transcript: string;
   summary: string | null;
+  extracted_variables: string;
+  analyzed_at: string | null;
   recording_path: string | null;
   carrier_call_id: string | null;
   tags: string;
@@ -108,6 +112,8 @@ const fromRow = (r: CallRow): CallRecord => ({
   outcome: r.outcome,
   transcript: JSON.parse(r.transcript) as Transcript,
   summary: r.summary,
+  extracted_variables: JSON.parse(r.extracted_variables) as ContextVariable[],
+  analyzed_at: r.analyzed_at,
   has_recording: r.recording_path !== null,
   carrier_call_id: r.carrier_call_id,
   tags: JSON.parse(r.tags) as string[],
@@ -230,9 +236,19 @@ export class CallRepo {
     return r?.recording_path ?? undefined;
   }
 
-  /** The after-call summary (it may arrive after the end). */
-  async setSummary(id: string, text: string): Promise<boolean> {
-    return (await this.db.run('UPDATE calls SET summary = ? WHERE id = ?', [text, id])).changes === 1;
+  /**
+   * Stores the post-call analysis (summary, extracted_variables, analyzed_at) of an ended call,
+   * once: a call already analysed, or not ended, is left as it is. Returns whether this write
+   * stored it. The `call.analyzed` event belongs in the same transaction as this write.
+   */
+  async setAnalysis(id: string, analysis: CallAnalysis, at: string): Promise<boolean> {
+    const r = await this.db.run('UPDATE calls SET summary = ?, extracted_variables = ?, analyzed_at = ? WHERE id = ? AND ended_at IS NOT NULL AND analyzed_at IS NULL', [
+      analysis.summary,
+      JSON.stringify(analysis.extracted_variables),
+      at,
+      id,
+    ]);
+    return r.changes === 1;
   }
 
   /** Tags the call (a tag it has already is kept once). Returns how many were new. */

@@ -138,6 +138,16 @@ export const ASSIGNMENTS_PER_ORG_SQL = `
       CREATE INDEX telco_numbers_phone ON telco_numbers (phone_number);
     `;
 
+/**
+ * Migration 17's SQL, the same text in both dialects (src/store/postgres/migrations.ts uses it
+ * too): the post-call analysis (docs/calls.md "Post-call analysis") keeps its structured fields
+ * beside the summary, and when it was stored, which also makes it a once-per-call write.
+ */
+export const CALL_ANALYSIS_SQL = `
+      ALTER TABLE calls ADD COLUMN extracted_variables TEXT NOT NULL DEFAULT '[]';  -- JSON array of the document's ContextVariable
+      ALTER TABLE calls ADD COLUMN analyzed_at TEXT;                                -- null: not analysed (off, failed, or running)
+    `;
+
 export const MIGRATIONS: Migration[] = [
   {
     version: 1,
@@ -706,5 +716,10 @@ export const MIGRATIONS: Migration[] = [
     name: 'webhook endpoints and their outbox',
     // docs/webhooks.md: endpoints, and one delivery row per event and endpoint.
     sql: WEBHOOKS_SQL,
+  },
+  {
+    version: 17,
+    name: 'calls: post-call analysis',
+    sql: CALL_ANALYSIS_SQL,
   },
 ];

@@ -13,6 +13,7 @@ const AGENT_FIELDS = [
   'first_message_interruption_time',
   'default_language',
   'summarize_calls',
+  'analysis_fields',
   'created_at',
   'updated_at',
   'noise_cancel_settings',
@@ -55,6 +56,8 @@ describe('agents', () => {
       timeout_settings: { default_timeout: 1800, timeout_action: 'end_call', silence_counter: 2, silence_timeout_action: 'end_call' },
       enable_first_message_outbound: true,
       keyterms: [],
+      summarize_calls: false,
+      analysis_fields: [],
     });
     expect(r.body.id).toMatch(/^[0-9a-f-]{36}$/);
     expect(new Date(r.body.created_at).toISOString()).toBe(r.body.created_at);
@@ -156,6 +159,47 @@ describe('agents', () => {
       expect(r.status, `${label}: ${r.text}`).toBe(status);
       if (status === 400) expect(typeof r.body.error, label).toBe('string');
     }
+  });
+
+  it('analysis_fields: kept as sent, replaced whole by PATCH; bad input is a 400 naming the field', async () => {
+    const fields = [
+      { name: 'outcome', description: 'how the call ended', choices: ['booked', 'declined'] },
+      { name: 'sentiment', choices: ['happy', 'neutral', 'angry'] },
+    ];
+    const r = await create({ name: 'analysed', summarize_calls: true, analysis_fields: fields });
+    expect(r.status, r.text).toBe(201);
+    expect(r.body).toMatchObject({ summarize_calls: true, analysis_fields: fields });
+    expect((await d.api('GET', `/v1/agents/${r.body.id}`)).body.analysis_fields).toEqual(fields);
+    // A PATCH of another field keeps them; a PATCH of the list replaces it; [] clears it.
+    expect((await d.api('PATCH', `/v1/agents/${r.body.id}`, { prompt: 'p' })).body.analysis_fields).toEqual(fields);
+    expect((await d.api('PATCH', `/v1/agents/${r.body.id}`, { analysis_fields: [fields[1]] })).body.analysis_fields).toEqual([fields[1]]);
+    expect((await d.api('PATCH', `/v1/agents/${r.body.id}`, { analysis_fields: [] })).body.analysis_fields).toEqual([]);
+
+    const ok = { name: 'outcome', choices: ['a'] };
+    const bad: Array<[unknown, RegExp]> = [
+      ['outcome', /^body\.analysis_fields must be array/],
+      [[{ choices: ['a'] }], /^body\.analysis_fields\.0\.name is required/],
+      [[{ name: 'outcome' }], /^body\.analysis_fields\.0\.choices is required/],
+      [[{ ...ok, name: '1st' }], /^body\.analysis_fields\.0\.name must match/],
+      [[{ ...ok, name: 'x'.repeat(65) }], /^body\.analysis_fields\.0\.name must NOT have more than 64 characters/],
+      [[{ ...ok, choices: [] }], /^body\.analysis_fields\.0\.choices must NOT have fewer than 1 items/],
+      [[{ ...ok, choices: ['a', 'a'] }], /^body\.analysis_fields\.0\.choices must NOT have duplicate items/],
+      [[{ ...ok, choices: [''] }], /^body\.analysis_fields\.0\.choices\.0 must NOT have fewer than 1 characters/],
+      [[{ ...ok, choices: [3] }], /^body\.analysis_fields\.0\.choices\.0 must be string/],
+      [[{ ...ok, choices: Array.from({ length: 21 }, (_, i) => `c${i}`) }], /^body\.analysis_fields\.0\.choices must NOT have more than 20 items/],
+      [[{ ...ok, colour: 'red' }], /^body\.analysis_fields\.0\.colour is not a known field/],
+      [Array.from({ length: 11 }, (_, i) => ({ name: `f${i}`, choices: ['a'] })), /^body\.analysis_fields must NOT have more than 10 items/],
+      [[ok, { name: 'outcome', choices: ['b'] }], /^body\.analysis_fields\.1\.name: "outcome" is named twice/],
+    ];
+    for (const [value, message] of bad) {
+      const c = await create({ name: 'bad analysis', analysis_fields: value });
+      expect(c.status, JSON.stringify(value)).toBe(400);
+      expect(c.body.error, JSON.stringify(value)).toMatch(message);
+      const p = await d.api('PATCH', `/v1/agents/${r.body.id}`, { analysis_fields: value });
+      expect(p.status, JSON.stringify(value)).toBe(400);
+      expect(p.body.error, JSON.stringify(value)).toMatch(message);
+    }
+    expect((await d.api('GET', `/v1/agents/${r.body.id}`)).body.analysis_fields).toEqual([]);
   });
 
   it('names the unknown field, at top level and nested', async () => {

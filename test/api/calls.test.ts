@@ -46,7 +46,7 @@ describe('GET /v1/calls', () => {
         { role: 'agent', text: 'Let me', at: at(1), turn_id: 't2', interrupted: true },
       ]).entries,
     });
-    calls.setSummary(ids.in1!, 'A short call.');
+    calls.setAnalysis(ids.in1!, { summary: 'A short call.', extracted_variables: [{ name: 'outcome', type: 'extracted', description: 'how it ended', dataType: 'string', value: null }] }, at(1, 10).replace(':00:00', ':01:40'));
     calls.addTags(ids.in1!, ['vip', 'callback']);
     // out1: outbound, busy (never answered).
     add('out1', a1, 'outbound', 2, '+15550001111', '+15557770001');
@@ -121,7 +121,8 @@ describe('GET /v1/calls', () => {
       status: 'ended',
       source: 'sip',
       termination_reason: 'client_closed',
-      extracted_variables: [],
+      // The post-call analysis: null is the value of a field whose answer was none of its choices.
+      extracted_variables: [{ name: 'outcome', type: 'extracted', description: 'how it ended', dataType: 'string', value: null }],
       outbound: false,
       created_at: '2026-11-01T10:00:00.000Z',
       connected_at: '2026-11-01T10:00:02.000Z',
@@ -144,11 +145,12 @@ describe('GET /v1/calls', () => {
       end_status: 'completed',
       outcome: 'ended_by_user',
       has_recording: false,
+      analyzed_at: '2026-11-01T10:01:40.000Z',
     });
     // A call still ringing: no started_at, ended_at, termination_reason, duration; nothing null.
     const ringing = (await d.api('GET', `/v1/calls/${ids.in3}`)).body;
     expect(ringing).toMatchObject({ status: 'started', source: 'sip', outbound: false, transcript: { entries: [] }, tags: [] });
-    for (const k of ['connected_at', 'started_at', 'ended_at', 'termination_reason', 'duration_seconds', 'summary', 'end_status', 'outcome', 'sip_trunk_id', 'graph_version_id']) {
+    for (const k of ['connected_at', 'started_at', 'ended_at', 'termination_reason', 'duration_seconds', 'summary', 'end_status', 'outcome', 'sip_trunk_id', 'graph_version_id', 'analyzed_at']) {
       expect(ringing, k).not.toHaveProperty(k);
     }
     expect(Object.values(ringing)).not.toContain(null);

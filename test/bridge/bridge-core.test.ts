@@ -352,6 +352,31 @@ describe('bridge core: the end of the call', () => {
     expect(calls.markAnswered).not.toHaveBeenCalled();
     expect(calls.end).not.toHaveBeenCalled();
   });
+
+  it('a session server that keeps the record: a call that ends before its session started is ended by the bridge, if still unanswered', async () => {
+    // The caller hangs up while the session socket connects.
+    const connecting = setup({ sessionServerRecords: true });
+    await connecting.core.start(opened);
+    connecting.leg.end('cancelled');
+    await settle();
+    expect(connecting.calls.end).toHaveBeenCalledTimes(1);
+    expect(connecting.calls.end.mock.calls[0]![0]).toBe('session-1');
+    expect(connecting.calls.end.mock.calls[0]![1]).toMatchObject({ termination_reason: 'caller side ended: cancelled', end_status: 'failed', unconnected_only: true });
+    expect(connecting.calls.markAnswered).not.toHaveBeenCalled();
+
+    // The caller hangs up while the session is being created: its record is told once it exists.
+    let created!: () => void;
+    const creating = setup({ sessionServerRecords: true });
+    const start = creating.core.start({ open: () => new Promise((resolve) => (created = () => resolve({ sessionId: 'session-2', connectUrl: URL }))) });
+    await settle();
+    creating.leg.end('cancelled');
+    expect(creating.calls.end).not.toHaveBeenCalled();
+    created();
+    await start;
+    await settle();
+    expect(creating.links).toHaveLength(0);
+    expect(creating.calls.end.mock.calls.map((c) => [c[0], c[1].termination_reason, c[1].unconnected_only])).toEqual([['session-2', 'caller side ended: cancelled', true]]);
+  });
 });
 
 describe('bridge core: transfer', () => {

@@ -9,6 +9,7 @@
  * (test/interop/bridge-e2e.test.ts checks the audio itself.)
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { expectCallTimes } from '../helpers/call-times.ts';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.ts';
 import { runSipp, sippAvailable, startSipp } from '../interop/sipp.ts';
 
@@ -47,7 +48,7 @@ describe.skipIf(sippAvailable().skip).each([0, 2])('call bridge smoke (SIPp, ACL
       await new Promise((res) => setTimeout(res, 100));
     }
     expect(rec).toMatchObject({ direction: 'inbound', source: 'sip', outbound: false, party_number: CALLER, agent_id: agentId, sip_trunk_id: trunkId, from: CALLER, to: NUMBER });
-    expect(rec.started_at).toBeDefined();
+    expectCallTimes(rec);
     // The session starts before the answer and SIPp holds the call 3 s after its ACK.
     expect(rec.duration_seconds).toBeGreaterThanOrEqual(3);
     expect(rec.duration_seconds).toBeLessThan(10);
@@ -97,7 +98,7 @@ describe.skipIf(sippAvailable().skip).each([0, 2])('call bridge smoke (SIPp, ACL
       }
       expect(rec).toMatchObject({ direction: 'outbound', outbound: true, party_number: '+15550008000', agent_id: agent.id, sip_trunk_id: trunk.id, from: '+15550001111', to: '+15550008000' });
       expect(rec).toMatchObject({ termination_reason: 'timeout', status: 'ended', end_status: 'completed', outcome: 'ended_by_agent' });
-      expect(rec.started_at).toBeDefined();
+      expectCallTimes(rec);
       expect(rec.transcript.entries[0]).toMatchObject({ role: 'assistant', message: 'Hi, this is the clinic.' });
     } finally {
       server.kill();

@@ -35,6 +35,8 @@ const record = (over: Partial<CallRecord> = {}): CallRecord => ({
   outcome: null,
   transcript: { entries: [] },
   summary: null,
+  extracted_variables: [],
+  analyzed_at: null,
   has_recording: false,
   carrier_call_id: null,
   tags: [],

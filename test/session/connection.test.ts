@@ -5,6 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { untilAsync } from '../helpers/until.ts';
 import { SessionTokens } from '../../src/session/tokens.ts';
 import { MAX_CLIENT_FRAME_BYTES, type ServerEvent } from '../../src/session/protocol.ts';
 import { transcriptFromRuntime } from '../../src/domain/call.ts';
@@ -143,9 +144,14 @@ describe('GET /v1/connection', () => {
     s.io.send({ type: 'speech_stopped', data: {} });
   });
 
-  it('io.end: session_ended { reason } then close 1000, the end stored; idempotent; later sends dropped', async () => {
+  it('io.end: session_ended { reason } then close 1000, the end stored; idempotent; later sends dropped; then the analysis, once', async () => {
     const { c, s, id } = await open();
     s.transcript.push({ role: 'agent', text: 'Goodbye', at: '2026-01-01T00:00:00.000Z' });
+    let endStoredBeforeAnalysis: boolean | undefined;
+    s.analysis = async () => {
+      endStoredBeforeAnalysis = (await call(id)).ended_at !== undefined;
+      return { summary: 'The caller said goodbye.', extracted_variables: [{ name: 'outcome', type: 'extracted', dataType: 'string', value: null }] };
+    };
     s.io.end('agent_hangup');
     s.io.end('timeout');
     s.io.send({ type: 'speech_stopped', data: {} });
@@ -157,9 +163,57 @@ describe('GET /v1/connection', () => {
     ]);
     expect(await call(id)).toMatchObject({ status: 'ended', end_status: 'completed', termination_reason: 'agent_hangup', transcript: transcriptFromRuntime(s.transcript) });
     expect(s.closeCalls).toBe(0);
-    // A summary may come after the end.
-    s.io.storeSummary('The caller said goodbye.');
-    expect((await call(id)).summary).toBe('The caller said goodbye.');
+    // The analysis is asked for after the end was stored, and stored beside it.
+    await untilAsync(async () => (await call(id)).analyzed_at !== undefined, 'analysis stored');
+    const rec = await call(id);
+    expect(rec).toMatchObject({ summary: 'The caller said goodbye.', extracted_variables: [{ name: 'outcome', type: 'extracted', dataType: 'string', value: null }], termination_reason: 'agent_hangup' });
+    expect(endStoredBeforeAnalysis).toBe(true);
+    expect(s.analyzeCalls).toBe(1);
+  });
+
+  it('shutdown: an analysis still running is given up (aborted, logged) and the daemon closes', async () => {
+    const lines: string[] = [];
+    const rt2 = scriptedRuntime();
+    const d2 = await startTestDaemon({}, undefined, { runtimeFactory: (ctx, io) => rt2.factory(ctx, io) }, lines);
+    let aborted = false;
+    try {
+      const agent2 = (await d2.api('POST', '/v1/agents', { name: 'Hanging analysis' })).body;
+      const t = await issue(d2, { agent_id: agent2.id });
+      const c = connect(wsUrl(d2, t.token));
+      await c.opened;
+      const s = await rt2.session(t.id);
+      // A model that never answers (its own 30 s bound is longer than the shutdown's grace).
+      s.analysis = (signal) =>
+        new Promise((_resolve, reject) =>
+          signal.addEventListener('abort', () => {
+            aborted = true;
+            reject(new Error('aborted'));
+          }),
+        );
+      s.transcript.push({ role: 'user', text: 'Hi', at: '2026-01-01T00:00:00.000Z' });
+      s.io.end('agent_hangup');
+      await c.closed;
+      await waitFor(() => s.analyzeCalls === 1, 3000, 'analysis asked for');
+    } finally {
+      await d2.close();
+    }
+    expect(rt2.sessions[0]!.analyzeCalls).toBe(1);
+    expect(aborted).toBe(true);
+    expect(lines.map((l) => JSON.parse(l) as Record<string, unknown>).find((l) => l.msg === 'post-call analysis failed: the call record keeps no analysis')).toMatchObject({ level: 40 });
+  });
+
+  it('an analysis that fails leaves the record complete and without analysis', async () => {
+    const { c, s, id } = await open();
+    s.transcript.push({ role: 'user', text: 'Hi', at: '2026-01-01T00:00:00.000Z' });
+    s.analysis = () => Promise.reject(new Error('model down'));
+    c.ws.close();
+    await c.closed;
+    await waitFor(() => s.analyzeCalls === 1, 3000, 'analysis asked for');
+    await untilAsync(async () => (await call(id)).ended_at !== undefined, 'end stored');
+    const rec = await call(id);
+    expect(rec).toMatchObject({ status: 'ended', termination_reason: 'client_closed', extracted_variables: [] });
+    expect(rec.summary).toBeUndefined();
+    expect(rec.analyzed_at).toBeUndefined();
   });
 
   it('io.end with transfer carries transfer_number; reason error marks the call failed', async () => {

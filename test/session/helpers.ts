@@ -7,6 +7,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import WebSocket from 'ws';
 import { decodeJwt } from 'jose';
+import type { CallAnalysis } from '../../src/domain/call.ts';
 import type { SessionContext, SessionIo, SessionRuntimeFactory, TranscriptEntry } from '../../src/session/runtime-contract.ts';
 import { SessionTokens, TOKEN_SECRET_FILE } from '../../src/session/tokens.ts';
 import type { TestDaemon } from '../helpers/daemon.ts';
@@ -18,6 +19,9 @@ export interface ScriptedSession {
   toolOutputs: Array<[string, string]>;
   closeCalls: number;
   transcript: TranscriptEntry[];
+  /** What runtime.analyze() answers (default: undefined, nothing to analyse). */
+  analysis?: (signal: AbortSignal) => Promise<CallAnalysis | undefined>;
+  analyzeCalls: number;
 }
 
 export interface ScriptedRuntime {
@@ -31,7 +35,7 @@ export interface ScriptedRuntime {
 export function scriptedRuntime(onCreate?: (s: ScriptedSession) => void): ScriptedRuntime {
   const sessions: ScriptedSession[] = [];
   const factory: SessionRuntimeFactory = (ctx, io) => {
-    const s: ScriptedSession = { ctx, io, audio: [], toolOutputs: [], closeCalls: 0, transcript: [] };
+    const s: ScriptedSession = { ctx, io, audio: [], toolOutputs: [], closeCalls: 0, transcript: [], analyzeCalls: 0 };
     sessions.push(s);
     onCreate?.(s);
     return {
@@ -40,6 +44,10 @@ export function scriptedRuntime(onCreate?: (s: ScriptedSession) => void): Script
       transcript: () => s.transcript,
       close: () => {
         s.closeCalls++;
+      },
+      analyze: (signal) => {
+        s.analyzeCalls++;
+        return s.analysis ? s.analysis(signal) : Promise.resolve(undefined);
       },
     };
   };

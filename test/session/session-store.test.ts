@@ -80,15 +80,20 @@ forEachStoreBackend((backend) => describe('SessionRepo and the call end', () => 
     expect((await store.sessions.get(s.id))!.connected_at).toBe(before);
   });
 
-  it('end: ended, end_status and outcome from the reason, only the first end counts; summary any time', async () => {
+  it('end: ended, end_status and outcome from the reason, only the first end counts; the analysis once, after the end', async () => {
     const a = await store.sessions.create(newSession());
     expect(await store.calls.markAnswered(a.id, '2026-01-01T00:00:01.000Z')).toBe(true);
     expect(await store.calls.get(orgId, a.id)).toMatchObject({ status: 'in_progress', started_at: '2026-01-01T00:00:01.000Z' });
     const bye = [{ index: 0, role: 'assistant', message: 'bye', type: 'message' as const }];
+    const analysis = { summary: 'short call', extracted_variables: [{ name: 'outcome', type: 'extracted' as const, dataType: 'string' as const, value: 'resolved' }] };
+    // Not before the end.
+    expect(await store.calls.setAnalysis(a.id, analysis, '2026-01-01T00:00:30.000Z')).toBe(false);
     expect(await store.calls.end(a.id, { ended_at: '2026-01-01T00:01:00.000Z', termination_reason: 'agent_hangup', transcript: bye })).toBe(true);
     expect(await store.calls.end(a.id, { ended_at: '2026-01-01T00:02:00.000Z', termination_reason: 'error', transcript: [] })).toBe(false);
     expect(await store.calls.markAnswered(a.id, '2026-01-01T00:03:00.000Z')).toBe(false);
-    expect(await store.calls.setSummary(a.id, 'short call')).toBe(true);
+    expect(await store.calls.setAnalysis(a.id, analysis, '2026-01-01T00:01:05.000Z')).toBe(true);
+    // Once: a second analysis (another node's, a retry) changes nothing.
+    expect(await store.calls.setAnalysis(a.id, { summary: 'other', extracted_variables: [] }, '2026-01-01T00:01:06.000Z')).toBe(false);
     expect(await store.calls.get(orgId, a.id)).toMatchObject({
       status: 'ended',
       end_status: 'completed',
@@ -97,6 +102,8 @@ forEachStoreBackend((backend) => describe('SessionRepo and the call end', () => 
       ended_at: '2026-01-01T00:01:00.000Z',
       transcript: { entries: bye },
       summary: 'short call',
+      extracted_variables: analysis.extracted_variables,
+      analyzed_at: '2026-01-01T00:01:05.000Z',
     });
     const b = await store.sessions.create(newSession());
     await store.calls.end(b.id, { ended_at: '2026-01-01T00:01:00.000Z', termination_reason: 'error', transcript: [] });

@@ -19,6 +19,7 @@
  *   - protocol errors close the socket: 1007 not JSON, 1008 media before start
  */
 import { fileURLToPath } from 'node:url';
+import { expectCallTimes } from '../helpers/call-times.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LocalEspeakProvider } from '../../src/agent/providers/tts/local-espeak.ts';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.ts';
@@ -245,7 +246,7 @@ describe('inbound carrier calls (Twilio voice webhook + media streams)', () => {
       termination_reason: 'client_closed',
     });
     expect(rec).not.toHaveProperty('sip_trunk_id');
-    expect(rec.started_at).toBeDefined();
+    expectCallTimes(rec);
     const messages = (rec.transcript.entries as any[]).filter((e) => e.type === 'message').map((e) => `${e.role}: ${e.message}`);
     expect(messages[0]).toBe(`assistant: ${FIRST_MESSAGE}`);
     expect(messages).toContainEqual(expect.stringMatching(/^user: \(speech, \d\.\d seconds\)$/));

@@ -23,6 +23,7 @@
 import { createServer } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import type { AddressInfo } from 'node:net';
+import { expectCallTimes } from '../helpers/call-times.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LocalEspeakProvider } from '../../src/agent/providers/tts/local-espeak.ts';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.ts';
@@ -142,7 +143,7 @@ describe('outbound carrier calls (Twilio call API + status callbacks + media str
     call.hangup();
     const rec = await record(call.sid);
     expect(rec).toMatchObject({ source: 'twilio', direction: 'outbound', outbound: true, from: NUMBER, to: CALLEE, party_number: CALLEE, status: 'ended', end_status: 'completed', carrier_call_id: call.sid });
-    expect(rec.started_at).toBeDefined();
+    expectCallTimes(rec);
     expect(rec.sip_trunk_id).toBeUndefined();
     // caller_number is our number, called_number the callee's.
     expect(rec.transcript.entries.find((e: any) => e.role === 'assistant')?.message).toBe(`Hello from ${NUMBER} to ${CALLEE}.`);

@@ -13,18 +13,19 @@
  *   tools <-> ReplyLoop (model with fallback, SentenceSplitter) -> SpeechOutput (TTS per
  *             sentence, one ahead; paced audio) -> response_text, response_audio, interruption
  *   ConversationTimers: silence -> re-prompt, silence_timeout_action; default_timeout -> timeout_action
- *   the end -> summarizeCall (summarize_calls)
+ *   after the end (the server asks, once the end is stored) -> analyzeCall (summarize_calls)
  *
  * Control before data (pipecat's rule): a barge-in aborts the model and TTS at once and drops
  * queued audio; the history keeps only what the caller heard.
  */
+import type { CallAnalysis } from '../../domain/call.ts';
 import type { Logger } from '../../log.ts';
 import type { SessionEndReason } from '../../session/protocol.ts';
 import type { SessionContext, SessionIo, SessionRuntime, TranscriptEntry } from '../../session/runtime-contract.ts';
 import { substituteVariables } from '../template.ts';
 import type { AgentTurn, CallerEvent, KeyEvent, ReplyEvent, SpeechEvent, TimerEvent } from './events.ts';
 import { buildStages, type RuntimeDeps, type SessionStages } from './stages.ts';
-import { summarizeCall } from './summary.ts';
+import { analyzeCall } from './analysis.ts';
 import { SessionTransfers } from './transfer.ts';
 
 export type { RuntimeDeps };
@@ -76,6 +77,12 @@ export class AgentRuntime implements SessionRuntime {
 
   transcript(): TranscriptEntry[] {
     return this.#transcript.slice();
+  }
+
+  /** The post-call analysis, when the agent asks for one and something was said (analysis.ts). */
+  async analyze(signal: AbortSignal): Promise<CallAnalysis | undefined> {
+    if (!this.#ctx.agent.summarize_calls || this.#transcript.length === 0) return undefined;
+    return analyzeCall(this.#transcript, this.#ctx.agent.analysis_fields, { model: this.#stages.model, timers: this.#stages.timers, signal });
   }
 
   close(): void {
@@ -259,7 +266,7 @@ export class AgentRuntime implements SessionRuntime {
     this.#io.end(reason, transferNumber !== undefined ? { transferNumber } : undefined);
   }
 
-  /** Stops every stage and timer; then the after-call summary, when the agent asks for one. */
+  /** Stops every stage and timer (the post-call analysis comes later: analyze()). */
   #shutdown(): void {
     if (this.#ended) return;
     this.#ended = true;
@@ -269,9 +276,6 @@ export class AgentRuntime implements SessionRuntime {
     if (cut && cut.turn.kind !== 'closing' && cut.heard !== '') this.#record({ role: 'agent', text: cut.heard, turn_id: cut.turn.turnId, interrupted: true });
     this.#stages.replies.close();
     this.#stages.caller.close();
-    if (this.#ctx.agent.summarize_calls && this.#transcript.length > 0) {
-      void summarizeCall(this.#transcript, { model: this.#stages.model, timers: this.#stages.timers, log: this.#log, store: (s) => this.#io.storeSummary(s) });
-    }
   }
 
   #record(e: Omit<TranscriptEntry, 'at'>): void {

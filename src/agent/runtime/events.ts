@@ -16,7 +16,7 @@
  *   agent turn    -> SpeechOutput       --SpeechEvent--> runtime -> client (response_text/_audio,
  *                                                                   interruption); timers; next turn
  *   time passing  -> ConversationTimers --TimerEvent---> runtime -> reprompt, end or transfer
- *   session end   -> summarizeCall      --------------> io.storeSummary
+ *   end stored    -> analyze()          --------------> the server stores the analysis
  */
 import type { TimeoutSettings } from '../../domain/agent.ts';
 import type { ToolCallArgument } from '../../session/protocol.ts';

@@ -5,7 +5,7 @@ import type { ApiDeps } from '../context.ts';
 import { agentSchemas } from '../agent-schemas.ts';
 import { errorResponses, IdParams, Pagination } from '../schemas.ts';
 import { foldAgentAliases } from '../../domain/agent-aliases.ts';
-import { applyPatch, settingsForCreate, type AgentDefaults, type AgentInput, type AgentSettings } from '../../domain/agent.ts';
+import { analysisFieldsProblem, applyPatch, settingsForCreate, type AgentDefaults, type AgentInput, type AgentSettings } from '../../domain/agent.ts';
 import { conflict, notFound, validation } from '../../domain/errors.ts';
 import { newId, nowIso } from '../../domain/ids.ts';
 import { toAgentResource } from '../../store/agents.ts';
@@ -23,6 +23,7 @@ export function agentDefaults(config: Config): AgentDefaults {
     first_message_interruption_time: d.first_message_interruption_time,
     default_language: d.default_language as AgentDefaults['default_language'],
     summarize_calls: d.summarize_calls,
+    analysis_fields: [],
     noise_cancel_settings: { enabled: d.noise_enabled, level: d.noise_level },
     vad_settings: { start_secs: d.vad_start_secs, stop_secs: d.vad_stop_secs, silence_timeout_secs: d.vad_silence_timeout_secs },
     enable_first_message_outbound: d.enable_first_message_outbound,
@@ -39,6 +40,8 @@ export function agentDefaults(config: Config): AgentDefaults {
 
 /** Rules across fields, checked on the merged result so a PATCH cannot leave an agent inconsistent. */
 function checkSettings(s: AgentSettings): void {
+  const fieldsProblem = analysisFieldsProblem(s.analysis_fields);
+  if (fieldsProblem !== undefined) throw validation(fieldsProblem);
   const t = s.timeout_settings;
   if (t.timeout_action === 'transfer_call' && !t.transfer_number) {
     throw validation('timeout_settings.transfer_number is required when timeout_action is transfer_call');

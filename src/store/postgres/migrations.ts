@@ -25,7 +25,7 @@
  *   migration 12) test "a character outside [0-9+]" with GLOB there, a regular expression here.
  * - SQLite's WITHOUT ROWID is a storage choice PostgreSQL does not have (its tables are heaps).
  */
-import { ASSIGNMENTS_PER_ORG_SQL, CALLS_CARRIER_CALL_SQL, STREAM_GRANTS_SQL, WEBHOOKS_SQL, type Migration } from '../migrations.ts';
+import { ASSIGNMENTS_PER_ORG_SQL, CALL_ANALYSIS_SQL, CALLS_CARRIER_CALL_SQL, STREAM_GRANTS_SQL, WEBHOOKS_SQL, type Migration } from '../migrations.ts';
 
 export const POSTGRES_MIGRATIONS: Migration[] = [
   {
@@ -500,5 +500,11 @@ export const POSTGRES_MIGRATIONS: Migration[] = [
     name: 'webhook endpoints and their outbox',
     // SQLite's migration 16: the same statements (BIGINT epoch milliseconds, partial indexes).
     sql: WEBHOOKS_SQL,
+  },
+  {
+    version: 17,
+    name: 'calls: post-call analysis',
+    // SQLite's migration 17: the same statements.
+    sql: CALL_ANALYSIS_SQL,
   },
 ];

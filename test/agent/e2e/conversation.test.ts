@@ -17,6 +17,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestDaemon, type TestDaemon } from '../../helpers/daemon.ts';
+import { expectCallTimes } from '../../helpers/call-times.ts';
 import { startFakeListenServer, type FakeListenServer } from '../stt/fake-stt-servers.ts';
 import { openAiSse, startFakeLlmServer, type FakeLlmServer } from '../llm/fake-llm-servers.ts';
 import { rmsDb, silence, speechLike, turnAudio, VoiceClient, type ReceivedEvent } from './voice-client.ts';
@@ -139,8 +140,17 @@ describe('noise suppression and call summary', () => {
     await td?.close();
   });
 
-  it('with noise_cancel_settings enabled the caller is still heard and answered; summarize_calls stores a summary', async () => {
-    const agentId = await createAgent(td, { vad_settings: FAST_VAD, first_message: 'Hi.', noise_cancel_settings: { enabled: true, level: 100 }, summarize_calls: true });
+  it('with noise_cancel_settings enabled the caller is still heard and answered; summarize_calls stores the analysis; the web session\'s record has every time', async () => {
+    const agentId = await createAgent(td, {
+      vad_settings: FAST_VAD,
+      first_message: 'Hi.',
+      noise_cancel_settings: { enabled: true, level: 100 },
+      summarize_calls: true,
+      analysis_fields: [
+        { name: 'heard', choices: ['silence', 'speech'] },
+        { name: 'language', description: 'what the caller spoke', choices: ['French', 'German'] },
+      ],
+    });
     const { client, sessionId } = await connect(td, agentId);
     await turnEnd(client, 0);
     const mark = client.events.length;
@@ -148,10 +158,18 @@ describe('noise suppression and call summary', () => {
     const reply = await turnEnd(client, mark, 8000);
     expect(reply.data.text).toMatch(/^You said: \(speech, \d\.\d seconds\)\.$/);
     client.close();
-    // local/echo's summary of the transcript (its SUMMARIZE rule), stored after the end.
-    const rec = await waitForRecord(td, sessionId, (r) => r.summary !== undefined);
-    expect(rec.summary).toMatch(/^Summary: /);
-    expect(rec.summary).toContain('(speech,');
+    // local/echo's analysis of the transcript (its ANALYZE rule), stored after the end.
+    const rec = await waitForRecord(td, sessionId, (r) => r.analyzed_at !== undefined);
+    expect(rec.summary).toMatch(/^Summary: agent: Hi\.\nuser: \(speech, /);
+    expect(rec.extracted_variables).toEqual([
+      { name: 'heard', type: 'extracted', dataType: 'string', value: 'speech' },
+      { name: 'language', type: 'extracted', description: 'what the caller spoke', dataType: 'string', value: null },
+    ]);
+    // A web session: every time and the reason, in the service's names.
+    expect(rec).toMatchObject({ source: 'api', direction: 'web', status: 'ended', termination_reason: 'client_closed', outcome: 'ended_by_user' });
+    expectCallTimes(rec);
+    expect(rec.analyzed_at >= rec.ended_at).toBe(true);
+    expect(rec.duration_seconds).toBeGreaterThanOrEqual(1); // the caller spoke for a second
   });
 });
 

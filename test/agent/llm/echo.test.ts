@@ -81,18 +81,21 @@ describe('EchoProvider', () => {
     expect(textOf(await answer([{ role: 'user', content: 'transfer me' }], []))).toBe('You said: transfer me.');
   });
 
-  it('answers a SUMMARIZE: request with the transcript, trimmed and cut to 500 characters', async () => {
+  it('answers an ANALYZE: request with one JSON object: the transcript (cut to 500 characters) and each FIELDS: field\'s first choice said as a word', async () => {
+    const fields = 'FIELDS: [{"name":"outcome","choices":["booked","declined"]},{"name":"mood","choices":["Calm","angry"]},{"name":"none","choices":["x"]}]';
     const short = await answer([
-      { role: 'system', content: 'SUMMARIZE: summarize this call in one paragraph.' },
-      { role: 'user', content: '  caller: hi\nagent: hello  ' },
+      { role: 'system', content: `ANALYZE: review this call.\n${fields}` },
+      { role: 'user', content: '  user: I am calm, please decline\nagent: Declined. Booked nothing.  ' },
     ]);
-    expect(textOf(short)).toBe('Summary: caller: hi\nagent: hello');
+    expect(JSON.parse(textOf(short))).toEqual({ summary: 'Summary: user: I am calm, please decline\nagent: Declined. Booked nothing.', fields: { outcome: 'booked', mood: 'Calm', none: null } });
     const long = 'word '.repeat(300);
     const deltas = await answer([
-      { role: 'system', content: 'SUMMARIZE: ...' },
+      { role: 'system', content: 'ANALYZE: ...' },
       { role: 'user', content: long },
     ]);
-    expect(textOf(deltas)).toBe(`Summary: ${long.trim().slice(0, 500)}`);
+    // No FIELDS: line (or one that is not a JSON list): no fields.
+    expect(JSON.parse(textOf(deltas))).toEqual({ summary: `Summary: ${long.trim().slice(0, 500)}`, fields: {} });
+    expect(JSON.parse(textOf(await answer([{ role: 'system', content: 'ANALYZE: x\nFIELDS: {oops' }, { role: 'user', content: 'hi' }]))).fields).toEqual({});
   });
 
   it('stops at once when the signal aborts', async () => {

@@ -20,7 +20,6 @@ function session(over: Partial<Agent>, steps: ModelStep[], finalText: () => stri
   const time = new VirtualTime();
   const sent: Array<ServerEvent & { at: number }> = [];
   const ended: Array<{ reason: SessionEndReason; details?: { transferNumber?: string } }> = [];
-  const summaries: string[] = [];
   const { model, calls } = scriptedModel(steps);
   const stt = fakeStt(finalText);
   const { tts, requests } = wordTts(200);
@@ -30,7 +29,6 @@ function session(over: Partial<Agent>, steps: ModelStep[], finalText: () => stri
     {
       send: (e) => void sent.push({ ...e, at: time.now() }),
       end: (reason, details) => void ended.push(details === undefined ? { reason } : { reason, details }),
-      storeSummary: (s) => void summaries.push(s),
     },
     {
       stt: stt.provider,
@@ -47,7 +45,7 @@ function session(over: Partial<Agent>, steps: ModelStep[], finalText: () => stri
   const types = (from = 0) => sent.slice(from).map((e) => e.type);
   const finals = () => sent.filter((e) => e.type === 'response_text' && e.data.is_final).map((e) => (e.data as { text: string }).text);
   const speak = (secs = 1, lead = 0.4) => feedAudio(time, concat(silence(lead), voice(secs, { levelDb: -20 }), silence(1.2)), (f) => rt.inputAudio(f));
-  return { time, rt, sent, ended, summaries, calls, stt, requests, types, finals, speak, t0: time.now() };
+  return { time, rt, sent, ended, calls, stt, requests, types, finals, speak, t0: time.now() };
 }
 
 describe('AgentRuntime', () => {
@@ -113,8 +111,11 @@ describe('AgentRuntime', () => {
     expect(s.finals().at(-1)).toBe('Checking.');
   });
 
-  it('silence: re-prompts after silence_timeout_secs, ends with silence_timeout at silence_counter, then the summary', async () => {
-    const s = session({ summarize_calls: true, vad_settings: { start_secs: 0.2, stop_secs: 0.8, silence_timeout_secs: 10 } }, [[text('The caller never spoke.')]]);
+  it('silence: re-prompts after silence_timeout_secs, ends with silence_timeout at silence_counter; then the analysis, when asked', async () => {
+    const s = session(
+      { summarize_calls: true, analysis_fields: [{ name: 'answered', choices: ['yes', 'no'] }], vad_settings: { start_secs: 0.2, stop_secs: 0.8, silence_timeout_secs: 10 } },
+      [[text('{"summary": "The caller never spoke.", "fields": {"answered": "no"}}')]],
+    );
     // First message: 6 words, heard at 1.2 s; the silence counts from there.
     await s.time.runTo(s.t0 + 1200 + 10_000);
     const reprompt = () => s.sent.filter((e) => e.type === 'response_text' && e.data.text === REPROMPT_TEXT).map((e) => [e.at - s.t0, (e.data as { is_final: boolean }).is_final]);
@@ -126,7 +127,12 @@ describe('AgentRuntime', () => {
     expect(s.ended).toEqual([]);
     await s.time.run(1);
     expect(s.ended).toEqual([{ reason: 'silence_timeout' }]);
-    expect(s.summaries).toEqual(['The caller never spoke.']);
+    // Nothing is analysed at the end itself: the server asks once it stored the end.
+    expect(s.calls).toHaveLength(0);
+    expect(await s.rt.analyze(new AbortController().signal)).toEqual({
+      summary: 'The caller never spoke.',
+      extracted_variables: [{ name: 'answered', type: 'extracted', dataType: 'string', value: 'no' }],
+    });
     expect(s.stt.calls).toEqual(['close']);
   });
 

@@ -180,6 +180,7 @@ export function agentFixture(over: Partial<Agent> = {}): Agent {
     first_message_interruption_time: 0,
     default_language: 'en',
     summarize_calls: false,
+    analysis_fields: [],
     noise_cancel_settings: { enabled: false, level: 50 },
     vad_settings: { start_secs: 0.2, stop_secs: 0.8, silence_timeout_secs: 10 },
     enable_first_message_outbound: true,

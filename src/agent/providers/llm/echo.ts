@@ -2,11 +2,16 @@
  * `local/echo`: the built-in deterministic test and demo model. It is NOT a language model: it
  * answers from the last message by fixed rules, with no network and no delay beyond a microtask
  * per word, so that the whole pipeline (streaming text to TTS, tool calls, ending and
- * transferring a call, call summaries) can be exercised and demonstrated with no vendor account.
+ * transferring a call, the post-call analysis) can be exercised and demonstrated with no vendor
+ * account.
  *
  * Rules, first match wins:
- * - a system message starting with `SUMMARIZE:` (the runtime's summary request):
- *   "Summary: " + the request's user text (the transcript), trimmed, cut to 500 characters;
+ * - a system message starting with `ANALYZE:` (the runtime's post-call analysis request): one
+ *   JSON object `{"summary": S, "fields": {NAME: CHOICE or null, ...}}` where S is "Summary: " +
+ *   the request's user text (the transcript), trimmed, cut to 500 characters, and each field
+ *   named on the request's `FIELDS:` line (a JSON list of `{ name, choices }`) gets the first of
+ *   its choices, in the order listed, that occurs in that text as a whole word (case-insensitive),
+ *   or null when none does;
  * - last message is a tool result: "The <name> tool returned: <content>.";
  * - last user text empty or blank: "Sorry, I did not catch that.";
  * - `tool <name> [key=value ...]` where <name> is one of the request's tools: one tool call
@@ -27,7 +32,10 @@ export interface EchoOptions {
 
 /** The model name the echo provider answers to. */
 export const ECHO_MODEL = 'echo';
-export const SUMMARIZE_PREFIX = 'SUMMARIZE:';
+/** How the post-call analysis request starts (src/agent/runtime/analysis.ts). */
+export const ANALYZE_PREFIX = 'ANALYZE:';
+/** The analysis request's line naming the fields, as JSON. */
+export const ANALYSIS_FIELDS_PREFIX = 'FIELDS:';
 const SUMMARY_MAX = 500;
 const TOOL_COMMAND = /\btool\s+([A-Za-z0-9_-]+)((?:\s+[A-Za-z0-9_]+=\S+)*)/i;
 
@@ -62,13 +70,16 @@ export class EchoProvider implements LlmProvider {
 
   /** The whole answer at once (exposed for tests and docs). */
   answer(messages: ChatMessage[], toolNames: string[]): EchoAnswer {
-    if (messages.some((m) => m.role === 'system' && m.content.startsWith(SUMMARIZE_PREFIX))) {
+    const analysis = messages.find((m) => m.role === 'system' && m.content.startsWith(ANALYZE_PREFIX));
+    if (analysis) {
       const transcript = messages
         .filter((m) => m.role === 'user')
         .map((m) => m.content)
         .join('\n')
         .trim();
-      return { text: `Summary: ${transcript.slice(0, SUMMARY_MAX)}`, calls: [] };
+      const fields: Record<string, string | null> = {};
+      for (const f of requestedFields(analysis.content)) fields[f.name] = f.choices.find((c) => saidAsWord(transcript, c)) ?? null;
+      return { text: JSON.stringify({ summary: `Summary: ${transcript.slice(0, SUMMARY_MAX)}`, fields }), calls: [] };
     }
 
     const last = messages[messages.length - 1];
@@ -97,4 +108,26 @@ export class EchoProvider implements LlmProvider {
     }
     return { text: `You said: ${text}.`, calls: [] };
   }
+}
+
+/** The fields an analysis request names on its FIELDS: line; none when it names none or the line is not a JSON list of { name, choices }. */
+function requestedFields(instruction: string): Array<{ name: string; choices: string[] }> {
+  const line = instruction.split('\n').find((l) => l.startsWith(ANALYSIS_FIELDS_PREFIX));
+  if (line === undefined) return [];
+  try {
+    const list: unknown = JSON.parse(line.slice(ANALYSIS_FIELDS_PREFIX.length));
+    if (!Array.isArray(list)) return [];
+    return list.flatMap((f: { name?: unknown; choices?: unknown }) =>
+      typeof f?.name === 'string' && Array.isArray(f.choices) ? [{ name: f.name, choices: f.choices.filter((c): c is string => typeof c === 'string') }] : [],
+    );
+  } catch {
+    return [];
+  }
+}
+
+/** Whether `word` occurs in `text` as a whole word (not inside a longer one), whatever the case. */
+function saidAsWord(text: string, word: string): boolean {
+  if (word === '') return false;
+  const escaped = word.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  return new RegExp(`(?<![\\p{L}\\p{N}_])${escaped}(?![\\p{L}\\p{N}_])`, 'iu').test(text);
 }
