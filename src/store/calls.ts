@@ -239,16 +239,18 @@ export class CallRepo {
   /**
    * Stores the post-call analysis (summary, extracted_variables, analyzed_at) of an ended call,
    * once: a call already analysed, or not ended, is left as it is. Returns whether this write
-   * stored it. The `call.analyzed` event belongs in the same transaction as this write.
+   * stored it; the call.analyzed events of subscribed endpoints are written in its transaction.
    */
   async setAnalysis(id: string, analysis: CallAnalysis, at: string): Promise<boolean> {
-    const r = await this.db.run('UPDATE calls SET summary = ?, extracted_variables = ?, analyzed_at = ? WHERE id = ? AND ended_at IS NOT NULL AND analyzed_at IS NULL', [
-      analysis.summary,
-      JSON.stringify(analysis.extracted_variables),
-      at,
-      id,
-    ]);
-    return r.changes === 1;
+    // The call.analyzed events go with the write, in its transaction, as the other call events do.
+    return this.db.transaction(async (tx) => {
+      const r = await tx.get<{ org_id: string }>(
+        'UPDATE calls SET summary = ?, extracted_variables = ?, analyzed_at = ? WHERE id = ? AND ended_at IS NOT NULL AND analyzed_at IS NULL RETURNING org_id',
+        [analysis.summary, JSON.stringify(analysis.extracted_variables), at, id],
+      );
+      if (r) await addCallEvent(tx, 'call.analyzed', r.org_id, () => callById(tx, id));
+      return r !== undefined;
+    });
   }
 
   /** Tags the call (a tag it has already is kept once). Returns how many were new. */

@@ -86,6 +86,23 @@ forEachStoreBackend((backend) =>
       for (const e of [started, endedOnly, foreign]) await a.webhooks.delete(e === foreign ? otherOrgId : orgId, e);
     });
 
+    it('the post-call analysis writes call.analyzed with the analysed call, once', async () => {
+      await drain();
+      const hook = await endpoint(orgId, ['call.analyzed']);
+      const id = await call();
+      expect(await a.calls.setAnalysis(id, { summary: 'Early.', extracted_variables: [] }, at())).toBe(false); // not ended yet
+      await a.calls.end(id, { ended_at: at(), termination_reason: 'client_closed' });
+      expect(await rows(hook)).toEqual([]);
+      const analysis = { summary: 'The caller asked about opening hours.', extracted_variables: [] };
+      expect(await a.calls.setAnalysis(id, analysis, at())).toBe(true);
+      expect(await a.calls.setAnalysis(id, { summary: 'Again.', extracted_variables: [] }, at())).toBe(false);
+      expect((await rows(hook)).map((r) => [r.event_type, r.call_id])).toEqual([['call.analyzed', id]]);
+      const claimed = (await a.webhookDeliveries.claim('t', LEASE_MS, 100)).filter((d) => d.endpoint_id === hook);
+      expect(JSON.parse(claimed[0]!.body).data.call).toMatchObject({ id, summary: 'The caller asked about opening hours.' });
+      await drain();
+      await a.webhooks.delete(orgId, hook);
+    });
+
     it('an event commits with its change or not at all', async () => {
       const hook = await endpoint(orgId, ['call.started']);
       const id = randomUUID();
