@@ -611,6 +611,14 @@ const schema = {
       env: 'CALLBRIDGE_SESSION_TOOL_TIMEOUT_SECS',
     },
   },
+  webhooks: {
+    allow_private_destinations: {
+      doc: 'Webhook and tool-call destinations may be loopback or private addresses (an on-premises receiver); by default only public addresses',
+      format: 'strict-boolean',
+      default: false,
+      env: 'CALLBRIDGE_WEBHOOKS_ALLOW_PRIVATE_DESTINATIONS',
+    },
+  },
   voices: {
     catalog: {
       doc: 'The embedded local voices ({ id, name, description, languages }): GET /v1/voices lists them under every voice provider the local voice serves (agent_defaults.voice_provider when tts.providers does not name it, and tts.providers entries of type local), and an agent on such a provider must use one of these ids. Vendors\' voices are fetched from the vendors (docs/agent-runtime.md "Voice catalog"). An entry\'s provider, if given, is not used.',
@@ -789,6 +797,7 @@ export type Config = {
   stt: { provider: 'local' | 'openai' | 'stream'; base_url: string; api_key: string; model: string };
   tts: { providers: TtsSlotConfig[] };
   session: { tool_timeout_secs: number };
+  webhooks: { allow_private_destinations: boolean };
   cluster: { node_id: string; heartbeat_secs: number; node_timeout_secs: number; singleton_poll_secs: number };
   bridge: { max_calls: number; max_calls_per_trunk: number; max_calls_per_org: number; upstream_url: string; upstream_api_key: string; upstream_timeout_ms: number; recording: boolean; recording_sample_rate: 8000 | 16000 | 24000 };
   voices: { catalog: VoiceCatalogEntry[]; refresh_secs: number; first_fetch_wait_ms: number; fetch_timeout_ms: number };

@@ -32,6 +32,8 @@ import { buildApp } from './api/app.ts';
 import { readinessDetail } from './api/routes/health.ts';
 import { createRegistry, installClusterRoleGauge } from './api/metrics.ts';
 import { createCarrierClient } from './telco/carrier-client.ts';
+import { createToolCallSender } from './events/tool-calls.ts';
+import type { ToolCallTargets } from './events/targets.ts';
 import { StreamTokens } from './telco/twilio-stream-tokens.ts';
 import { startSip, type SipService } from './sip-service.ts';
 import { loadTokenSecret, SessionTokens } from './session/tokens.ts';
@@ -67,7 +69,16 @@ export interface DaemonOptions {
    * ring timeout, and the voice webhook's stream token lifetime (and so its slot reservations').
    */
   carrier?: { watchdogSlackMs?: number; streamTokenTtlMs?: number };
+  /**
+   * Where tool calls of sessions whose client does not answer them (phone calls) are sent: the
+   * organizations' webhook endpoints. Default: none (every such tool call gets an immediate
+   * "no endpoint" error result); tests inject endpoints here.
+   */
+  toolCallTargets?: ToolCallTargets;
 }
+
+/** No organization has a tool.call endpoint. */
+const NO_TOOL_CALL_TARGETS: ToolCallTargets = { forToolCall: () => Promise.resolve(undefined) };
 
 export const INITIAL_KEY_FILE = 'initial-api-key';
 /** How often the holder of session_token_sweep deletes expired stream grants. */
@@ -100,8 +111,14 @@ export async function startDaemon(
   const registry = createRegistry();
   const agentMetrics = createAgentMetrics(registry);
   // Providers are built (and misconfigured vendors refused) before anything listens.
+  const toolWebhook = createToolCallSender({
+    targets: options.toolCallTargets ?? NO_TOOL_CALL_TARGETS,
+    policy: { allowPrivate: config.webhooks.allow_private_destinations },
+    timeoutMs: config.session.tool_timeout_secs * 1000,
+    log: logger,
+  });
   const runtimeFactory =
-    options.runtimeFactory === undefined ? createAgentRuntimeFactory(runtimeDepsFromConfig(config, logger, {}, agentMetrics), describeSessionProviders(config)) : (options.runtimeFactory ?? undefined);
+    options.runtimeFactory === undefined ? createAgentRuntimeFactory(runtimeDepsFromConfig(config, logger, { toolWebhook }, agentMetrics), describeSessionProviders(config)) : (options.runtimeFactory ?? undefined);
   if (options.runtimeFactory === undefined) await prepareAgentRuntime(config, logger);
   // The bridge's media paths resample (8 <-> 24 kHz) whatever runs the sessions.
   else await initResamplers();

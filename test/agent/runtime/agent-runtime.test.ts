@@ -26,7 +26,7 @@ function session(over: Partial<Agent>, steps: ModelStep[], finalText: () => stri
   const { tts, requests } = wordTts(200);
   const { log } = testLogger();
   const rt = new AgentRuntime(
-    { sessionId: 's1', orgId: 'o1', agent: agentFixture(over), versionId: null, nodes: [], callerId: '+15550000000', variables: [], direction: 'web', ...ctx },
+    { sessionId: 's1', orgId: 'o1', agent: agentFixture(over), versionId: null, nodes: [], callerId: '+15550000000', variables: [], direction: 'web', clientAnswersTools: true, ...ctx },
     {
       send: (e) => void sent.push({ ...e, at: time.now() }),
       end: (reason, details) => void ended.push(details === undefined ? { reason } : { reason, details }),
