@@ -169,7 +169,7 @@ export class AgentRuntime implements SessionRuntime {
         this.#stages.speech.finish(e.turn);
         return;
       case 'tool_call': {
-        const toolCall = { callId: e.toolCallId, toolName: e.toolName, arguments: JSON.stringify(argumentsByName(e.arguments)), startedAt: new Date().toISOString() };
+        const toolCall = { callId: e.toolCallId, toolName: e.toolName, arguments: e.rawArguments ?? JSON.stringify(argumentsByName(e.arguments)), startedAt: new Date().toISOString() };
         this.#toolCalls.set(e.toolCallId, toolCall);
         this.#record({ role: 'tool', text: `${e.toolName}(${toolCall.arguments})`, toolCall });
         if (e.toClient) this.#io.send({ type: 'tool_call', data: { toolCallId: e.toolCallId, toolName: e.toolName, arguments: e.arguments } });

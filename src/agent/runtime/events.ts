@@ -74,9 +74,10 @@ export type ReplyEvent =
   | { type: 'done'; turn: AgentTurn }
   /**
    * A tool is called (kept in the transcript); `toClient`: sent to the client as tool_call, which
-   * answers it (otherwise the runtime carries it out: send_dtmf, a webhook tool).
+   * answers it (otherwise the runtime carries it out: send_dtmf, a webhook tool). `rawArguments`:
+   * the model's arguments as written, for a built-in tool (which has no declared parameters).
    */
-  | { type: 'tool_call'; toolCallId: string; toolName: string; arguments: ToolCallArgument[]; toClient: boolean }
+  | { type: 'tool_call'; toolCallId: string; toolName: string; arguments: ToolCallArgument[]; toClient: boolean; rawArguments?: string }
   /** A tool's result, now in the model's history (kept in the transcript too). */
   | { type: 'tool_result'; toolCallId: string; name: string; output: string }
   /** send_dtmf: keys for the phone line. */

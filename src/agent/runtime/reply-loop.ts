@@ -188,7 +188,7 @@ export class ReplyLoop {
       const toolCallId = call.id || randomUUID();
       let output: string;
       if (call.name === SEND_DTMF_TOOL && this.#o.phone) {
-        this.#o.emit({ type: 'tool_call', toolCallId, toolName: call.name, arguments: [], toClient: false });
+        this.#o.emit({ type: 'tool_call', toolCallId, toolName: call.name, arguments: [], toClient: false, rawArguments: call.arguments || '{}' });
         output = this.#sendDtmf(call);
       } else {
         output = await this.#runClientTool(call, toolCallId, turn);

@@ -181,7 +181,7 @@ describe('ReplyLoop', () => {
       { type: 'sentence', turn: 't1', text: 'Goodbye.' },
       { type: 'end_call', turn: 't1' },
       { type: 'transfer', turn: 't1' },
-      { type: 'tool_call', toolCallId: 'c3', toolName: 'send_dtmf', arguments: [], toClient: false },
+      { type: 'tool_call', toolCallId: 'c3', toolName: 'send_dtmf', arguments: [], toClient: false, rawArguments: '{"digits":"1w#"}' },
       { type: 'dtmf', digits: '1#' },
       { type: 'tool_result', toolCallId: 'c3', name: 'send_dtmf', output: 'Sent 1#.' },
       { type: 'sentence', turn: 't1', text: 'Done.' },
