@@ -20,13 +20,13 @@
  */
 import type { Logger } from '../../log.ts';
 import type { SessionEndReason } from '../../session/protocol.ts';
-import type { SessionContext, SessionIo, SessionRuntime, TranscriptEntry, TranscriptToolCall } from '../../session/runtime-contract.ts';
-import { argumentsByName } from '../tools.ts';
+import type { SessionContext, SessionIo, SessionRuntime, TranscriptEntry } from '../../session/runtime-contract.ts';
 import { substituteVariables } from '../template.ts';
 import type { AgentTurn, CallerEvent, KeyEvent, ReplyEvent, SpeechEvent, TimerEvent } from './events.ts';
 import { buildStages, type RuntimeDeps, type SessionStages } from './stages.ts';
 import { summarizeCall } from './summary.ts';
 import { SessionTransfers } from './transfer.ts';
+import { ToolTranscript } from './tool-transcript.ts';
 
 export type { RuntimeDeps };
 
@@ -40,8 +40,8 @@ export class AgentRuntime implements SessionRuntime {
   readonly #stages: SessionStages;
   readonly #transfers: SessionTransfers;
   readonly #transcript: TranscriptEntry[] = [];
-  /** Tool calls under way, by id: their output's transcript entry repeats the call's details. */
-  readonly #toolCalls = new Map<string, TranscriptToolCall>();
+  /** The transcript lines of tool calls (an output's line repeats its call's details). */
+  readonly #toolLines = new ToolTranscript();
   /** A user turn committed during an agent turn the caller could not cut: answered after it. */
   #replyQueued = false;
   #ended = false;
@@ -168,20 +168,13 @@ export class AgentRuntime implements SessionRuntime {
       case 'done':
         this.#stages.speech.finish(e.turn);
         return;
-      case 'tool_call': {
-        const toolCall = { callId: e.toolCallId, toolName: e.toolName, arguments: e.rawArguments ?? JSON.stringify(argumentsByName(e.arguments)), startedAt: new Date().toISOString() };
-        this.#toolCalls.set(e.toolCallId, toolCall);
-        this.#record({ role: 'tool', text: `${e.toolName}(${toolCall.arguments})`, toolCall });
+      case 'tool_call':
+        this.#record(this.#toolLines.called(e));
         if (e.toClient) this.#io.send({ type: 'tool_call', data: { toolCallId: e.toolCallId, toolName: e.toolName, arguments: e.arguments } });
         return;
-      }
-      case 'tool_result': {
-        const started = this.#toolCalls.get(e.toolCallId);
-        this.#toolCalls.delete(e.toolCallId);
-        const toolCall = { callId: e.toolCallId, toolName: e.name, arguments: started?.arguments ?? '{}', output: e.output, startedAt: started?.startedAt ?? new Date().toISOString(), endedAt: new Date().toISOString() };
-        this.#record({ role: 'tool', text: `${e.name}: ${e.output}`, toolCall, toolCallOutput: e.output });
+      case 'tool_result':
+        this.#record(this.#toolLines.answered(e));
         return;
-      }
       case 'dtmf':
         this.#io.send({ type: 'dtmf', data: { digits: e.digits } });
         return;
