@@ -28,6 +28,8 @@ export type ModelStream = (messages: ChatMessage[], tools: ToolSpec[], signal: A
 export const APOLOGY_TEXT = 'Sorry, I am having trouble answering right now.';
 /** Model rounds in one turn (tool call -> result -> model again) before the turn is cut short. */
 export const MAX_TOOL_ROUNDS = 5;
+/** How much longer than the tool timeout a webhook tool's result is awaited (the sender's own deadline comes first). */
+const WEBHOOK_GRACE_MS = 1000;
 /** Consecutive failed model turns that end the session with reason error. */
 export const MAX_MODEL_FAILURES = 3;
 
@@ -264,17 +266,29 @@ export class ReplyLoop {
   }
 
   /**
-   * The webhook endpoint's answer (its sender bounds the attempt by the same tool timeout). A
-   * session that ends or a turn that is cut stops waiting at once; the request runs out on its own.
+   * The webhook endpoint's answer. Its sender bounds the POST by the same tool timeout; this wait
+   * is bounded too (a second later), so that a lookup of the endpoint that hangs cannot hold the
+   * turn. A session that ends or a turn that is cut stops waiting at once; the request runs out
+   * on its own.
    */
   #webhookAnswer(tool: ClientTool, toolCallId: string, args: ToolCallArgument[], signal: AbortSignal): Promise<string> {
     const send = this.#o.toolWebhook;
     if (send === undefined) return Promise.resolve(`Error: the tool ${tool.spec.name} is not available (no webhook endpoint answers tool calls).`);
     return new Promise<string>((resolve) => {
-      this.#pendingWebhooks.set(toolCallId, resolve);
-      const settle = (output: string) => {
-        if (!this.#pendingWebhooks.delete(toolCallId)) return;
+      const timers = this.#o.timers;
+      const timer = timers.setTimeout(() => {
+        this.#o.log.warn({ tool: tool.spec.name, toolCallId }, 'tool webhook: no result in time');
+        settle(`Error: the tool ${tool.spec.name} did not answer in time.`);
+      }, this.#o.toolTimeoutMs + WEBHOOK_GRACE_MS);
+      this.#pendingWebhooks.set(toolCallId, (output) => {
+        timers.clearTimeout(timer);
         resolve(output);
+      });
+      const settle = (output: string) => {
+        const done = this.#pendingWebhooks.get(toolCallId);
+        if (done === undefined) return;
+        this.#pendingWebhooks.delete(toolCallId);
+        done(output);
       };
       signal.addEventListener('abort', () => settle('Error: cancelled.'), { once: true });
       send({ ...this.#o.session, toolCallId, name: tool.spec.name, arguments: argumentsByName(args), ...(tool.webhookId !== undefined ? { webhookId: tool.webhookId } : {}) })

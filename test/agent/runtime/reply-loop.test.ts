@@ -133,6 +133,18 @@ describe('ReplyLoop', () => {
     expect(viaNode.events.of('tool_call').map((e) => e.toClient)).toEqual([false]);
   });
 
+  it('a webhook that never settles (a lookup that hangs) still gives the model an error a second after the tool timeout', async () => {
+    const r = loop([[toolCall('c1', 'lookup_order', {})], [text('Sorry.')]], { clientAnswersTools: false, toolWebhook: () => new Promise(() => {}), toolTimeoutMs: 3000 });
+    const running = r.replies.run(turn());
+    const t0 = r.time.now();
+    await r.time.run(3999);
+    expect(r.calls).toHaveLength(1);
+    await r.time.run(1);
+    await running;
+    expect(r.time.now() - t0).toBe(4000);
+    expect(r.calls[1]!.messages.at(-1)!.content).toBe('Error: the tool lookup_order did not answer in time.');
+  });
+
   it("a tool's wait_message is said once when the answer takes longer than a second, and not when it comes in time", async () => {
     const nodes = [{ ...LOOKUP, wait_message: 'One moment while I look that up.' }];
     const slow = loop([[toolCall('c1', 'lookup_order', {})], [text('Found it.')]], { nodes });
