@@ -728,7 +728,7 @@ const schema = {
   },
   webhooks: {
     allow_private_destinations: {
-      doc: 'Let webhook endpoints be loopback, private (RFC 1918, ULA), CGNAT or link-local addresses: an on-premises receiver. false: only public unicast addresses receive webhooks; a URL naming or resolving to another is refused at each attempt (docs/webhooks.md "Where a webhook may go").',
+      doc: 'Let webhook endpoints (call events and tool calls) be loopback, private (RFC 1918, ULA), CGNAT or link-local addresses: an on-premises receiver. false: only public unicast addresses receive webhooks and tool calls; a URL naming or resolving to another is refused at each attempt (docs/webhooks.md "Where a webhook may go").',
       format: Boolean,
       default: false,
       env: 'CALLBRIDGE_WEBHOOKS_ALLOW_PRIVATE_DESTINATIONS',

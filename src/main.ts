@@ -34,6 +34,8 @@ import { createRegistry, installClusterRoleGauge } from './api/metrics.ts';
 import { WebhookDeliverer } from './events/webhook-deliverer.ts';
 import { createWebhookMetrics } from './events/webhook-metrics.ts';
 import { createCarrierClient } from './telco/carrier-client.ts';
+import { createToolCallSender } from './events/tool-calls.ts';
+import type { ToolCallTargets } from './events/targets.ts';
 import { StreamTokens } from './telco/twilio-stream-tokens.ts';
 import { startSip, type SipService } from './sip-service.ts';
 import { loadTokenSecret, SessionTokens } from './session/tokens.ts';
@@ -69,7 +71,15 @@ export interface DaemonOptions {
    * ring timeout, and the voice webhook's stream token lifetime (and so its slot reservations').
    */
   carrier?: { watchdogSlackMs?: number; streamTokenTtlMs?: number };
+  /**
+   * Where tool calls of sessions whose client does not answer them (phone calls) are sent: the
+   * organizations' webhook endpoints. Default: the store's (POST /v1/webhooks, the endpoint named
+   * by the tool node's webhook_id or subscribed to tool.call); a test may inject its own.
+   */
+  toolCallTargets?: ToolCallTargets;
 }
+
+/** No organization has a tool.call endpoint. */
 
 export const INITIAL_KEY_FILE = 'initial-api-key';
 /** How often the holder of session_token_sweep deletes expired stream grants. */
@@ -102,8 +112,18 @@ export async function startDaemon(
   const registry = createRegistry();
   const agentMetrics = createAgentMetrics(registry);
   // Providers are built (and misconfigured vendors refused) before anything listens.
+  // Tool calls find their endpoint in the store's webhook endpoints (opened below, before any
+  // session can start); a test may inject its own.
+  let storeForTools: Store | undefined;
+  const toolTargets: ToolCallTargets = options.toolCallTargets ?? { forToolCall: (orgId, webhookId) => storeForTools?.webhooks.forToolCall(orgId, webhookId) ?? Promise.resolve(undefined) };
+  const toolWebhook = createToolCallSender({
+    targets: toolTargets,
+    policy: { allowPrivate: config.webhooks.allow_private_destinations },
+    timeoutMs: config.session.tool_timeout_secs * 1000,
+    log: logger,
+  });
   const runtimeFactory =
-    options.runtimeFactory === undefined ? createAgentRuntimeFactory(runtimeDepsFromConfig(config, logger, {}, agentMetrics), describeSessionProviders(config)) : (options.runtimeFactory ?? undefined);
+    options.runtimeFactory === undefined ? createAgentRuntimeFactory(runtimeDepsFromConfig(config, logger, { toolWebhook }, agentMetrics), describeSessionProviders(config)) : (options.runtimeFactory ?? undefined);
   if (options.runtimeFactory === undefined) await prepareAgentRuntime(config, logger);
   // The bridge's media paths resample (8 <-> 24 kHz) whatever runs the sessions.
   else await initResamplers();
@@ -112,6 +132,7 @@ export async function startDaemon(
     ...backend,
     onIdleError: (err) => logger.warn({ err: err.message }, 'store: an idle database connection failed; the pool opens another'),
   });
+  storeForTools = store;
   // PostgreSQL is a server that can go away: /readyz says so (SQLite is a file: never probed).
   const storeProbe = store.client.dialect === 'postgres' ? new StoreProbe(store.client) : undefined;
   // This node's lease (docs/store-postgres.md "Several nodes"), written before any call is taken: its slots left by a

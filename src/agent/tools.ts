@@ -8,6 +8,11 @@
  * `parameters` of a node may be a JSON Schema object (`{ type: "object", properties, required }`)
  * or a list of `{ name, type|dataType, description, required, value? }` (a flow editor's shape).
  * A parameter with a `value` is static: the model does not fill it, the client gets it as set.
+ *
+ * Who answers a client tool: the session's client (`tool_call` ... `tool_call_output`) when it
+ * answers tools (a web session), else the organization's webhook endpoint (`tool.call`, every
+ * bridged phone call); a node naming `webhook_id` always goes to that endpoint. `wait_message`:
+ * a short phrase said when the answer takes longer than a second.
  */
 import type { ToolCallArgument } from '../session/protocol.ts';
 import type { ToolCallRequest, ToolSpec } from './providers/types.ts';
@@ -28,7 +33,31 @@ interface ParamDef {
 export interface ClientTool {
   spec: ToolSpec;
   params: ParamDef[];
+  /** The node's `webhook_id`: this tool is answered by that webhook endpoint, whatever the client. */
+  webhookId?: string;
+  /** The node's `wait_message`: said once when the answer takes longer than WAIT_MESSAGE_AFTER_MS. */
+  waitMessage?: string;
 }
+
+/** How long a tool's answer may take before its wait message is said, ms. */
+export const WAIT_MESSAGE_AFTER_MS = 1000;
+
+/**
+ * A tool call answered by the organization's webhook endpoint (`tool.call`), as the runtime asks
+ * for it; the composition root wires the sender (src/events/tool-calls.ts). It never throws: a
+ * failure is `{ ok: false, error }`, given to the model at once.
+ */
+export interface ToolWebhookRequest {
+  orgId: string;
+  callId: string;
+  agentId: string;
+  toolCallId: string;
+  name: string;
+  /** The arguments by name (static ones with their set value). */
+  arguments: Record<string, unknown>;
+  webhookId?: string;
+}
+export type ToolWebhook = (request: ToolWebhookRequest) => Promise<{ ok: true; output: string } | { ok: false; error: string }>;
 
 const str = (v: unknown, d = ''): string => (typeof v === 'string' ? v : d);
 
@@ -57,8 +86,12 @@ export function clientToolsFromNodes(nodes: ReadonlyArray<Record<string, unknown
     seen.add(node.name);
     const params = paramsOf(node.parameters);
     const modelParams = params.filter((p) => p.staticValue === undefined);
+    const webhookId = str(node.webhook_id).trim();
+    const waitMessage = str(node.wait_message).trim();
     tools.push({
       params,
+      ...(webhookId !== '' ? { webhookId } : {}),
+      ...(waitMessage !== '' ? { waitMessage } : {}),
       spec: {
         name: node.name,
         description: str(node.description, `Client tool ${node.name}`),
@@ -113,4 +146,9 @@ export function toolCallArguments(tool: ClientTool, call: ToolCallRequest): Tool
     if (!tool.params.some((p) => p.name === name)) out.push({ name, type: 'resolved', dataType: typeof value, description: '', required: false, value });
   }
   return out;
+}
+
+/** The arguments of a tool_call as one object by name (the tool.call webhook's `arguments`). */
+export function argumentsByName(args: readonly ToolCallArgument[]): Record<string, unknown> {
+  return Object.fromEntries(args.map((a) => [a.name, a.value]));
 }

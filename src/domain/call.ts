@@ -89,19 +89,30 @@ export interface RuntimeTranscriptLine {
   at?: string;
   turn_id?: string;
   interrupted?: boolean;
+  toolCall?: TranscriptToolCall;
+  toolCallOutput?: string;
 }
 
 /**
  * The runtime's lines as the document's entries: agent -> assistant, user -> user (type
- * message); a tool line (`"<tool name>: <output>"`) -> type tool_call, role absent, `toolCall {
- * toolName, output }` and the line kept whole as `message`; an interrupted agent turn keeps
- * `interrupted: true`. `index` is the 0-based position.
+ * message); a tool line with its `toolCall` -> type tool_call (the call: callId, toolName,
+ * arguments as a JSON string, startedAt) or, when it carries `toolCallOutput`, type
+ * tool_call_output (that output, and the call again with output and endedAt), role and message
+ * absent, as the service records them; an older tool line (`"<tool name>: <output>"`, no
+ * `toolCall`) -> type tool_call with `toolCall { toolName, output }` and the line kept as
+ * `message`; an interrupted agent turn keeps `interrupted: true`. `index` is the 0-based position.
  */
 export function transcriptFromRuntime(lines: readonly RuntimeTranscriptLine[]): Transcript {
   return { entries: lines.map((l, index) => entryFromRuntime(l, index)) };
 }
 
 function entryFromRuntime(l: RuntimeTranscriptLine, index: number): TranscriptEntry {
+  if (l.role === 'tool' && l.toolCall !== undefined) {
+    const e: TranscriptEntry = { index, type: l.toolCallOutput !== undefined ? 'tool_call_output' : 'tool_call', toolCall: { ...l.toolCall } };
+    if (l.toolCallOutput !== undefined) e.toolCallOutput = l.toolCallOutput;
+    if (typeof l.at === 'string') e.createdAt = l.at;
+    return e;
+  }
   const e: TranscriptEntry = { index, type: l.role === 'tool' ? 'tool_call' : 'message' };
   if (l.role === 'agent') e.role = 'assistant';
   else if (l.role !== 'tool' && l.role !== '') e.role = l.role;

@@ -36,6 +36,12 @@ export interface SessionContext {
   variables: SessionVariable[];
   /** web (a WebSocket client), inbound or outbound (a phone call through the bridge). */
   direction: 'web' | 'inbound' | 'outbound';
+  /**
+   * Whether the client answers `tool_call` with `tool_call_output`. A web session's client does;
+   * a phone call's client is callbridge's own bridge, which has nothing to answer with, so its
+   * tool calls go to the organization's webhook endpoint (docs/agent-runtime.md, "Tools").
+   */
+  clientAnswersTools: boolean;
 }
 
 export interface TranscriptEntry {
@@ -46,6 +52,22 @@ export interface TranscriptEntry {
   turn_id?: string;
   /** true when an agent turn was cut by barge-in: `text` is only what was actually spoken. */
   interrupted?: boolean;
+  /**
+   * A tool line: the call (no `toolCallOutput`) or its answer (`toolCallOutput` set), as the
+   * call record's `tool_call` and `tool_call_output` entries.
+   */
+  toolCall?: TranscriptToolCall;
+  toolCallOutput?: string;
+}
+
+export interface TranscriptToolCall {
+  callId: string;
+  toolName: string;
+  /** The arguments by name, as a JSON string. */
+  arguments: string;
+  output?: string;
+  startedAt: string;
+  endedAt?: string;
 }
 
 /** What the server gives the runtime. */

@@ -408,6 +408,9 @@ class VoiceSession {
       prompt: s.prompt ?? undefined,
       variables: s.variables,
       direction: this.#a.direction,
+      // Only the bridge opens inbound/outbound sessions (POST /v1/session-token opens web ones),
+      // and the bridge does not answer tool calls.
+      clientAnswersTools: this.#a.direction === 'web',
     };
   }
 

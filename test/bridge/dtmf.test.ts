@@ -54,7 +54,7 @@ describe.skipIf(sippAvailable().skip).each([0, 2])('DTMF through the bridge, rtp
       for (const k of ['1', '2', '#']) sipCall.emit('dtmf', k, 'rfc4733');
       const calls = async () => (await d.api('GET', `/v1/calls?outbound=false&agent_ids=${agentId}`)).body.calls as any[];
       // The caller hangs up (hangupAfterMs); the transcript is stored with the call's end.
-      let transcript: Array<{ role?: string; message: string; type: string }> = [];
+      let transcript: Array<{ role?: string; message?: string; type: string }> = [];
       await call.proc.result;
       const end = Date.now() + 5000;
       for (;;) {
@@ -66,7 +66,8 @@ describe.skipIf(sippAvailable().skip).each([0, 2])('DTMF through the bridge, rtp
         if (Date.now() > end) throw new Error('the call record never ended');
         await new Promise((r) => setTimeout(r, 50));
       }
-      expect(transcript).toContainEqual(expect.objectContaining({ type: 'tool_call', message: 'send_dtmf: Sent 42.', toolCall: { toolName: 'send_dtmf', output: 'Sent 42.' } }));
+      expect(transcript).toContainEqual(expect.objectContaining({ type: 'tool_call', toolCall: expect.objectContaining({ toolName: 'send_dtmf', arguments: '{"digits":"42"}' }) }));
+      expect(transcript).toContainEqual(expect.objectContaining({ type: 'tool_call_output', toolCallOutput: 'Sent 42.', toolCall: expect.objectContaining({ toolName: 'send_dtmf', output: 'Sent 42.' }) }));
       expect(transcript).toContainEqual(expect.objectContaining({ type: 'message', role: 'user', message: '[The caller pressed 12#]' }));
       expect(transcript).toContainEqual(expect.objectContaining({ type: 'message', role: 'assistant', message: 'You said: [The caller pressed 12#].' }));
     } finally {

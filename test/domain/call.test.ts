@@ -63,6 +63,18 @@ describe('transcriptFromRuntime', () => {
     ]);
     expect(transcriptFromRuntime([])).toEqual({ entries: [] });
   });
+
+  it("maps a tool call and its output to the service's tool_call and tool_call_output entries", () => {
+    const call = { callId: 'tc1', toolName: 'lookup_order', arguments: '{"order_id":"42"}', startedAt: '2026-01-01T00:00:02.000Z' };
+    const t = transcriptFromRuntime([
+      { role: 'tool', text: 'lookup_order({"order_id":"42"})', at: '2026-01-01T00:00:02.000Z', toolCall: call },
+      { role: 'tool', text: 'lookup_order: shipped', at: '2026-01-01T00:00:03.000Z', toolCall: { ...call, output: 'shipped', endedAt: '2026-01-01T00:00:03.000Z' }, toolCallOutput: 'shipped' },
+    ]);
+    expect(t.entries).toEqual([
+      { index: 0, type: 'tool_call', toolCall: call, createdAt: '2026-01-01T00:00:02.000Z' },
+      { index: 1, type: 'tool_call_output', toolCall: { ...call, output: 'shipped', endedAt: '2026-01-01T00:00:03.000Z' }, toolCallOutput: 'shipped', createdAt: '2026-01-01T00:00:03.000Z' },
+    ]);
+  });
 });
 
 describe('record mappings', () => {

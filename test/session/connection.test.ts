@@ -47,6 +47,8 @@ describe('GET /v1/connection', () => {
       prompt: 'Be kind',
       variables: [{ key: 'name', value: 'Ada' }],
       direction: 'web',
+      // A web client answers its tool calls itself (phone calls' tools go to the webhook).
+      clientAnswersTools: true,
       nodes: [{ id: 'n1', type: 'tool', name: 'lookup', description: 'd', parameters: [] }],
     });
     expect(s.ctx.agent.id).toBe(agent.id);

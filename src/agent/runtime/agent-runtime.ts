@@ -27,6 +27,7 @@ import type { AgentTurn, CallerEvent, KeyEvent, ReplyEvent, SpeechEvent, TimerEv
 import { buildStages, type RuntimeDeps, type SessionStages } from './stages.ts';
 import { analyzeCall } from './analysis.ts';
 import { SessionTransfers } from './transfer.ts';
+import { ToolTranscript } from './tool-transcript.ts';
 
 export type { RuntimeDeps };
 
@@ -40,6 +41,8 @@ export class AgentRuntime implements SessionRuntime {
   readonly #stages: SessionStages;
   readonly #transfers: SessionTransfers;
   readonly #transcript: TranscriptEntry[] = [];
+  /** The transcript lines of tool calls (an output's line repeats its call's details). */
+  readonly #toolLines = new ToolTranscript();
   /** A user turn committed during an agent turn the caller could not cut: answered after it. */
   #replyQueued = false;
   #ended = false;
@@ -173,10 +176,11 @@ export class AgentRuntime implements SessionRuntime {
         this.#stages.speech.finish(e.turn);
         return;
       case 'tool_call':
-        this.#io.send({ type: 'tool_call', data: { toolCallId: e.toolCallId, toolName: e.toolName, arguments: e.arguments } });
+        this.#record(this.#toolLines.called(e));
+        if (e.toClient) this.#io.send({ type: 'tool_call', data: { toolCallId: e.toolCallId, toolName: e.toolName, arguments: e.arguments } });
         return;
       case 'tool_result':
-        this.#record({ role: 'tool', text: `${e.name}: ${e.output}` });
+        this.#record(this.#toolLines.answered(e));
         return;
       case 'dtmf':
         this.#io.send({ type: 'dtmf', data: { digits: e.digits } });

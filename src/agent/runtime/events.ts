@@ -72,10 +72,14 @@ export type ReplyEvent =
   | { type: 'say'; turn: AgentTurn; text: string }
   /** Nothing more to say in this turn. */
   | { type: 'done'; turn: AgentTurn }
-  /** A client tool to run: sent to the client as tool_call. */
-  | { type: 'tool_call'; toolCallId: string; toolName: string; arguments: ToolCallArgument[] }
+  /**
+   * A tool is called (kept in the transcript); `toClient`: sent to the client as tool_call, which
+   * answers it (otherwise the runtime carries it out: send_dtmf, a webhook tool). `rawArguments`:
+   * the model's arguments as written, for a built-in tool (which has no declared parameters).
+   */
+  | { type: 'tool_call'; toolCallId: string; toolName: string; arguments: ToolCallArgument[]; toClient: boolean; rawArguments?: string }
   /** A tool's result, now in the model's history (kept in the transcript too). */
-  | { type: 'tool_result'; name: string; output: string }
+  | { type: 'tool_result'; toolCallId: string; name: string; output: string }
   /** send_dtmf: keys for the phone line. */
   | { type: 'dtmf'; digits: string }
   /** The model hung up (end_call) after what it said in the turn. */

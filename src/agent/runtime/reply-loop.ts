@@ -17,7 +17,8 @@ import type { Logger } from '../../log.ts';
 import type { Timers } from '../../media/types.ts';
 import type { ChatMessage, LlmDelta, ToolCallRequest, ToolSpec } from '../providers/types.ts';
 import { SentenceSplitter } from '../sentence-splitter.ts';
-import { builtinToolSpecs, END_CALL_TOOL, SEND_DTMF_TOOL, toolCallArguments, TRANSFER_CALL_TOOL, type ClientTool } from '../tools.ts';
+import { argumentsByName, builtinToolSpecs, END_CALL_TOOL, SEND_DTMF_TOOL, toolCallArguments, TRANSFER_CALL_TOOL, WAIT_MESSAGE_AFTER_MS, type ClientTool, type ToolWebhook } from '../tools.ts';
+import type { ToolCallArgument } from '../../session/protocol.ts';
 import type { AgentTurn, ReplyEvent } from './events.ts';
 
 /** Streams one completion of the agent's model (primary with fallback, decided by the factory). */
@@ -27,6 +28,8 @@ export type ModelStream = (messages: ChatMessage[], tools: ToolSpec[], signal: A
 export const APOLOGY_TEXT = 'Sorry, I am having trouble answering right now.';
 /** Model rounds in one turn (tool call -> result -> model again) before the turn is cut short. */
 export const MAX_TOOL_ROUNDS = 5;
+/** How much longer than the tool timeout a webhook tool's result is awaited (the sender's own deadline comes first). */
+const WEBHOOK_GRACE_MS = 1000;
 /** Consecutive failed model turns that end the session with reason error. */
 export const MAX_MODEL_FAILURES = 3;
 
@@ -42,6 +45,15 @@ export interface ReplyLoopOptions {
   phone: boolean;
   /** How long a client tool has to answer before the model gets an error result, ms. */
   toolTimeoutMs: number;
+  /**
+   * Whether the session's client answers tool_call (a web client does; callbridge's own bridge,
+   * the client of every phone call, does not): when not, client tools go to the webhook.
+   */
+  clientAnswersTools: boolean;
+  /** Sends a tool call to the organization's webhook endpoint; absent: no endpoint (an error result). */
+  toolWebhook?: ToolWebhook;
+  /** Who is calling the tool, for the webhook's body. */
+  session: { orgId: string; callId: string; agentId: string };
   timers: Timers;
   log: Logger;
   emit(event: ReplyEvent): void;
@@ -52,6 +64,8 @@ export class ReplyLoop {
   readonly #tools: ToolSpec[];
   readonly #messages: ChatMessage[] = [];
   readonly #pendingTools = new Map<string, (output: string) => void>();
+  /** Webhook tools waiting for their endpoint (apart: a client cannot answer them). */
+  readonly #pendingWebhooks = new Map<string, (output: string) => void>();
   #failures = 0;
   #closed = false;
 
@@ -154,8 +168,9 @@ export class ReplyLoop {
   /** The session ended: tools still waiting get an error result; no failure is reported after. */
   close(): void {
     this.#closed = true;
-    for (const resolve of this.#pendingTools.values()) resolve('Error: the session ended.');
+    for (const resolve of [...this.#pendingTools.values(), ...this.#pendingWebhooks.values()]) resolve('Error: the session ended.');
     this.#pendingTools.clear();
+    this.#pendingWebhooks.clear();
   }
 
   /**
@@ -172,15 +187,17 @@ export class ReplyLoop {
         this.#o.emit({ type: 'transfer', turn });
         return true;
       }
+      const toolCallId = call.id || randomUUID();
       let output: string;
       if (call.name === SEND_DTMF_TOOL && this.#o.phone) {
+        this.#o.emit({ type: 'tool_call', toolCallId, toolName: call.name, arguments: [], toClient: false, rawArguments: call.arguments || '{}' });
         output = this.#sendDtmf(call);
       } else {
-        output = await this.#runClientTool(call, turn.signal);
+        output = await this.#runClientTool(call, toolCallId, turn);
         if (turn.signal.aborted) return false;
       }
       this.#messages.push({ role: 'tool', toolCallId: call.id, name: call.name, content: output });
-      this.#o.emit({ type: 'tool_result', name: call.name, output });
+      this.#o.emit({ type: 'tool_result', toolCallId, name: call.name, output });
     }
     return false;
   }
@@ -199,23 +216,42 @@ export class ReplyLoop {
     return `Sent ${digits}.`;
   }
 
-  async #runClientTool(call: ToolCallRequest, signal: AbortSignal): Promise<string> {
+  /**
+   * A client tool: answered by the client (tool_call ... tool_call_output) or by the webhook
+   * endpoint (module doc of tools.ts). The tool's wait message is said once when the answer takes
+   * longer than WAIT_MESSAGE_AFTER_MS.
+   */
+  async #runClientTool(call: ToolCallRequest, toolCallId: string, turn: AgentTurn): Promise<string> {
     const tool = this.#o.clientTools.find((t) => t.spec.name === call.name);
     if (tool === undefined) return `Error: there is no tool named ${call.name}.`;
-    let args;
+    let args: ToolCallArgument[];
     try {
       args = toolCallArguments(tool, call);
     } catch (err) {
       return `Error: the arguments are not a JSON object (${(err as Error).message}).`;
     }
-    const toolCallId = call.id || randomUUID();
-    this.#o.emit({ type: 'tool_call', toolCallId, toolName: call.name, arguments: args });
+    const viaWebhook = !this.#o.clientAnswersTools || tool.webhookId !== undefined;
+    this.#o.emit({ type: 'tool_call', toolCallId, toolName: call.name, arguments: args, toClient: !viaWebhook });
+    const timers = this.#o.timers;
+    const waitMessage = tool.waitMessage;
+    const waiting = waitMessage === undefined ? undefined : timers.setTimeout(() => {
+      if (!turn.signal.aborted && !this.#closed) this.#o.emit({ type: 'say', turn, text: waitMessage });
+    }, WAIT_MESSAGE_AFTER_MS);
+    try {
+      return await (viaWebhook ? this.#webhookAnswer(tool, toolCallId, args, turn.signal) : this.#clientAnswer(call.name, toolCallId, turn.signal));
+    } finally {
+      if (waiting !== undefined) timers.clearTimeout(waiting);
+    }
+  }
+
+  /** The client's tool_call_output, or an error result after toolTimeoutMs. */
+  #clientAnswer(name: string, toolCallId: string, signal: AbortSignal): Promise<string> {
     const timers = this.#o.timers;
     return new Promise<string>((resolve) => {
       const timer = timers.setTimeout(() => {
         this.#pendingTools.delete(toolCallId);
-        this.#o.log.warn({ tool: call.name, toolCallId }, 'client tool timed out');
-        resolve(`Error: the tool ${call.name} did not answer in time.`);
+        this.#o.log.warn({ tool: name, toolCallId }, 'client tool timed out');
+        resolve(`Error: the tool ${name} did not answer in time.`);
       }, this.#o.toolTimeoutMs);
       const done = (output: string) => {
         timers.clearTimeout(timer);
@@ -226,6 +262,41 @@ export class ReplyLoop {
         this.#pendingTools.delete(toolCallId);
         done('Error: cancelled.');
       }, { once: true });
+    });
+  }
+
+  /**
+   * The webhook endpoint's answer. Its sender bounds the POST by the same tool timeout; this wait
+   * is bounded too (a second later), so that a lookup of the endpoint that hangs cannot hold the
+   * turn. A session that ends or a turn that is cut stops waiting at once; the request runs out
+   * on its own.
+   */
+  #webhookAnswer(tool: ClientTool, toolCallId: string, args: ToolCallArgument[], signal: AbortSignal): Promise<string> {
+    const send = this.#o.toolWebhook;
+    if (send === undefined) return Promise.resolve(`Error: the tool ${tool.spec.name} is not available (no webhook endpoint answers tool calls).`);
+    return new Promise<string>((resolve) => {
+      const timers = this.#o.timers;
+      const timer = timers.setTimeout(() => {
+        this.#o.log.warn({ tool: tool.spec.name, toolCallId }, 'tool webhook: no result in time');
+        settle(`Error: the tool ${tool.spec.name} did not answer in time.`);
+      }, this.#o.toolTimeoutMs + WEBHOOK_GRACE_MS);
+      this.#pendingWebhooks.set(toolCallId, (output) => {
+        timers.clearTimeout(timer);
+        resolve(output);
+      });
+      const settle = (output: string) => {
+        const done = this.#pendingWebhooks.get(toolCallId);
+        if (done === undefined) return;
+        this.#pendingWebhooks.delete(toolCallId);
+        done(output);
+      };
+      signal.addEventListener('abort', () => settle('Error: cancelled.'), { once: true });
+      send({ ...this.#o.session, toolCallId, name: tool.spec.name, arguments: argumentsByName(args), ...(tool.webhookId !== undefined ? { webhookId: tool.webhookId } : {}) })
+        .then((r) => settle(r.ok ? r.output : `Error: the tool ${tool.spec.name} failed: ${r.error}.`))
+        .catch((err: unknown) => {
+          this.#o.log.error({ err, tool: tool.spec.name }, 'tool webhook failed unexpectedly');
+          settle(`Error: the tool ${tool.spec.name} failed.`);
+        });
     });
   }
 }

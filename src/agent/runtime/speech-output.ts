@@ -28,6 +28,8 @@ interface Voiced {
 export class SpeechOutput {
   readonly #o: SpeechOutputOptions;
   readonly #voiced = new WeakMap<AgentTurn, Voiced>();
+  /** Turns whose last text was said (`say`), not streamed. */
+  readonly #afterSay = new WeakSet<AgentTurn>();
   #current: AgentTurn | undefined;
 
   constructor(options: SpeechOutputOptions) {
@@ -61,12 +63,15 @@ export class SpeechOutput {
   /** Speaks a fixed text in the turn, shown at once as not yet committed. */
   say(turn: AgentTurn, text: string): void {
     turn.text = turn.text === '' ? text : `${turn.text} ${text}`;
+    this.#afterSay.add(turn);
     this.#speechOf(turn).speak(text);
     this.#partial(turn);
   }
 
   /** Streamed text of the turn (shown, not yet spoken: `speak` takes whole sentences). */
   append(turn: AgentTurn, delta: string): void {
+    // The model's text after a fixed text (a tool's wait message) is a new sentence: keep them apart.
+    if (this.#afterSay.delete(turn) && delta !== '' && !/^\s/.test(delta)) turn.text += ' ';
     turn.text += delta;
     this.#partial(turn);
   }

@@ -17,7 +17,7 @@ import type { SessionContext } from '../../session/runtime-contract.ts';
 import type { NoiseSuppressor, SttProvider, TtsProvider, VadSettings, VoiceActivityDetector } from '../providers/types.ts';
 import { RUNTIME_SAMPLE_RATE } from '../providers/types.ts';
 import { substituteVariables } from '../template.ts';
-import { clientToolsFromNodes } from '../tools.ts';
+import { clientToolsFromNodes, type ToolWebhook } from '../tools.ts';
 import { DtmfCollector } from './dtmf.ts';
 import type { CallerEvent, KeyEvent, ReplyEvent, SpeechEvent, TimerEvent } from './events.ts';
 import { ReplyLoop, type ModelStream } from './reply-loop.ts';
@@ -36,6 +36,8 @@ export interface RuntimeDeps {
   createVad(settings: VadSettings): VoiceActivityDetector;
   createNoiseSuppressor(settings: { enabled: boolean; level: number }): NoiseSuppressor | undefined;
   toolTimeoutMs: number;
+  /** Sends tool calls to the organization's webhook endpoint (absent: none answers them). */
+  toolWebhook?: ToolWebhook;
   logger: Logger;
   clock?: Clock;
   timers?: Timers;
@@ -91,6 +93,9 @@ export function buildStages(ctx: SessionContext, deps: RuntimeDeps, log: Logger,
     canTransfer: transferNumber(a.timeout_settings, 'timeout') !== undefined,
     phone: ctx.direction !== 'web',
     toolTimeoutMs: deps.toolTimeoutMs,
+    clientAnswersTools: ctx.clientAnswersTools,
+    ...(deps.toolWebhook !== undefined ? { toolWebhook: deps.toolWebhook } : {}),
+    session: { orgId: ctx.orgId, callId: ctx.sessionId, agentId: ctx.agent.id },
     timers,
     log,
     emit: (e) => routes.reply(e),

@@ -8,15 +8,15 @@
 import { describe, expect, it } from 'vitest';
 import type { Agent } from '../../../src/domain/agent.ts';
 import { EnergyVad } from '../../../src/agent/providers/vad/energy.ts';
-import { AgentRuntime, REPROMPT_TEXT } from '../../../src/agent/runtime/index.ts';
+import { AgentRuntime, REPROMPT_TEXT, type RuntimeDeps } from '../../../src/agent/runtime/index.ts';
 import { APOLOGY_TEXT } from '../../../src/agent/runtime/reply-loop.ts';
 import type { ServerEvent, SessionEndReason } from '../../../src/session/protocol.ts';
 import type { SessionContext } from '../../../src/session/runtime-contract.ts';
 import { VirtualTime } from '../../helpers/virtual-time.ts';
 import { concat, silence, voice } from '../vad/signals.ts';
-import { agentFixture, fakeStt, feedAudio, scriptedModel, testLogger, text, wordTts, type ModelStep } from './harness.ts';
+import { agentFixture, fakeStt, feedAudio, scriptedModel, testLogger, text, toolCall, wordTts, type ModelStep } from './harness.ts';
 
-function session(over: Partial<Agent>, steps: ModelStep[], finalText: () => string | undefined = () => 'I need a taxi', ctx: Partial<SessionContext> = {}) {
+function session(over: Partial<Agent>, steps: ModelStep[], finalText: () => string | undefined = () => 'I need a taxi', ctx: Partial<SessionContext> = {}, deps: Partial<RuntimeDeps> = {}) {
   const time = new VirtualTime();
   const sent: Array<ServerEvent & { at: number }> = [];
   const ended: Array<{ reason: SessionEndReason; details?: { transferNumber?: string } }> = [];
@@ -25,7 +25,7 @@ function session(over: Partial<Agent>, steps: ModelStep[], finalText: () => stri
   const { tts, requests } = wordTts(200);
   const { log } = testLogger();
   const rt = new AgentRuntime(
-    { sessionId: 's1', orgId: 'o1', agent: agentFixture(over), versionId: null, nodes: [], callerId: '+15550000000', variables: [], direction: 'web', ...ctx },
+    { sessionId: 's1', orgId: 'o1', agent: agentFixture(over), versionId: null, nodes: [], callerId: '+15550000000', variables: [], direction: 'web', clientAnswersTools: true, ...ctx },
     {
       send: (e) => void sent.push({ ...e, at: time.now() }),
       end: (reason, details) => void ended.push(details === undefined ? { reason } : { reason, details }),
@@ -40,6 +40,7 @@ function session(over: Partial<Agent>, steps: ModelStep[], finalText: () => stri
       logger: log,
       clock: time,
       timers: time,
+      ...deps,
     },
   );
   const types = (from = 0) => sent.slice(from).map((e) => e.type);
@@ -49,6 +50,30 @@ function session(over: Partial<Agent>, steps: ModelStep[], finalText: () => stri
 }
 
 describe('AgentRuntime', () => {
+  it('a phone call: a flow tool goes to the webhook, not to the client, and the transcript has the call and its output', async () => {
+    const asked: unknown[] = [];
+    const toolWebhook: RuntimeDeps['toolWebhook'] = (req) => (asked.push(req), Promise.resolve({ ok: true, output: 'shipped' }));
+    const nodes = [{ id: 'n1', type: 'tool', name: 'lookup_order', parameters: [{ name: 'order_id', type: 'string' }] }];
+    const s = session({}, [[toolCall('c1', 'lookup_order', { order_id: '42' })], [text('It shipped.')]], undefined, { direction: 'inbound', clientAnswersTools: false, nodes }, { toolWebhook });
+    await s.time.run(1300);
+    await s.speak();
+    await s.time.run(2000);
+    expect(asked).toEqual([{ orgId: 'o1', callId: 's1', agentId: expect.any(String), toolCallId: 'c1', name: 'lookup_order', arguments: { order_id: '42' } }]);
+    expect(s.types()).not.toContain('tool_call');
+    const tools = s.rt.transcript().filter((e) => e.role === 'tool');
+    expect(tools).toEqual([
+      { role: 'tool', text: 'lookup_order({"order_id":"42"})', at: expect.any(String), toolCall: { callId: 'c1', toolName: 'lookup_order', arguments: '{"order_id":"42"}', startedAt: expect.any(String) } },
+      {
+        role: 'tool',
+        text: 'lookup_order: shipped',
+        at: expect.any(String),
+        toolCall: { callId: 'c1', toolName: 'lookup_order', arguments: '{"order_id":"42"}', output: 'shipped', startedAt: expect.any(String), endedAt: expect.any(String) },
+        toolCallOutput: 'shipped',
+      },
+    ]);
+    expect(s.finals()).toContain('It shipped.');
+  });
+
   it('a conversation: the first message heard, the caller answered, the record kept', async () => {
     const s = session({}, [[text('Sure. Where to?')]]);
     await s.time.run(1300);

@@ -7,13 +7,13 @@
 import { describe, expect, it } from 'vitest';
 import type { AgentTurn, ReplyEvent } from '../../../src/agent/runtime/events.ts';
 import { APOLOGY_TEXT, MAX_MODEL_FAILURES, ReplyLoop } from '../../../src/agent/runtime/reply-loop.ts';
-import { clientToolsFromNodes } from '../../../src/agent/tools.ts';
+import { clientToolsFromNodes, type ToolWebhook } from '../../../src/agent/tools.ts';
 import { VirtualTime } from '../../helpers/virtual-time.ts';
 import { EventLog, scriptedModel, testLogger, text, toolCall, type ModelStep } from './harness.ts';
 
 const LOOKUP = { id: 'n1', type: 'tool', name: 'lookup_order', description: 'Find an order', parameters: { type: 'object', properties: { order_id: { type: 'string' } }, required: ['order_id'] } };
 
-function loop(steps: ModelStep[], opts: { phone?: boolean; canTransfer?: boolean; toolTimeoutMs?: number } = {}) {
+function loop(steps: ModelStep[], opts: { phone?: boolean; canTransfer?: boolean; toolTimeoutMs?: number; clientAnswersTools?: boolean; toolWebhook?: ToolWebhook; nodes?: Array<Record<string, unknown>> } = {}) {
   const time = new VirtualTime();
   const events = new EventLog<ReplyEvent>(time);
   const { model, calls } = scriptedModel(steps);
@@ -21,10 +21,13 @@ function loop(steps: ModelStep[], opts: { phone?: boolean; canTransfer?: boolean
   const replies = new ReplyLoop({
     model,
     prompt: 'Be brief.',
-    clientTools: clientToolsFromNodes([LOOKUP]),
+    clientTools: clientToolsFromNodes(opts.nodes ?? [LOOKUP]),
     canTransfer: opts.canTransfer ?? false,
     phone: opts.phone ?? false,
     toolTimeoutMs: opts.toolTimeoutMs ?? 10_000,
+    clientAnswersTools: opts.clientAnswersTools ?? true,
+    ...(opts.toolWebhook ? { toolWebhook: opts.toolWebhook } : {}),
+    session: { orgId: 'o1', callId: 'c1', agentId: 'a1' },
     timers: time,
     log,
     emit: events.emit,
@@ -69,7 +72,7 @@ describe('ReplyLoop', () => {
     const running = r.replies.run(turn());
     await r.time.run(500);
     expect(r.events.of('tool_call')).toEqual([
-      { type: 'tool_call', toolCallId: 'c1', toolName: 'lookup_order', arguments: [{ name: 'order_id', type: 'resolved', dataType: 'string', description: '', required: true, value: '42' }], at: expect.any(Number) },
+      { type: 'tool_call', toolCallId: 'c1', toolName: 'lookup_order', arguments: [{ name: 'order_id', type: 'resolved', dataType: 'string', description: '', required: true, value: '42' }], toClient: true, at: expect.any(Number) },
     ]);
     expect(r.calls).toHaveLength(1);
     r.replies.toolOutput('c1', '{"status":"shipped"}');
@@ -80,7 +83,7 @@ describe('ReplyLoop', () => {
     ]);
     expect(plain(r.events).filter((e) => e.type !== 'text' && e.type !== 'tool_call')).toEqual([
       { type: 'sentence', turn: 't1', text: 'Let me look.' },
-      { type: 'tool_result', name: 'lookup_order', output: '{"status":"shipped"}' },
+      { type: 'tool_result', toolCallId: 'c1', name: 'lookup_order', output: '{"status":"shipped"}' },
       { type: 'sentence', turn: 't1', text: 'It has shipped.' },
       { type: 'done', turn: 't1' },
     ]);
@@ -100,6 +103,66 @@ describe('ReplyLoop', () => {
     expect(r.time.now() - t0).toBe(3000);
     expect(r.calls[1]!.messages.at(-1)).toEqual({ role: 'tool', toolCallId: 'c1', name: 'lookup_order', content: 'Error: the tool lookup_order did not answer in time.' });
     expect(r.events.types().at(-1)).toBe('done');
+  });
+
+  it('without a client that answers tools, a tool call goes to the webhook (not to the client) and its answer is the output', async () => {
+    const sent: Parameters<ToolWebhook>[0][] = [];
+    const hook: ToolWebhook = (req) => (sent.push(req), Promise.resolve({ ok: true, output: 'shipped on Monday' }));
+    const r = loop([[toolCall('c1', 'lookup_order', { order_id: '42' })], [text('It shipped.')]], { clientAnswersTools: false, toolWebhook: hook });
+    await r.replies.run(turn());
+    expect(sent).toEqual([{ orgId: 'o1', callId: 'c1', agentId: 'a1', toolCallId: 'c1', name: 'lookup_order', arguments: { order_id: '42' } }]);
+    expect(r.events.of('tool_call').map((e) => e.toClient)).toEqual([false]);
+    expect(r.calls[1]!.messages.at(-1)).toEqual({ role: 'tool', toolCallId: 'c1', name: 'lookup_order', content: 'shipped on Monday' });
+  });
+
+  it('a webhook failure, or no webhook at all, is an error result at once; a node naming webhook_id uses the webhook even when the client answers tools', async () => {
+    const failing: ToolWebhook = () => Promise.resolve({ ok: false, error: 'the tool endpoint answered HTTP 500' });
+    const r = loop([[toolCall('c1', 'lookup_order', {})], [text('Sorry.')]], { clientAnswersTools: false, toolWebhook: failing });
+    await r.replies.run(turn());
+    expect(r.calls[1]!.messages.at(-1)!.content).toBe('Error: the tool lookup_order failed: the tool endpoint answered HTTP 500.');
+    const none = loop([[toolCall('c1', 'lookup_order', {})], [text('Sorry.')]], { clientAnswersTools: false });
+    const t0 = none.time.now();
+    await none.replies.run(turn());
+    expect(none.time.now()).toBe(t0);
+    expect(none.calls[1]!.messages.at(-1)!.content).toMatch(/^Error: the tool lookup_order is not available \(no webhook endpoint/);
+    const named: string[] = [];
+    const hook: ToolWebhook = (req) => (named.push(req.webhookId ?? ''), Promise.resolve({ ok: true, output: 'ok' }));
+    const viaNode = loop([[toolCall('c1', 'lookup_order', {})], [text('Done.')]], { clientAnswersTools: true, toolWebhook: hook, nodes: [{ ...LOOKUP, webhook_id: 'wh-1' }] });
+    await viaNode.replies.run(turn());
+    expect(named).toEqual(['wh-1']);
+    expect(viaNode.events.of('tool_call').map((e) => e.toClient)).toEqual([false]);
+  });
+
+  it('a webhook that never settles (a lookup that hangs) still gives the model an error a second after the tool timeout', async () => {
+    const r = loop([[toolCall('c1', 'lookup_order', {})], [text('Sorry.')]], { clientAnswersTools: false, toolWebhook: () => new Promise(() => {}), toolTimeoutMs: 3000 });
+    const running = r.replies.run(turn());
+    const t0 = r.time.now();
+    await r.time.run(3999);
+    expect(r.calls).toHaveLength(1);
+    await r.time.run(1);
+    await running;
+    expect(r.time.now() - t0).toBe(4000);
+    expect(r.calls[1]!.messages.at(-1)!.content).toBe('Error: the tool lookup_order did not answer in time.');
+  });
+
+  it("a tool's wait_message is said once when the answer takes longer than a second, and not when it comes in time", async () => {
+    const nodes = [{ ...LOOKUP, wait_message: 'One moment while I look that up.' }];
+    const slow = loop([[toolCall('c1', 'lookup_order', {})], [text('Found it.')]], { nodes });
+    const t = turn();
+    const running = slow.replies.run(t);
+    await slow.time.run(999);
+    expect(slow.events.of('say')).toEqual([]);
+    await slow.time.run(2000);
+    slow.replies.toolOutput('c1', 'found');
+    await running;
+    expect(plain(slow.events).filter((e) => e.type === 'say')).toEqual([{ type: 'say', turn: 't1', text: 'One moment while I look that up.' }]);
+    const fast = loop([[toolCall('c1', 'lookup_order', {})], [text('Found it.')]], { nodes });
+    const running2 = fast.replies.run(turn());
+    await fast.time.run(500);
+    fast.replies.toolOutput('c1', 'found');
+    await running2;
+    await fast.time.run(5000);
+    expect(fast.events.of('say')).toEqual([]);
   });
 
   it('a model failure is reported, the agent apologises, and the next turn is answered; the third failure in a row is fatal', async () => {
@@ -130,8 +193,9 @@ describe('ReplyLoop', () => {
       { type: 'sentence', turn: 't1', text: 'Goodbye.' },
       { type: 'end_call', turn: 't1' },
       { type: 'transfer', turn: 't1' },
+      { type: 'tool_call', toolCallId: 'c3', toolName: 'send_dtmf', arguments: [], toClient: false, rawArguments: '{"digits":"1w#"}' },
       { type: 'dtmf', digits: '1#' },
-      { type: 'tool_result', name: 'send_dtmf', output: 'Sent 1#.' },
+      { type: 'tool_result', toolCallId: 'c3', name: 'send_dtmf', output: 'Sent 1#.' },
       { type: 'sentence', turn: 't1', text: 'Done.' },
       { type: 'done', turn: 't1' },
     ]);

@@ -29,7 +29,7 @@ function wire(over: Partial<Agent> = {}, ctx: Partial<SessionContext> = {}, deps
     timer: (e) => void events.push(`timer ${e.type}`),
     ended: () => false,
   };
-  const context: SessionContext = { sessionId: 's1', orgId: 'o1', agent: agentFixture(over), versionId: null, nodes: [], callerId: '+15550000000', variables: [], direction: 'web', ...ctx };
+  const context: SessionContext = { sessionId: 's1', orgId: 'o1', agent: agentFixture(over), versionId: null, nodes: [], callerId: '+15550000000', variables: [], direction: 'web', clientAnswersTools: true, ...ctx };
   const full: RuntimeDeps = { stt: provider, tts: () => tts, model: () => model, createVad: (s) => new EnergyVad(s), createNoiseSuppressor: () => undefined, toolTimeoutMs: 10_000, logger: log, clock: time, timers: time, ...deps };
   return { build: () => buildStages(context, full, log, routes), calls, events, time, sttOpened: () => sttOpened };
 }
