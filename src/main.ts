@@ -114,8 +114,8 @@ export async function startDaemon(
   // Providers are built (and misconfigured vendors refused) before anything listens.
   // Tool calls find their endpoint in the store's webhook endpoints (opened below, before any
   // session can start); a test may inject its own.
-  let storeForTools: Store | undefined;
-  const toolTargets: ToolCallTargets = options.toolCallTargets ?? { forToolCall: (orgId, webhookId) => storeForTools?.webhooks.forToolCall(orgId, webhookId) ?? Promise.resolve(undefined) };
+  const opened: { store?: Store } = {};
+  const toolTargets: ToolCallTargets = options.toolCallTargets ?? { forToolCall: (orgId, webhookId) => opened.store?.webhooks.forToolCall(orgId, webhookId) ?? Promise.resolve(undefined) };
   const toolWebhook = createToolCallSender({
     targets: toolTargets,
     policy: { allowPrivate: config.webhooks.allow_private_destinations },
@@ -132,7 +132,7 @@ export async function startDaemon(
     ...backend,
     onIdleError: (err) => logger.warn({ err: err.message }, 'store: an idle database connection failed; the pool opens another'),
   });
-  storeForTools = store;
+  opened.store = store;
   // PostgreSQL is a server that can go away: /readyz says so (SQLite is a file: never probed).
   const storeProbe = store.client.dialect === 'postgres' ? new StoreProbe(store.client) : undefined;
   // This node's lease (docs/store-postgres.md "Several nodes"), written before any call is taken: its slots left by a
