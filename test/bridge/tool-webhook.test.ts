@@ -1,7 +1,8 @@
 /**
  * The agent's tools on a phone call: the bridge does not answer tool_call, so a flow tool is
- * POSTed (signed tool.call) to the organization's endpoint, here a real receiver on loopback that
- * verifies every request with the `standardwebhooks` library. SIPp places each call, the test's
+ * POSTed (signed tool.call) to the organization's endpoint subscribed to tool.call (made with
+ * POST /v1/webhooks), here a real receiver on loopback that verifies every request with the
+ * `standardwebhooks` library and the secret the API returned. SIPp places each call, the test's
  * RTP peer is the caller's media, a fake streaming STT scripts what the caller "says"
  * ("tool lookup_order order_id=42": local/echo calls the tool, then speaks its result), and the
  * call record's transcript shows the tool call, its output and the agent's answer.
@@ -16,7 +17,6 @@ import { startToolReceiver, type ToolReceiver } from '../helpers/tool-receiver.t
 import { startFakeListenServer, type FakeListenServer } from '../agent/stt/fake-stt-servers.ts';
 import { placeBridgeCall } from '../interop/bridge-harness.ts';
 import { sippAvailable } from '../interop/sipp.ts';
-import type { WebhookTarget } from '../../src/events/targets.ts';
 
 const NUMBER = '+15550007201';
 const TOOL_TIMEOUT_SECS = 3;
@@ -46,25 +46,26 @@ describe.skipIf(sippAvailable().skip)('tool calls of a phone call go to the webh
   let stt: FakeListenServer;
   let rx: ToolReceiver;
   let agentId: string;
-  /** What the organization's endpoint is for the next call (undefined: none). */
-  let target: () => WebhookTarget | undefined;
-  const asked: Array<string | undefined> = [];
+  /** The organization's endpoint subscribed to tool.call. */
+  let endpointId = '';
   let callerSeq = 0;
+  async function subscribe(url: string): Promise<void> {
+    const r = await d.api('POST', '/v1/webhooks', { url, events: ['tool.call'] });
+    expect(r.status, r.text).toBe(201);
+    endpointId = r.body.id;
+    rx.secret = r.body.secret;
+  }
 
   beforeAll(async () => {
     stt = await startFakeListenServer();
     rx = await startToolReceiver();
-    target = () => ({ id: 'wh-1', url: rx.url, secret: rx.secret });
-    d = await startTestDaemon(
-      {
-        rtp: { address: '127.0.0.1' },
-        stt: { provider: 'stream', base_url: stt.baseUrl, api_key: 'k', model: 'nova-3' },
-        session: { tool_timeout_secs: TOOL_TIMEOUT_SECS },
-        webhooks: { allow_private_destinations: true },
-      },
-      undefined,
-      { toolCallTargets: { forToolCall: (orgId, webhookId) => (asked.push(webhookId), Promise.resolve(target())) } },
-    );
+    d = await startTestDaemon({
+      rtp: { address: '127.0.0.1' },
+      stt: { provider: 'stream', base_url: stt.baseUrl, api_key: 'k', model: 'nova-3' },
+      session: { tool_timeout_secs: TOOL_TIMEOUT_SECS },
+      webhooks: { allow_private_destinations: true },
+    });
+    await subscribe(rx.url);
     agentId = (await d.api('POST', '/v1/agents', { name: 'Orders', first_message: 'Hi.', vad_settings: { start_secs: 0.1, stop_secs: 0.3, silence_timeout_secs: 30 } })).body.id;
     expect((await d.api('PUT', `/v1/agents/${agentId}/draft`, { nodes: [TOOL_NODE] })).status).toBeLessThan(300);
     const v = await d.api('POST', `/v1/agents/${agentId}/versions`, { tag: 'v1' });
@@ -120,7 +121,7 @@ describe.skipIf(sippAvailable().skip)('tool calls of a phone call go to the webh
   it('a receiver that is down gives the model an error well within the timeout, and the agent answers', async () => {
     const down = await startToolReceiver();
     await down.close();
-    target = () => ({ id: 'wh-1', url: down.url, secret: down.secret });
+    expect((await d.api('PATCH', `/v1/webhooks/${endpointId}`, { url: down.url })).status).toBe(200);
     try {
       const { entries } = await callAndAsk(9000);
       const { output } = toolEntries(entries);
@@ -128,7 +129,7 @@ describe.skipIf(sippAvailable().skip)('tool calls of a phone call go to the webh
       expect(waitedMs(output)).toBeLessThan(1000);
       expect(agentSaid(entries)).toContain(`The lookup_order tool returned: ${output.toolCallOutput}.`);
     } finally {
-      target = () => ({ id: 'wh-1', url: rx.url, secret: rx.secret });
+      expect((await d.api('PATCH', `/v1/webhooks/${endpointId}`, { url: rx.url })).status).toBe(200);
     }
   });
 
@@ -144,7 +145,7 @@ describe.skipIf(sippAvailable().skip)('tool calls of a phone call go to the webh
   });
 
   it('no endpoint at all: an error result at once', async () => {
-    target = () => undefined;
+    expect((await d.api('DELETE', `/v1/webhooks/${endpointId}`)).status).toBe(204);
     const before = rx.received.length;
     try {
       const { entries } = await callAndAsk(9000);
@@ -154,7 +155,7 @@ describe.skipIf(sippAvailable().skip)('tool calls of a phone call go to the webh
       expect(rx.received.length).toBe(before);
       expect(agentSaid(entries)).toContain(`The lookup_order tool returned: ${output.toolCallOutput}.`);
     } finally {
-      target = () => ({ id: 'wh-1', url: rx.url, secret: rx.secret });
+      await subscribe(rx.url);
     }
   });
 
@@ -165,7 +166,6 @@ describe.skipIf(sippAvailable().skip)('tool calls of a phone call go to the webh
     const said = agentSaid(entries).join(' ');
     expect(said.split(WAIT_PHRASE)).toHaveLength(2);
     expect(agentSaid(entries)).toContain(`${WAIT_PHRASE} The lookup_order tool returned: found.`);
-    expect(asked.every((id) => id === undefined)).toBe(true);
   });
 });
 

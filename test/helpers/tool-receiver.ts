@@ -27,9 +27,9 @@ export interface ToolReceiver {
   close(): Promise<void>;
 }
 
+/** `secret` may be set later (the endpoint's, from POST /v1/webhooks): each request is verified with the current one. */
 export async function startToolReceiver(): Promise<ToolReceiver> {
   const secret = newWebhookSecret();
-  const wh = new Webhook(secret);
   const holder: { server?: Server } = {};
   const r: ToolReceiver = {
     url: '',
@@ -51,7 +51,7 @@ export async function startToolReceiver(): Promise<ToolReceiver> {
       const headers = Object.fromEntries(Object.entries(req.headers).map(([k, v]) => [k, String(v)]));
       let payload: ReceivedToolCall['payload'];
       try {
-        payload = wh.verify(body, headers) as ReceivedToolCall['payload'];
+        payload = new Webhook(r.secret).verify(body, headers) as ReceivedToolCall['payload'];
       } catch {
         r.rejected++;
         res.writeHead(401).end();
