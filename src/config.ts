@@ -302,7 +302,7 @@ const schema = {
       env: 'CALLBRIDGE_HTTP_MAX_CONNECTIONS_PER_SOURCE',
     },
     public_url: {
-      doc: 'Externally visible base URL of this daemon (used to build ws_url); empty = derived from the request.',
+      doc: 'Externally visible base URL of this daemon (used to build ws_url, and recording.ready\'s recording_url: docs/webhooks.md); empty = derived from the request (recording_url: the path alone).',
       format: 'url-or-empty',
       default: '',
       env: 'CALLBRIDGE_PUBLIC_URL',

@@ -127,7 +127,7 @@ export async function startDaemon(
   if (options.runtimeFactory === undefined) await prepareAgentRuntime(config, logger);
   // The bridge's media paths resample (8 <-> 24 kHz) whatever runs the sessions.
   else await initResamplers();
-  const backend = { url: config.store.url, poolSize: config.store.pool_size, nodeId: config.cluster.node_id };
+  const backend = { url: config.store.url, poolSize: config.store.pool_size, nodeId: config.cluster.node_id, publicUrl: config.http.public_url };
   const store = await openStore(config.data_dir, config.security.encryption_key, {
     ...backend,
     onIdleError: (err) => logger.warn({ err: err.message }, 'store: an idle database connection failed; the pool opens another'),

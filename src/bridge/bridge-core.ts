@@ -32,7 +32,11 @@ import type { VoiceLink, VoiceLinkEvents } from './voice-link.ts';
 export interface CallRecorderSink {
   /** One tick: the caller's frame (null: nothing played) and the agent frames sent since the last tick. */
   tick(caller: Int16Array | null, agent: Int16Array | null): void;
-  /** Finishes the file; returns its path (stored with the call record), or undefined on failure. */
+  /**
+   * Finishes the file; returns its path (stored with the call record), or undefined on failure.
+   * The file must be complete when this returns: storing it writes recording.ready at once, and
+   * a receiver may fetch the recording as soon as it gets that event.
+   */
   close(): string | undefined;
 }
 

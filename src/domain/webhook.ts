@@ -41,5 +41,17 @@ export interface CallEventBody {
   /** The event's id: the webhook-id header, the same on every retry and for every endpoint. */
   id: string;
   created_at: string;
-  data: { call: Call };
+  /** recording_url: on recording.ready only (recordingUrlOf). */
+  data: { call: Call; recording_url?: string };
+}
+
+/**
+ * recording.ready's `data.recording_url`: GET /v1/calls/{id}/recording, which the receiver fetches
+ * with its API key. Absolute under http.public_url when that is set (its trailing slashes dropped,
+ * as for the carrier's voice URL); else the path alone, which the receiver resolves against the
+ * base URL it calls the API at (the daemon does not know its own address behind a proxy).
+ */
+export function recordingUrlOf(publicUrl: string, callId: string): string {
+  const path = `/v1/calls/${encodeURIComponent(callId)}/recording`;
+  return publicUrl === '' ? path : publicUrl.replace(/\/+$/, '') + path;
 }

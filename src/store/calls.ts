@@ -25,6 +25,7 @@ import {
   type Transcript,
   type TranscriptEntry,
 } from '../domain/call.ts';
+import { recordingUrlOf } from '../domain/webhook.ts';
 import { addCallEvent } from './webhook-outbox.ts';
 import { callListSql, callListSqlPostgres, counterOf, ftsPhrase, gramCounterOf, hasGramPostings, isShortSearch, type CounterDim, type SearchPlan, type SqlQuery } from './call-list.ts';
 
@@ -141,11 +142,17 @@ export interface CallPage {
   total: number;
 }
 
+export interface CallRepoOptions {
+  /** http.public_url: the base of recording.ready's recording_url (empty: the path alone). */
+  publicUrl?: string;
+}
+
 export class CallRepo {
   /** nodeId: the node whose rows this repository writes (calls.node_id; null when none). */
   constructor(
     private readonly db: SqlClient,
     private readonly nodeId: string | null = null,
+    private readonly options: CallRepoOptions = {},
   ) {}
 
   async get(orgId: string, id: string): Promise<CallRecord | undefined> {
@@ -225,9 +232,19 @@ export class CallRepo {
     return (await this.db.run('UPDATE calls SET carrier_call_id = ? WHERE id = ?', [callSid, id])).changes === 1;
   }
 
-  /** Where the call's recording (a WAV file) is; has_recording turns true. */
+  /**
+   * Where the call's recording (a WAV file) is; has_recording turns true and, in the same
+   * transaction, the recording.ready events of subscribed endpoints are written. The caller hands
+   * over a finished file (CallRecorder.close: header sizes patched, file closed), so a receiver
+   * fetching recording_url at once gets all of it. Only the first recording of a call is kept:
+   * a second one changes nothing and writes no event (false).
+   */
   async setRecording(id: string, path: string): Promise<boolean> {
-    return (await this.db.run('UPDATE calls SET recording_path = ? WHERE id = ?', [path, id])).changes === 1;
+    return this.db.transaction(async (tx) => {
+      const r = await tx.get<{ org_id: string }>('UPDATE calls SET recording_path = ? WHERE id = ? AND recording_path IS NULL RETURNING org_id', [path, id]);
+      if (r) await addCallEvent(tx, 'recording.ready', r.org_id, () => callById(tx, id), { recording_url: recordingUrlOf(this.options.publicUrl ?? '', id) });
+      return r !== undefined;
+    });
   }
 
   /** The recording's file path, when the call has one. */

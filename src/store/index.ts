@@ -79,6 +79,8 @@ export interface StoreBackendOptions {
   onIdleError?: (err: PostgresStoreError) => void;
   /** cluster.node_id of the daemon: the node its call rows carry (absent: none, e.g. a CLI command). */
   nodeId?: string;
+  /** http.public_url: the base of the links events carry (recording.ready's recording_url); absent or empty: paths. */
+  publicUrl?: string;
 }
 
 /** True when the store URL names PostgreSQL (src/config.ts refuses any other non-empty URL). */
@@ -112,7 +114,7 @@ export async function openStore(dataDir: string, encryptionKey: string, backend:
     await client.close();
     throw err;
   }
-  return storeOver(client, secretBox, { sqlite: client.db, nodeId: backend.nodeId });
+  return storeOver(client, secretBox, { sqlite: client.db, nodeId: backend.nodeId, publicUrl: backend.publicUrl });
 }
 
 async function openPostgresStore(url: string, encryptionKey: string, backend: StoreBackendOptions): Promise<Store> {
@@ -125,7 +127,7 @@ async function openPostgresStore(url: string, encryptionKey: string, backend: St
     await client.close();
     throw err;
   }
-  return storeOver(client, secretBox, { nodeId: backend.nodeId });
+  return storeOver(client, secretBox, { nodeId: backend.nodeId, publicUrl: backend.publicUrl });
 }
 
 interface SharedCaches {
@@ -134,11 +136,11 @@ interface SharedCaches {
 }
 
 /** The repositories over any SqlClient (the PostgreSQL backend builds its Store here too). */
-export function storeOver(client: SqlClient, secretBox: SecretBox, options: { sqlite?: Database; nodeId?: string | undefined } = {}): Store {
-  return build(client, secretBox, { agents: new Map(), keys: new Map() }, false, options.sqlite, options.nodeId ?? null);
+export function storeOver(client: SqlClient, secretBox: SecretBox, options: { sqlite?: Database; nodeId?: string | undefined; publicUrl?: string | undefined } = {}): Store {
+  return build(client, secretBox, { agents: new Map(), keys: new Map() }, false, options.sqlite, options.nodeId ?? null, options.publicUrl ?? '');
 }
 
-function build(client: SqlClient, secretBox: SecretBox, caches: SharedCaches, inTransaction: boolean, sqlite: Database | undefined, nodeId: string | null): Store {
+function build(client: SqlClient, secretBox: SecretBox, caches: SharedCaches, inTransaction: boolean, sqlite: Database | undefined, nodeId: string | null, publicUrl: string): Store {
   const agents = new AgentRepo(client, { cache: caches.agents, inTransaction });
   const store: Store = {
     client,
@@ -150,7 +152,7 @@ function build(client: SqlClient, secretBox: SecretBox, caches: SharedCaches, in
     telcoNumbers: new TelcoNumberRepo(client, secretBox),
     sipTrunks: new SipTrunkRepo(client, secretBox),
     assignments: new AssignmentRepo(client),
-    calls: new CallRepo(client, nodeId),
+    calls: new CallRepo(client, nodeId, { publicUrl }),
     sessions: new SessionRepo(client, nodeId),
     registrations: new RegistrationRepo(client),
     clusterNodes: new ClusterNodeRepo(client),
@@ -163,7 +165,7 @@ function build(client: SqlClient, secretBox: SecretBox, caches: SharedCaches, in
       let inner: Store | undefined;
       try {
         return await client.transaction((tx) => {
-          inner = build(tx, secretBox, caches, true, sqlite, nodeId);
+          inner = build(tx, secretBox, caches, true, sqlite, nodeId, publicUrl);
           return fn(inner);
         });
       } finally {

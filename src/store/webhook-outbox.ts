@@ -19,16 +19,23 @@ import type { CallEventBody, CallEventType } from '../domain/webhook.ts';
  * it, through `tx` (the transaction that made the change: the event commits with it or not at
  * all). `snapshot` reads the call as it is now in that transaction; it is called only when an
  * endpoint subscribes, so an organization without webhooks pays one indexed read. Returns how
- * many rows were written. The body's `data.call` is the call exactly as GET /v1/calls/{id} shows it.
+ * many rows were written. The body's `data.call` is the call exactly as GET /v1/calls/{id} shows it;
+ * `extra` goes into `data` beside it (recording.ready's recording_url).
  */
-export async function addCallEvent(tx: SqlClient, type: CallEventType, orgId: string, snapshot: () => Promise<CallRecord | undefined>): Promise<number> {
+export async function addCallEvent(
+  tx: SqlClient,
+  type: CallEventType,
+  orgId: string,
+  snapshot: () => Promise<CallRecord | undefined>,
+  extra: Omit<CallEventBody['data'], 'call'> = {},
+): Promise<number> {
   const endpoints = (await tx.all<{ id: string; events: string }>('SELECT id, events FROM webhook_endpoints WHERE org_id = ?', [orgId])).filter((e) =>
     (JSON.parse(e.events) as string[]).includes(type),
   );
   if (endpoints.length === 0) return 0;
   const call = await snapshot();
   if (!call) return 0;
-  const event: CallEventBody = { type, id: randomUUID(), created_at: new Date().toISOString(), data: { call: toCall(call) } };
+  const event: CallEventBody = { type, id: randomUUID(), created_at: new Date().toISOString(), data: { call: toCall(call), ...extra } };
   const body = JSON.stringify(event);
   const now = dbNowMs(tx);
   for (const e of endpoints) {

@@ -102,11 +102,14 @@ export function forEachStoreBackend(body: (backend: StoreBackend) => void): void
   describe.skipIf(pg.skip)(`on postgres${pg.skip ? `: skipped, ${pg.reason}` : ''}`, () => body('postgres'));
 }
 
-/** A fresh, empty store (schema migrated) on the backend; `nodeId`: the node its call rows carry (cluster.node_id). */
-export async function openTestStore(backend: StoreBackend, encryptionKey: string = TEST_ENCRYPTION_KEY, options: { nodeId?: string } = {}): Promise<TestStore> {
+/**
+ * A fresh, empty store (schema migrated) on the backend; `nodeId`: the node its call rows carry
+ * (cluster.node_id); `publicUrl`: http.public_url, the base of the links events carry.
+ */
+export async function openTestStore(backend: StoreBackend, encryptionKey: string = TEST_ENCRYPTION_KEY, options: { nodeId?: string; publicUrl?: string } = {}): Promise<TestStore> {
   const dataDir = mkdtempSync(join(tmpdir(), `callbridge-store-${backend}-`));
   const url = backend === 'postgres' ? await newDatabase() : undefined;
-  const node = options.nodeId !== undefined ? { nodeId: options.nodeId } : {};
+  const node = { ...(options.nodeId !== undefined ? { nodeId: options.nodeId } : {}), ...(options.publicUrl !== undefined ? { publicUrl: options.publicUrl } : {}) };
   const open = () => openStore(dataDir, encryptionKey, url === undefined ? node : { url, poolSize: 4, ...node });
   const t: TestStore = {
     backend,

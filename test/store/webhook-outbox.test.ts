@@ -22,7 +22,7 @@ forEachStoreBackend((backend) =>
     let orgId = '';
     let otherOrgId = '';
     beforeAll(async () => {
-      t = await openTestStore(backend, undefined, { nodeId: 'node-a' });
+      t = await openTestStore(backend, undefined, { nodeId: 'node-a', publicUrl: 'https://calls.example.com/base/' });
       a = t.store;
       b = backend === 'postgres' ? await openOtherNode(t, 'node-b') : a;
       orgId = (await a.organizations.createKey('hooks')).org.id;
@@ -101,6 +101,53 @@ forEachStoreBackend((backend) =>
       expect(JSON.parse(claimed[0]!.body).data.call).toMatchObject({ id, summary: 'The caller asked about opening hours.' });
       await drain();
       await a.webhooks.delete(orgId, hook);
+    });
+
+    it('storing the recording writes recording.ready with the call and the recording_url under http.public_url, once, only when subscribed', async () => {
+      await drain();
+      const hook = await endpoint(orgId, ['recording.ready']);
+      const notSubscribed = await endpoint(orgId, ['call.started', 'call.ended']);
+      const id = await call();
+      await a.calls.end(id, { ended_at: at(), termination_reason: 'client_closed' });
+      expect(await rows(hook)).toEqual([]);
+      expect(await a.calls.setRecording(id, `/data/recordings/${id}.wav`)).toBe(true);
+      // Once per call: a second recording is not kept and writes no event.
+      expect(await a.calls.setRecording(id, '/data/recordings/other.wav')).toBe(false);
+      expect(await a.calls.recordingPath(orgId, id)).toBe(`/data/recordings/${id}.wav`);
+      expect((await rows(hook)).map((r) => [r.event_type, r.call_id])).toEqual([['recording.ready', id]]);
+      expect((await rows(notSubscribed)).map((r) => r.event_type)).toEqual(['call.started', 'call.ended']);
+      const claimed = (await a.webhookDeliveries.claim('t', LEASE_MS, 100)).filter((d) => d.endpoint_id === hook);
+      expect(claimed).toHaveLength(1);
+      const body = JSON.parse(claimed[0]!.body);
+      expect(body).toMatchObject({ type: 'recording.ready', id: claimed[0]!.event_id, data: { call: { id, has_recording: true, status: 'ended' } } });
+      // The path never leaves the server: the receiver gets the API link (the test store's public_url).
+      expect(body.data.recording_url).toBe(`https://calls.example.com/base/v1/calls/${id}/recording`);
+      expect(JSON.stringify(body)).not.toContain('/data/recordings');
+      expect(Object.keys(body.data).sort()).toEqual(['call', 'recording_url']);
+      // A recording of a call that does not exist: nothing stored, no event.
+      expect(await a.calls.setRecording(randomUUID(), '/data/recordings/none.wav')).toBe(false);
+      expect(await rows(hook)).toHaveLength(1);
+      await drain();
+      await a.webhooks.delete(orgId, hook);
+      await a.webhooks.delete(orgId, notSubscribed);
+    });
+
+    it('without http.public_url, recording_url is the path of GET /v1/calls/{id}/recording', async () => {
+      const plain = await openTestStore(backend);
+      try {
+        const s = plain.store;
+        const org = (await s.organizations.createKey('plain')).org.id;
+        const hook = randomUUID();
+        await s.webhooks.insert({ id: hook, org_id: org, url: 'https://hooks.example.com/plain', events: ['recording.ready'], description: '', secret: newWebhookSecret(), created_at: at() });
+        const id = randomUUID();
+        await s.calls.insert({ id, org_id: org, agent_id: null, sip_trunk_id: null, direction: 'inbound', from: '+15550001111', to: '+15550002222', created_at: at() });
+        expect(await s.calls.setRecording(id, `/data/recordings/${id}.wav`)).toBe(true);
+        const [d] = await s.webhookDeliveries.claim('t', LEASE_MS, 100);
+        expect(d?.event_type).toBe('recording.ready');
+        expect(JSON.parse(d!.body).data.recording_url).toBe(`/v1/calls/${id}/recording`);
+      } finally {
+        await plain.dispose();
+      }
     });
 
     it('an event commits with its change or not at all', async () => {
