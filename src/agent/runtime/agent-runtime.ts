@@ -22,11 +22,11 @@ import type { CallAnalysis } from '../../domain/call.ts';
 import type { Logger } from '../../log.ts';
 import type { SessionEndReason } from '../../session/protocol.ts';
 import type { SessionContext, SessionIo, SessionRuntime, TranscriptEntry } from '../../session/runtime-contract.ts';
-import { substituteVariables } from '../template.ts';
 import type { AgentTurn, CallerEvent, KeyEvent, ReplyEvent, SpeechEvent, TimerEvent } from './events.ts';
 import { buildStages, type RuntimeDeps, type SessionStages } from './stages.ts';
 import { analyzeCall } from './analysis.ts';
 import { SessionTransfers } from './transfer.ts';
+import { openConversation } from './first-message.ts';
 import { ToolTranscript } from './tool-transcript.ts';
 
 export type { RuntimeDeps };
@@ -60,7 +60,7 @@ export class AgentRuntime implements SessionRuntime {
       ended: () => this.#ended,
     });
     this.#transfers = new SessionTransfers({ settings: ctx.agent.timeout_settings, speech: this.#stages.speech, end: (reason, number) => this.#end(reason, number) });
-    this.#start();
+    openConversation(ctx, this.#stages);
   }
 
   // --- SessionRuntime ----------------------------------------------------------------------------
@@ -90,22 +90,6 @@ export class AgentRuntime implements SessionRuntime {
 
   close(): void {
     this.#shutdown();
-  }
-
-  // --- the first message -------------------------------------------------------------------------
-
-  #start(): void {
-    const a = this.#ctx.agent;
-    const playFirst = this.#ctx.direction !== 'outbound' || a.enable_first_message_outbound;
-    const first = substituteVariables(this.#ctx.firstMessage ?? a.first_message, this.#ctx.variables).trim();
-    if (!playFirst || first === '') {
-      this.#stages.timeouts.armSilence();
-      return;
-    }
-    const turn = this.#stages.speech.open('first', { interruptibleForMs: a.first_message_interruption_time * 1000 });
-    this.#stages.speech.say(turn, first);
-    this.#stages.speech.finish(turn);
-    turn.messageIndex = this.#stages.replies.addAgent(first);
   }
 
   // --- stage events ------------------------------------------------------------------------------
