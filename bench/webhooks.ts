@@ -2,18 +2,19 @@
  * bench/webhooks: what the webhook outbox costs (docs/webhooks.md).
  *
  * 1. Delivery rate: events delivered per second through the outbox, signed, by a daemon
- *    (bin/callbridge.js start, SIP off, webhooks.allow_private_destinations true,
- *    webhooks.max_in_flight BENCH_WEBHOOKS_MAX_IN_FLIGHT (16)) to a receiver in this process that
- *    answers 200 at once. A child (bench/lib/webhooks-fill.ts) first writes BENCH_WEBHOOKS_CALLS
- *    (2,000) calls through the store into the daemon's data directory, each as the daemon writes
- *    one (insert, answered, end: three outbox rows for the one subscribed endpoint); then the
- *    daemon starts and its deliverer drains the outbox. Baseline: the same bodies POSTed unsigned
- *    to the same receiver by a child process with the same concurrency and the deliverer's own
- *    HTTP code, without the store (bench/lib/webhooks-plain-sender.ts). Rate = requests / time
- *    from the receiver's first request to its last; also the sender's CPU per event (the daemon's
- *    whole process against the plain sender's). BENCH_WEBHOOKS_ROUNDS (2) rounds, each with a
- *    fresh fill, the order of the two flipping every round; figures are the best round of each
- *    (on a shared machine the best is the one least disturbed).
+ *    (bin/callbridge.js start as npm start runs it: --single-threaded-gc, MALLOC_ARENA_MAX=2; SIP
+ *    off, webhooks.allow_private_destinations true, webhooks.max_in_flight
+ *    BENCH_WEBHOOKS_MAX_IN_FLIGHT (16)) to a receiver in this process that answers 200 at once.
+ *    A child (bench/lib/webhooks-fill.ts) first writes BENCH_WEBHOOKS_CALLS (2,000) calls through
+ *    the store into the daemon's data directory, each as the daemon writes one (insert, answered,
+ *    end: three outbox rows for the one subscribed endpoint); then the daemon starts and its
+ *    deliverer drains the outbox. Baseline: the same bodies POSTed unsigned to the same receiver
+ *    by a child process with the same concurrency, the deliverer's own HTTP code and the same node
+ *    flags, without the store (bench/lib/webhooks-plain-sender.ts). Rate = requests / time from
+ *    the receiver's first request to its last; also the sender's CPU per event (the daemon's whole
+ *    process against the plain sender's). BENCH_WEBHOOKS_ROUNDS (3) rounds, each with a fresh
+ *    fill, the order of the two flipping every round; figures are the best round of each (on a
+ *    shared machine the best is the one least disturbed).
  *    Validity (else run() throws): every event arrives, once, its signature verified with the npm
  *    library standardwebhooks (as a receiver would); per call, started, answered, ended in order.
  * 2. Call cost: a call's three transactions with one subscribed endpoint against none, per call
@@ -159,7 +160,7 @@ async function fillOutbox(calls: number, url: string): Promise<{ dir: string; fi
 
 /** The baseline: the bodies POSTed unsigned by a child without the store. */
 async function plainRun(rx: Receiver, fillPath: string, expected: number, inFlight: number): Promise<Reception> {
-  const child = startChild('webhooks-plain-sender', ['--import', 'tsx', join(ROOT, 'bench', 'lib', 'webhooks-plain-sender.ts'), fillPath, rx.url, String(inFlight)], {});
+  const child = startChild('webhooks-plain-sender', ['--single-threaded-gc', '--import', 'tsx', join(ROOT, 'bench', 'lib', 'webhooks-plain-sender.ts'), fillPath, rx.url, String(inFlight)], { MALLOC_ARENA_MAX: '2' });
   try {
     const reception = await withTimeout(rx.expect(expected, child.proc.pid), 'the plain sender', child);
     const failed = await waitForLine(child, /^SENT (\d+)$/m, 60_000);
@@ -173,7 +174,8 @@ async function plainRun(rx: Receiver, fillPath: string, expected: number, inFlig
 
 /** The measured path: a daemon on the filled data directory drains its outbox. */
 async function daemonRun(rx: Receiver, dataDir: string, expected: number, inFlight: number): Promise<Reception> {
-  const daemon = startChild('daemon-webhooks', [join(ROOT, 'bin', 'callbridge.js'), 'start'], {
+  const daemon = startChild('daemon-webhooks', ['--single-threaded-gc', join(ROOT, 'bin', 'callbridge.js'), 'start'], {
+    MALLOC_ARENA_MAX: '2',
     CALLBRIDGE_DATA_DIR: dataDir,
     CALLBRIDGE_HTTP_HOST: HOST,
     CALLBRIDGE_HTTP_PORT: String(await freePort()),
@@ -226,7 +228,7 @@ async function callCost(perRound: number, pg: PostgresServer | undefined): Promi
 
 export async function run(): Promise<void> {
   const calls = Math.round(envNumber('BENCH_WEBHOOKS_CALLS', 2000));
-  const rounds = Math.round(envNumber('BENCH_WEBHOOKS_ROUNDS', 2));
+  const rounds = Math.round(envNumber('BENCH_WEBHOOKS_ROUNDS', 3));
   const inFlight = Math.round(envNumber('BENCH_WEBHOOKS_MAX_IN_FLIGHT', 16));
   const costCalls = Math.round(envNumber('BENCH_WEBHOOKS_COST_CALLS', 400));
   const wantPostgres = process.env.BENCH_WEBHOOKS_POSTGRES !== '0';
