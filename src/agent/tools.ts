@@ -16,6 +16,7 @@
  */
 import type { ToolCallArgument } from '../session/protocol.ts';
 import type { ToolCallRequest, ToolSpec } from './providers/types.ts';
+import type { ToolWebhookCall, ToolWebhookResult } from '../events/tool-calls.ts';
 
 export const END_CALL_TOOL = 'end_call';
 export const TRANSFER_CALL_TOOL = 'transfer_call';
@@ -44,20 +45,11 @@ export const WAIT_MESSAGE_AFTER_MS = 1000;
 
 /**
  * A tool call answered by the organization's webhook endpoint (`tool.call`), as the runtime asks
- * for it; the composition root wires the sender (src/events/tool-calls.ts). It never throws: a
- * failure is `{ ok: false, error }`, given to the model at once.
+ * for it: the request and result types are the sender's (src/events/tool-calls.ts), which the
+ * composition root wires in. It never throws: a failure is `{ ok: false, error }`, given to the
+ * model at once.
  */
-export interface ToolWebhookRequest {
-  orgId: string;
-  callId: string;
-  agentId: string;
-  toolCallId: string;
-  name: string;
-  /** The arguments by name (static ones with their set value). */
-  arguments: Record<string, unknown>;
-  webhookId?: string;
-}
-export type ToolWebhook = (request: ToolWebhookRequest) => Promise<{ ok: true; output: string } | { ok: false; error: string }>;
+export type ToolWebhook = (request: ToolWebhookCall) => Promise<ToolWebhookResult>;
 
 const str = (v: unknown, d = ''): string => (typeof v === 'string' ? v : d);
 

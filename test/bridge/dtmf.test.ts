@@ -15,6 +15,7 @@ import { startTestDaemon, type TestDaemon } from '../helpers/daemon.ts';
 import { startFakeListenServer, type FakeListenServer } from '../agent/stt/fake-stt-servers.ts';
 import { placeBridgeCall } from '../interop/bridge-harness.ts';
 import { sippAvailable } from '../interop/sipp.ts';
+import { speechLike } from '../helpers/speech-like.ts';
 
 const NUMBER = '+15550007101';
 const CALLER = '+15559997101';
@@ -42,7 +43,7 @@ describe.skipIf(sippAvailable().skip).each([0, 2])('DTMF through the bridge, rtp
       // Agent -> caller: a scripted utterance makes local/echo call send_dtmf.
       await call.peer.waitFor(() => call.peer.spurts().length >= 1, 8000, 'the first message');
       stt.finalizeTranscript = 'tool send_dtmf digits=42';
-      await call.peer.play(speech(0.8));
+      await call.peer.play(speechLike(0.8));
       // Each key ends with three E-bit packets (RFC 4733 2.5.1.4 redundancy): wait for two keys.
       await call.peer.waitFor(() => new Set(events(call.peer.captured).filter((e) => e.end).map((e) => e.event)).size >= 2, 8000, 'two RFC 4733 events with the E bit');
       const ended = events(call.peer.captured).filter((e) => e.end);
@@ -79,17 +80,4 @@ describe.skipIf(sippAvailable().skip).each([0, 2])('DTMF through the bridge, rtp
 /** RFC 4733 events (PT 101) in a capture: event code and the E (end) bit. */
 function events(captured: readonly { payloadType: number; payload: Uint8Array }[]): Array<{ event: number; end: boolean }> {
   return captured.filter((p) => p.payloadType === 101 && p.payload.length >= 4).map((p) => ({ event: p.payload[0]!, end: (p.payload[1]! & 0x80) !== 0 }));
-}
-
-/** 8 kHz speech-like audio (150 Hz voice with harmonics, syllable envelope), about -16 dBFS. */
-function speech(secs: number): Int16Array {
-  const n = Math.round(secs * 8000);
-  const out = new Int16Array(n);
-  for (let i = 0; i < n; i++) {
-    const t = i / 8000;
-    let v = 0;
-    for (let h = 1; h <= 6; h++) v += Math.sin(2 * Math.PI * 150 * h * t) / h;
-    out[i] = Math.round(v * 0.3 * (0.55 + 0.45 * Math.sin(2 * Math.PI * 4 * t)) * 16000);
-  }
-  return out;
 }

@@ -17,6 +17,7 @@ import { startToolReceiver, type ToolReceiver } from '../helpers/tool-receiver.t
 import { startFakeListenServer, type FakeListenServer } from '../agent/stt/fake-stt-servers.ts';
 import { placeBridgeCall } from '../interop/bridge-harness.ts';
 import { sippAvailable } from '../interop/sipp.ts';
+import { speechLike } from '../helpers/speech-like.ts';
 
 const NUMBER = '+15550007201';
 const TOOL_TIMEOUT_SECS = 3;
@@ -86,7 +87,7 @@ describe.skipIf(sippAvailable().skip)('tool calls of a phone call go to the webh
     try {
       await call.peer.waitFor(() => call.peer.spurts().length >= 1, 8000, 'the first message');
       stt.finalizeTranscript = 'tool lookup_order order_id=42';
-      await call.peer.play(speech(0.8));
+      await call.peer.play(speechLike(0.8));
       await call.proc.result;
       for (const end = Date.now() + 5000; ; await new Promise((r) => setTimeout(r, 50))) {
         const rec = ((await d.api('GET', `/v1/calls?outbound=false&agent_ids=${agentId}`)).body.calls as any[]).find((c) => c.from === caller);
@@ -168,16 +169,3 @@ describe.skipIf(sippAvailable().skip)('tool calls of a phone call go to the webh
     expect(agentSaid(entries)).toContain(`${WAIT_PHRASE} The lookup_order tool returned: found.`);
   });
 });
-
-/** 8 kHz speech-like audio (150 Hz voice with harmonics, syllable envelope), about -16 dBFS. */
-function speech(secs: number): Int16Array {
-  const n = Math.round(secs * 8000);
-  const out = new Int16Array(n);
-  for (let i = 0; i < n; i++) {
-    const t = i / 8000;
-    let v = 0;
-    for (let h = 1; h <= 6; h++) v += Math.sin(2 * Math.PI * 150 * h * t) / h;
-    out[i] = Math.round(v * 0.3 * (0.55 + 0.45 * Math.sin(2 * Math.PI * 4 * t)) * 16000);
-  }
-  return out;
-}
