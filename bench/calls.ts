@@ -25,13 +25,13 @@
  * Target: a page of the call history stays fast at 1,000,000 calls; reported, not asserted.
  */
 import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
-import { createServer, type AddressInfo } from 'node:net';
 import http from 'node:http';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { formatValue, printFigures, table, type Figure } from './lib/result.ts';
 import { envNumber } from './lib/env.ts';
+import { freePort } from './lib/free-port.ts';
 import { ROOT, startChild, stopChild, waitForLine, type Child } from './lib/child.ts';
 import type { FillResult } from './lib/calls-fill.ts';
 import type { InsertRate } from './lib/calls-insert-rate.ts';
@@ -39,17 +39,6 @@ import type { InsertRate } from './lib/calls-insert-rate.ts';
 const HOST = '127.0.0.1';
 const MIN_SAMPLES = 50;
 const WARMUP_ROUNDS = 20;
-
-async function freePort(): Promise<number> {
-  return new Promise<number>((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, HOST, () => {
-      const p = (srv.address() as AddressInfo).port;
-      srv.close(() => resolve(p));
-    });
-  });
-}
 
 interface Db {
   label: string;

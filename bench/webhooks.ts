@@ -26,13 +26,14 @@
  */
 import http from 'node:http';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { createServer, type AddressInfo } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { Webhook } from 'standardwebhooks';
 import { formatValue, printFigures, table, type Figure } from './lib/result.ts';
 import { envNumber } from './lib/env.ts';
+import { freePort } from './lib/free-port.ts';
 import { ROOT, cpuSeconds, startChild, stopChild, waitForLine, type Child } from './lib/child.ts';
 import { postgresAvailability, startPostgres, type PostgresServer } from '../test/helpers/postgres.ts';
 import type { WebhooksFill } from './lib/webhooks-fill.ts';
@@ -44,17 +45,6 @@ const RUN_TIMEOUT_MS = 5 * 60_000;
 
 const log = (s: string) => process.stdout.write(s);
 const load = () => loadavg().map((l) => l.toFixed(2)).join(' ');
-
-async function freePort(): Promise<number> {
-  return new Promise<number>((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, HOST, () => {
-      const p = (srv.address() as AddressInfo).port;
-      srv.close(() => resolve(p));
-    });
-  });
-}
 
 interface Request {
   headers: Record<string, string>;
