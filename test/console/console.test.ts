@@ -183,6 +183,13 @@ describe.skipIf(chromium.skip || sipp.skip)(`operator console (chromium)${chromi
     // The history lists the ended call; its page has the recording and the transcript.
     await page.waitForSelector(`[data-testid=call-history] tr[data-call-id="${callId}"] a`, { timeout: 10_000 });
     await b.screenshot(page, 'calls');
+    // The history's filters are GET /v1/calls's: the number filter leaves the SIPp call only.
+    expect((await page.$$('[data-testid=call-history] tr[data-call-id]')).length).toBe(2);
+    await page.type('input[name=search]', CALLER.slice(2));
+    await page.click('form[aria-label="Call history filters"] button[type=submit]');
+    await page.waitForFunction(
+      `(() => { const rows = document.querySelectorAll('[data-testid=call-history] tr[data-call-id]'); return rows.length === 1 && rows[0].getAttribute('data-call-id') === ${JSON.stringify(callId)}; })()`,
+    );
     await page.click(`[data-testid=call-history] tr[data-call-id="${callId}"] a`);
     await page.waitForSelector('[data-testid=transcript]');
     expect(await text(page, '[data-testid=transcript]')).toContain('Hello from the console test.');
