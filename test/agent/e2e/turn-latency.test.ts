@@ -6,10 +6,15 @@
  * OpenAI-compatible speech endpoint whose first audio comes 150 ms after the text), a real voice
  * WebSocket client, and the call's `latency` field read back from GET /v1/calls/{id}: the stt,
  * llm and tts stages are those delays, within what a loaded machine adds; the others are small.
- * The same figures reach /metrics.
+ * The same figures reach /metrics. Then a phone call: SIPp calls an ACL trunk's number and speaks
+ * (test/fixtures/audio/caller-hello.wav as PCMU), the bridge's media runs in a media worker, and
+ * the reply's audio_out_first is the moment that worker sent the turn's first RTP packet.
  */
+import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestDaemon, type TestDaemon } from '../../helpers/daemon.ts';
+import { untilAsync } from '../../helpers/until.ts';
+import { runSipp, sippAvailable } from '../../interop/sipp.ts';
 import { startFakeTranscriptionServer, type FakeTranscriptionServer } from '../stt/fake-stt-servers.ts';
 import { openAiSse, startFakeLlmServer, type FakeLlmServer } from '../llm/fake-llm-servers.ts';
 import { startFakeSpeechServer, type FakeSpeechServer } from '../tts/fake-tts-servers.ts';
@@ -167,5 +172,49 @@ describe('agent turn latency of a web session', () => {
     const res = await td.api('GET', `/v1/calls/${callId}`);
     expect(res.status, res.text).toBe(200);
     expect(res.body.latency).toEqual({ turns: [], summary: { turns: 0, stages: {}, voice_to_voice_ms: null } });
+  });
+});
+
+const NUMBER = '+15550007401';
+const CALLER = '+15559997401';
+const SPEECH = fileURLToPath(new URL('../../fixtures/audio/caller-hello.wav', import.meta.url));
+
+describe.skipIf(sippAvailable().skip)('agent turn latency of a phone call (SIPp, media in a worker)', () => {
+  let td: TestDaemon;
+  let vendors: Awaited<ReturnType<typeof startSlowVendors>>;
+  let agentId: string;
+  beforeAll(async () => {
+    vendors = await startSlowVendors();
+    td = await startTestDaemon({ rtp: { address: '127.0.0.1', media_threads: 1 }, ...vendors.settings });
+    agentId = (await td.api('POST', '/v1/agents', SLOW_AGENT)).body.id;
+    const trunkId = (await td.api('POST', '/v1/sip-trunks', { pbx: 'generic', name: 'acl', inbound_auth_type: 'acl', inbound_acl: ['127.0.0.1/32'] })).body.id;
+    expect((await td.api('POST', `/v1/sip-trunks/${trunkId}/assignments`, { agent_id: agentId, alternate_number: NUMBER })).status).toBe(201);
+  });
+  afterAll(async () => {
+    await td?.close();
+    await vendors?.close();
+  });
+
+  it('the stages are the vendors\' delays and audio_out_first is the first RTP packet of the reply', async () => {
+    const remote = `127.0.0.1:${td.daemon.sip!.port}`;
+    // 2.8 s of speech, then no RTP until the BYE at 6 s.
+    const r = await runSipp({ scenario: 'inbound-acl-then-quiet', remote, service: NUMBER, keys: { caller: CALLER }, audio: SPEECH, durationMs: 6000 });
+    expect(r.code, r.describe()).toBe(0);
+    let rec: any;
+    await untilAsync(async () => {
+      const list = await td.api('GET', `/v1/calls?agent_ids=${agentId}`);
+      rec = list.body.calls.find((c: any) => c.from === CALLER && c.ended_at);
+      return rec !== undefined;
+    }, 'the ended call record');
+    const replyEntry = rec.transcript.entries.find((e: any) => e.role === 'assistant' && e.message === 'We open at nine.');
+    expect(replyEntry, JSON.stringify(rec.transcript.entries)).toBeDefined();
+    const latency = await latencyOf(td, rec.id, 2);
+    const reply = latency.turns.find((t: any) => t.turn_id === replyEntry.turnId);
+    expect(reply, JSON.stringify(latency.turns)).toBeDefined();
+    // Only the bridge's report sets a phone call's audio_out_first (never its response_audio).
+    expectReplyStages(reply);
+    const first = latency.turns[0];
+    expect(first.kind).toBe('first');
+    expect(first.marks.audio_out_first, JSON.stringify(first)).toBeGreaterThan(first.marks.tts_first_audio);
   });
 });
