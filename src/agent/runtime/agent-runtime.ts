@@ -28,7 +28,7 @@ import { analyzeCall } from './analysis.ts';
 import { SessionTransfers } from './transfer.ts';
 import { openConversation } from './first-message.ts';
 import { ToolTranscript } from './tool-transcript.ts';
-import { createTurnTimeline, type TurnTimelineRecorder } from './turn-timeline.ts';
+import { createTurnTimeline, timelineSees, type TurnTimelineRecorder } from './turn-timeline.ts';
 
 export type { RuntimeDeps };
 
@@ -54,26 +54,15 @@ export class AgentRuntime implements SessionRuntime {
     this.#ctx = ctx;
     this.#io = io;
     this.#log = deps.logger.child({ component: 'agent', sessionId: ctx.sessionId });
-    const timeline = (this.#timeline = createTurnTimeline(ctx, deps, this.#log));
-    // The timeline sees each event before it is acted on: a committed user turn's marks wait
-    // for the reply that the runtime opens while routing it.
-    this.#stages = buildStages(ctx, deps, this.#log, {
-      caller: (e) => {
-        timeline?.caller(e);
-        this.#onCaller(e);
-      },
+    this.#timeline = createTurnTimeline(ctx, deps, this.#log);
+    this.#stages = buildStages(ctx, deps, this.#log, timelineSees(this.#timeline, {
+      caller: (e) => this.#onCaller(e),
       key: (e) => this.#onKey(e),
-      reply: (e) => {
-        timeline?.reply(e);
-        this.#onReply(e);
-      },
-      speech: (e) => {
-        timeline?.speech(e);
-        this.#onSpeech(e);
-      },
+      reply: (e) => this.#onReply(e),
+      speech: (e) => this.#onSpeech(e),
       timer: (e) => this.#onTimer(e),
       ended: () => this.#ended,
-    });
+    }));
     this.#transfers = new SessionTransfers({ settings: ctx.agent.timeout_settings, speech: this.#stages.speech, end: (reason, number) => this.#end(reason, number) });
     openConversation(ctx, this.#stages);
   }

@@ -26,7 +26,7 @@ import type { Logger } from '../../log.ts';
 import { systemClock, systemTimers, type Timers } from '../../media/types.ts';
 import type { SessionContext } from '../../session/runtime-contract.ts';
 import type { AgentTurn, CallerEvent, ReplyEvent, SpeechEvent } from './events.ts';
-import type { RuntimeDeps } from './stages.ts';
+import type { RuntimeDeps, StageRoutes } from './stages.ts';
 
 /** After a phone call's turn is over, how long its timeline waits for the bridge's first-RTP report. */
 export const AUDIO_OUT_REPORT_GRACE_MS = 1000;
@@ -73,6 +73,29 @@ export function createTurnTimeline(ctx: SessionContext, deps: RuntimeDeps, log: 
   });
   if (audioOutReported) recorder.onClose(deps.turnAudio!.register(ctx.sessionId, (at) => recorder.audioOut(at)));
   return recorder;
+}
+
+/**
+ * The runtime's routes with the timeline seeing each event first: a committed user turn's marks
+ * must be waiting before the runtime, routing that event, opens the reply that takes them.
+ */
+export function timelineSees(timeline: TurnTimelineRecorder | undefined, routes: StageRoutes): StageRoutes {
+  if (timeline === undefined) return routes;
+  return {
+    ...routes,
+    caller: (e) => {
+      timeline.caller(e);
+      routes.caller(e);
+    },
+    reply: (e) => {
+      timeline.reply(e);
+      routes.reply(e);
+    },
+    speech: (e) => {
+      timeline.speech(e);
+      routes.speech(e);
+    },
+  };
 }
 
 export class TurnTimelineRecorder {
