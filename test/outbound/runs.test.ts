@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.ts';
 import { delay, untilAsync } from '../helpers/until.ts';
 import { sippAvailable, type SippProcess } from '../interop/sipp.ts';
-import { agentOnTrunk, answered, attemptsByNumber, busy, busyTwiceThenAnswered, createList, getRun, noAnswer, OUTBOUND_TEST_CONFIG, runCalls, startCallees, startRun, untilRunStatus } from './harness.ts';
+import { agentOnTrunk, answered, attemptsByNumber, busy, busyTwiceThenAnswered, createList, getRun, noAnswer, OUTBOUND_TEST_CONFIG, runCalls, startCallees, startRun } from './harness.ts';
 
 const sipp = sippAvailable();
 
