@@ -120,3 +120,32 @@ describe.skipIf(sipp.skip)('outbound runs against SIPp callees', () => {
     expect(await runCalls(d, runId)).toEqual([]);
   });
 });
+
+describe.skipIf(sipp.skip)('an outbound run under a call slot limit', () => {
+  let d: TestDaemon;
+  let callees: SippProcess;
+  afterAll(async () => {
+    callees?.kill();
+    await d?.close();
+  });
+
+  it('bridge.max_calls_per_trunk 1 holds a run of max_concurrent 3 to one call at a time; the refused dials are retried, not counted as attempts', async () => {
+    callees = await startCallees(400);
+    d = await startTestDaemon({ ...OUTBOUND_TEST_CONFIG, bridge: { max_calls_per_trunk: 1 } });
+    const { agentId, trunkId } = await agentOnTrunk(d, callees.localPort);
+    const numbers = Array.from({ length: 4 }, (_, i) => answered(500 + i));
+    const listId = await createList(d, agentId, trunkId, numbers);
+    // max_attempts 1: a refusal counted as an attempt would leave its contact failed.
+    const runId = await startRun(d, listId, { max_concurrent: 3, retry: { max_attempts: 1, backoff_secs: 0, on: ['failed'] } });
+    let maxUp = 0;
+    let run: any;
+    await untilAsync(async () => {
+      maxUp = Math.max(maxUp, (await runCalls(d, runId)).filter((c) => c.ended_at === undefined).length);
+      return (run = await getRun(d, listId, runId)).status === 'completed';
+    }, 'the run to complete', 30_000);
+    expect(maxUp).toBe(1);
+    expect(run.counts).toMatchObject({ completed: 4, failed: 0 });
+    const attempts = attemptsByNumber(await runCalls(d, runId));
+    for (const n of numbers) expect(attempts.get(n), n).toBe(1);
+  });
+});
