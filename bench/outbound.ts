@@ -4,7 +4,7 @@
  *
  * One daemon in this process (test/helpers/daemon.ts: SQLite, loopback), one SIPp UAS answering
  * every call (test/interop/scenarios/uas-dialer-callee.xml) and hanging up after
- * BENCH_OUTBOUND_CALL_MS (300) ms. bridge.max_calls_per_org is set very high so that every call
+ * BENCH_OUTBOUND_CALL_MS (1000) ms. bridge.max_calls_per_org is set very high so that every call
  * holds a call slot from its dial to its end: the slots held are the calls up (ringing or
  * bridged), sampled every 5 ms.
  *
@@ -17,7 +17,7 @@
  * Figures: dials per second sustained, the most calls up at once (against the configured
  * concurrency), and this process's CPU per call (the daemon is most of it; the sampling and the
  * client are the same small share in both arms). Validity (else run() throws): every contact is
- * called once and completed, and the run never has more calls up than max_concurrent.
+ * called once (max_attempts 1; completed or failed), and the run never has more calls up than max_concurrent.
  * Reported, not asserted.
  */
 import { cpus, loadavg } from 'node:os';
@@ -69,11 +69,15 @@ async function runArm(d: TestDaemon, agentId: string, trunkId: string, n: number
   const run = await d.api('POST', `/v1/outbound-lists/${list.body.id}/runs`, { max_concurrent: concurrency, retry: { max_attempts: 1, backoff_secs: 0, on: [] } });
   if (run.status !== 201) throw new Error(`run: ${run.text}`);
   let lastPlaced = t0;
+  let completed: number | undefined;
   for (;;) {
     const r = (await d.api('GET', `/v1/outbound-lists/${list.body.id}/runs/${run.body.id}`)).body;
     if (r.counts.pending > 0 || r.counts.dialing > 0) lastPlaced = performance.now();
     if (r.status === 'completed') {
-      if (r.counts.completed !== n) throw new Error(`run completed with ${JSON.stringify(r.counts)}`);
+      // A callee that hangs up before the voice session connected ends failed (its record's
+      // end_status): on a loaded machine some short calls do, in both arms. Every contact once is what counts here.
+      if (r.counts.completed + r.counts.failed !== n) throw new Error(`run completed with ${JSON.stringify(r.counts)}`);
+      completed = r.counts.completed;
       break;
     }
     await new Promise((res) => setTimeout(res, 50));
@@ -83,6 +87,7 @@ async function runArm(d: TestDaemon, agentId: string, trunkId: string, n: number
   const calls = await d.api('GET', `/v1/calls?outbound_list_run_id=${run.body.id}&page_size=1`);
   if (calls.body.pagination.total !== n) throw new Error(`the run placed ${calls.body.pagination.total} calls for ${n} contacts`);
   const seconds = (lastPlaced - t0) / 1000;
+  log(`run: ${completed ?? 0} of ${n} calls completed (the others ended before their voice session connected)\n`);
   return { seconds, dialsPerSec: n / seconds, maxUp, cpuUsPerCall: (cpu.user + cpu.system) / n };
 }
 
@@ -121,7 +126,7 @@ async function dialArm(d: TestDaemon, agentId: string, trunkId: string, n: numbe
 export async function run(): Promise<void> {
   const n = Math.round(envNumber('BENCH_OUTBOUND_CONTACTS', 1000));
   const concurrency = Math.round(envNumber('BENCH_OUTBOUND_CONCURRENCY', 20));
-  const callMs = envNumber('BENCH_OUTBOUND_CALL_MS', 300);
+  const callMs = envNumber('BENCH_OUTBOUND_CALL_MS', 1000);
   log(`${n} calls, ${concurrency} at once, ${callMs} ms each; ${cpus().length} CPUs, load ${loadavg().map((l) => l.toFixed(2)).join(' ')}\n`);
   let callees: SippProcess | undefined;
   let d: TestDaemon | undefined;
