@@ -4,7 +4,7 @@ import globals from 'globals';
 
 
 // The dependency direction of DESIGN.md, between the folders of src/ and between the SIP layers:
-//   main | cli | sip-service -> api | bridge | sip -> session | agent | telco | events -> media | store -> domain
+//   main | cli | sip-service -> api | bridge | sip -> session | agent | telco | events | outbound -> media | store -> domain
 // (config.ts and log.ts are leaves for the middle tiers; coded-error.ts and log-fields.ts import nothing and are
 // open to all). A wrong import fails `npm run lint`, naming the rule it breaks.
 const ROOT_MODULES = 'main|cli|sip-service';
@@ -21,12 +21,13 @@ const rule = (files, forbidden, why) => ({
 /** sip/'s folder rule; the SIP layers' rules below repeat its patterns. */
 const SIP_FOLDER_RULE = rule(['src/sip/**/*.ts'], ['api|bridge|session|agent|telco|store|config|log|' + ROOT_MODULES], 'sip/ knows nothing of agents, sessions or the store: it hands routed calls to whoever registered (DESIGN.md)');
 const direction = [
-  rule(['src/domain/**/*.ts'], ['api|bridge|sip|session|agent|telco|media|store|config|log|' + ROOT_MODULES], 'domain/ imports nothing of ours (DESIGN.md)'),
-  rule(['src/media/**/*.ts'], ['api|bridge|sip|session|agent|telco|store|domain|config|log|' + ROOT_MODULES], 'media/ imports nothing of ours (DESIGN.md)'),
-  rule(['src/store/**/*.ts'], ['api|bridge|sip|session|agent|telco|media|' + ROOT_MODULES], 'store/ sits below everything but domain/ (DESIGN.md)'),
+  rule(['src/domain/**/*.ts'], ['api|bridge|sip|session|agent|telco|events|outbound|media|store|config|log|' + ROOT_MODULES], 'domain/ imports nothing of ours (DESIGN.md)'),
+  rule(['src/media/**/*.ts'], ['api|bridge|sip|session|agent|telco|events|outbound|store|domain|config|log|' + ROOT_MODULES], 'media/ imports nothing of ours (DESIGN.md)'),
+  rule(['src/store/**/*.ts'], ['api|bridge|sip|session|agent|telco|events|outbound|media|' + ROOT_MODULES], 'store/ sits below everything but domain/ (DESIGN.md)'),
   rule(['src/session/**/*.ts'], ['api|bridge|sip|agent|telco|' + ROOT_MODULES], 'session/ sits below api/bridge/sip and never imports the agent runtime (main.ts injects it)'),
   rule(['src/agent/**/*.ts', 'src/telco/**/*.ts'], ['api|bridge|sip|' + ROOT_MODULES], 'agent/ and telco/ sit below api/, bridge/ and sip/ (DESIGN.md)'),
-  rule(['src/events/**/*.ts'], ['api|bridge|sip|session|agent|telco|' + ROOT_MODULES], 'events/ (webhook endpoints, the outbox, delivery, signing) sits beside session/agent/telco and is wired in by the composition root'),
+  rule(['src/events/**/*.ts'], ['api|bridge|sip|session|agent|telco|outbound|' + ROOT_MODULES], 'events/ (webhook endpoints, the outbox, delivery, signing) sits beside session/agent/telco and is wired in by the composition root'),
+  rule(['src/outbound/**/*.ts'], ['api|bridge|sip|' + ROOT_MODULES], 'outbound/ (the dialer, pacing, retries) sits beside events/: the composition root hands it placeCall, so it never imports the API, the bridge or SIP'),
   rule(['src/api/**/*.ts'], ['bridge|sip|' + ROOT_MODULES], 'api/ does not reach into the bridge or SIP; the composition root wires them'),
   rule(['src/bridge/**/*.ts'], ['api|' + ROOT_MODULES], 'bridge/ does not import the API or the composition root'),
   rule(['src/*.ts'], [], ''),

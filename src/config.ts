@@ -726,6 +726,27 @@ const schema = {
       env: 'CALLBRIDGE_TELCO_WEBHOOK_MAX_PARAMETERS',
     },
   },
+  outbound: {
+    enabled: {
+      doc: 'Run the outbound dialer on this node (docs/outbound.md): it places the calls of outbound list runs. Every node sharing the store may run it; the store decides which node dials which contact.',
+      format: Boolean,
+      default: true,
+      env: 'CALLBRIDGE_OUTBOUND_ENABLED',
+    },
+    tick_ms: { doc: 'How often the outbound dialer settles ended calls and claims due contacts of open runs.', format: 'nat', default: 250, env: 'CALLBRIDGE_OUTBOUND_TICK_MS' },
+    lease_secs: {
+      doc: 'How long a contact the dialer claimed stays its node\'s while the call is being placed; a node that dies before placing it gives it back after this long (its attempt not counted).',
+      format: 'nat',
+      default: 30,
+      env: 'CALLBRIDGE_OUTBOUND_LEASE_SECS',
+    },
+    slot_retry_secs: {
+      doc: 'A run\'s dial refused for a call slot (bridge.max_calls_per_org, bridge.max_calls_per_trunk, bridge.max_calls) or while draining is tried again after this many seconds; the attempt is not counted.',
+      format: Number,
+      default: 2,
+      env: 'CALLBRIDGE_OUTBOUND_SLOT_RETRY_SECS',
+    },
+  },
   webhooks: {
     allow_private_destinations: {
       doc: 'Let webhook endpoints (call events and tool calls) be loopback, private (RFC 1918, ULA), CGNAT or link-local addresses: an on-premises receiver. false: only public unicast addresses receive webhooks and tool calls; a URL naming or resolving to another is refused at each attempt (docs/webhooks.md "Where a webhook may go").',
@@ -866,6 +887,7 @@ export type Config = {
     max_page_size: number;
   };
   security: { token_secret: string; encryption_key: string };
+  outbound: { enabled: boolean; tick_ms: number; lease_secs: number; slot_retry_secs: number };
   webhooks: { allow_private_destinations: boolean; timeout_ms: number; retry_max_hours: number; retry_base_ms: number; poll_interval_ms: number; max_in_flight: number; retention_hours: number };
   telco: { api_base_url: string; timeout_ms: number; dial_watchdog_slack_secs: number; outbound_trunks: Array<{ account_sid: string; sip_trunk_id: string }>; set_voice_url: boolean; webhook_body_limit: number; webhook_max_parameters: number };
   webrtc: { url: string; api_key: string; api_secret: string };

@@ -30,6 +30,8 @@ import { VoiceCatalog } from './agent/voice-catalog/catalog.ts';
 import { describeSessionProviders } from './agent/session-providers.ts';
 import { buildApp } from './api/app.ts';
 import { readinessDetail } from './api/routes/health.ts';
+import { placeDial, resolveDial } from './api/routes/dial.ts';
+import { OutboundDialer, type PlaceCall } from './outbound/dialer.ts';
 import { createRegistry, installClusterRoleGauge } from './api/metrics.ts';
 import { WebhookDeliverer } from './events/webhook-deliverer.ts';
 import { createWebhookMetrics } from './events/webhook-metrics.ts';
@@ -203,6 +205,8 @@ export async function startDaemon(
   // Vendors' voice lists are fetched in the background from here on (GET /v1/voices reads the cache).
   const voiceCatalog = new VoiceCatalog({ config, logger });
   voiceCatalog.start();
+  const dialer = config.sip.enabled ? (req: Parameters<typeof bridge.dial>[0]) => bridge.dial(req) : undefined;
+  const carrierDialer = (req: Parameters<typeof bridge.dialCarrier>[0]) => bridge.dialCarrier(req);
   const app = await buildApp({
     config,
     voiceCatalog,
@@ -211,10 +215,10 @@ export async function startDaemon(
     carrier,
     tokens,
     runtimeFactory,
-    dialer: config.sip.enabled ? (req) => bridge.dial(req) : undefined,
+    dialer,
     carrierStreams: { handle: (stream) => bridge.handleMediaStream(stream), callLimitReached: (orgId, callSid) => bridge.callLimitReached(orgId, callSid), callStatus: (update) => bridge.carrierStatus(update) },
     streamTokens,
-    carrierDialer: (req) => bridge.dialCarrier(req),
+    carrierDialer,
     liveCalls: () => bridge.liveCalls(),
     sessionServer: { ...options.sessionServer, runsExpirySweep: () => roles.holds('session_token_sweep') },
     readiness: () => {
@@ -270,6 +274,18 @@ export async function startDaemon(
     logger: logger.child({ component: 'webhooks' }),
   });
   webhooks.start();
+  // The outbound dialer (docs/outbound.md): every node works the open runs, the store deciding
+  // which node dials which contact; its calls are placed exactly as POST /v1/agents/{id}/dial's.
+  const dialLog = logger.child({ component: 'outbound' });
+  const placeCall: PlaceCall = async (d) => {
+    const query = { number: d.number, ...(d.sipTrunkId !== null ? { sipTrunkId: d.sipTrunkId } : {}), ...(d.callerId !== null ? { callerId: d.callerId } : {}) };
+    const dial = await resolveDial(store, d.orgId, d.agentId, query, d.variables);
+    if (d.machineDetection !== undefined) dial.machineDetection = d.machineDetection;
+    return placeDial({ store, config, dialer, carrierDialer }, dial, dialLog);
+  };
+  const outbound = config.outbound.enabled
+    ? new OutboundDialer({ runs: store.outboundRuns, placeCall, nodeId: config.cluster.node_id, logger: dialLog, tickMs: config.outbound.tick_ms, leaseMs: config.outbound.lease_secs * 1000, slotRetryMs: config.outbound.slot_retry_secs * 1000 })
+    : undefined;
   listening = true;
   const addr = app.server.address();
   const port = typeof addr === 'object' && addr ? addr.port : config.http.port;
@@ -282,6 +298,8 @@ export async function startDaemon(
   // /v1/connection (the bridge is a client of the public protocol). The bridge's call limits
   // are checked before the INVITE rings (503 Retry-After / 486, no 18x).
   sip?.ua.onInboundCall((call) => bridge.handleInbound(call), { admit: (route) => bridge.admit(route), lapsed: (route) => bridge.admissionLapsed(route) });
+  // Outbound runs start being dialled once the bridge can reach our own /v1/connection (url is set).
+  outbound?.start();
 
   let closing: Promise<void> | undefined;
   return {
@@ -293,6 +311,8 @@ export async function startDaemon(
     close() {
       closing ??= (async () => {
         draining = true;
+        // No new outbound dials from here on; calls already placed drain with the others.
+        await outbound?.close();
         // Dials still ringing at the carrier are cancelled there: nobody would take their streams.
         bridge.closeCarrierDials();
         // Sharing the database: the once-per-cluster work goes to another node now, not after

@@ -23,6 +23,7 @@ import { sipTrunkRoutes } from './routes/sip-trunks.ts';
 import { callRoutes } from './routes/calls.ts';
 import { webhookRoutes } from './routes/webhooks.ts';
 import { dialRoutes } from './routes/dial.ts';
+import { outboundListRoutes } from './routes/outbound-lists.ts';
 import { sessionTokenRoutes } from './routes/session-token.ts';
 import { twilioRoutes } from './routes/twilio.ts';
 import { consoleRoutes } from './routes/console.ts';
@@ -161,6 +162,7 @@ export async function buildApp(deps: ApiDeps, registry: Registry = createRegistr
   await app.register(callRoutes, deps);
   await app.register(webhookRoutes, deps);
   await app.register(dialRoutes, deps);
+  await app.register(outboundListRoutes, deps);
   await app.register(sessionTokenRoutes, deps);
   if (deps.config.console.enabled) await app.register(consoleRoutes);
   // The voice WebSocket (src/session/server.ts); decorates app.voiceSessions for the drain.

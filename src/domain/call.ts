@@ -214,6 +214,9 @@ export interface CallRecord {
   has_recording: boolean;
   /** The carrier's id of the call (CallSid) on the carrier's own voice path (source twilio). */
   carrier_call_id: string | null;
+  /** The outbound run that placed the call, and its contact (docs/outbound.md); null otherwise. */
+  outbound_list_run_id?: string | null;
+  outbound_contact_id?: string | null;
   tags: string[];
 }
 
@@ -237,6 +240,8 @@ export interface Call {
   transcript: Transcript;
   tags: string[];
   duration_seconds?: number;
+  outbound_list_run_id?: string;
+  outbound_contact_id?: string;
   // Ours, beyond the document:
   direction: CallDirection;
   from: string;
@@ -291,6 +296,8 @@ export function toCall(r: CallRecord): Call {
   if (r.outcome !== null) c.outcome = r.outcome;
   if (r.carrier_call_id !== null) c.carrier_call_id = r.carrier_call_id;
   if (r.analyzed_at !== null) c.analyzed_at = r.analyzed_at;
+  if (r.outbound_list_run_id != null) c.outbound_list_run_id = r.outbound_list_run_id;
+  if (r.outbound_contact_id != null) c.outbound_contact_id = r.outbound_contact_id;
   return c;
 }
 
@@ -319,6 +326,10 @@ export interface CallListFilter {
   search?: string;
   tag?: string;
   outcome?: CallOutcome;
+  /** The outbound run that placed the call (docs/outbound.md). */
+  outboundListRunId?: string;
+  /** The outbound contact the call was placed to. */
+  outboundContactId?: string;
 }
 
 // YYYY-MM-DD, optionally [T or space]hh:mm[:ss[.fraction]] and an offset (Z, ±hh:mm, ±hhmm).

@@ -10,6 +10,11 @@ export interface OutboundDial {
   firstMessage?: string | undefined;
   prompt?: string | undefined;
   variables: Array<{ key: string; value: string }>;
+  /**
+   * Answering-machine detection asked for by an outbound run (docs/outbound.md); absent: none.
+   * Carried to the bridge as is: what it does with it is the bridge's.
+   */
+  machineDetection?: { mode: 'off' | 'hangup' | 'leave_message'; message?: string } | undefined;
 }
 
 /** A dial from an agent's imported carrier number through the carrier's call API (no SIP trunk). */

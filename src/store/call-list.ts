@@ -9,7 +9,7 @@
  * this order of preference:
  *
  *   search (trigram index, when selective; the postings of a rare 1-2 character string) > tag >
- *   agent_ids > status other than ended > outcome > source > outbound > status ended >
+ *   outbound_contact_id > outbound_list_run_id > agent_ids > status other than ended > outcome > source > outbound > status ended >
  *   created_at (no filter, date range, a 1-2 character string of digits and '+')
  *
  * The date range is a range on every driver's index (they all end in created_at).
@@ -55,6 +55,8 @@ function predicates(f: CallListFilter) {
     outcome: f.outcome !== undefined ? on('c.outcome = ?', f.outcome) : undefined,
     source: f.source !== undefined ? on('c.source = ?', f.source) : undefined,
     outbound: f.outbound !== undefined ? on('c.outbound = ?', f.outbound ? 1 : 0) : undefined,
+    run: f.outboundListRunId !== undefined ? on('c.outbound_list_run_id = ?', f.outboundListRunId) : undefined,
+    contact: f.outboundContactId !== undefined ? on('c.outbound_contact_id = ?', f.outboundContactId) : undefined,
     // SQLite's instr(): on PostgreSQL only the postings of the search's gram drive (postingsSql).
     search: f.search ? on('instr(c.party_number, ?) > 0', f.search) : undefined,
     // Only when another filter drives (a selective search): the tag is then a key lookup.
@@ -156,6 +158,8 @@ export function callListSqlPostgres(orgId: string, f: CallListFilter, search: Se
   if (f.outcome !== undefined) add('c.outcome = ?', f.outcome);
   if (f.source !== undefined) add('c.source = ?', f.source);
   if (f.outbound !== undefined) add('c.outbound = ?', f.outbound ? 1 : 0);
+  if (f.outboundListRunId !== undefined) add('c.outbound_list_run_id = ?', f.outboundListRunId);
+  if (f.outboundContactId !== undefined) add('c.outbound_contact_id = ?', f.outboundContactId);
   if (f.search) add(`c.party_number LIKE ? ESCAPE '\\'`, `%${likeLiteral(f.search)}%`);
   if (f.tag) add('EXISTS (SELECT 1 FROM call_tags tt WHERE tt.call_id = c.id AND tt.tag = ?)', f.tag);
   if (f.dateFrom !== undefined) add('c.created_at >= ?', f.dateFrom);
@@ -170,6 +174,8 @@ export function callListSqlPostgres(orgId: string, f: CallListFilter, search: Se
 
 /** The index that drives a list without a tag or a selective search (see the file comment). */
 export function pickIndex(f: CallListFilter): string {
+  if (f.outboundContactId !== undefined) return 'calls_org_outbound_contact';
+  if (f.outboundListRunId !== undefined) return 'calls_org_outbound_run';
   if (f.agentIds?.length) return 'calls_org_agent';
   if (f.status !== undefined && f.status !== 'ended') return 'calls_org_status';
   if (f.outcome !== undefined) return 'calls_org_outcome';
@@ -198,7 +204,7 @@ export const hasGramPostings = (s: string | undefined): s is string => isShortSe
  */
 export function gramCounterOf(f: CallListFilter): string | undefined {
   if (!isShortSearch(f.search)) return undefined;
-  const other = Boolean(f.agentIds?.length) || Boolean(f.tag) || [f.status, f.source, f.outbound, f.outcome, f.dateFrom, f.dateTo].some((v) => v !== undefined);
+  const other = Boolean(f.agentIds?.length) || Boolean(f.tag) || [f.status, f.source, f.outbound, f.outcome, f.dateFrom, f.dateTo, f.outboundListRunId, f.outboundContactId].some((v) => v !== undefined);
   return other ? undefined : f.search;
 }
 
@@ -210,7 +216,7 @@ export type CounterDim = 'all' | 'status' | 'source' | 'outbound' | 'outcome' | 
  * one of status, source, outbound, outcome or agent_ids (no dates, search or tag).
  */
 export function counterOf(f: CallListFilter): { dim: CounterDim; vals: string[] } | undefined {
-  if (f.dateFrom !== undefined || f.dateTo !== undefined || f.search || f.tag) return undefined;
+  if (f.dateFrom !== undefined || f.dateTo !== undefined || f.search || f.tag || f.outboundListRunId !== undefined || f.outboundContactId !== undefined) return undefined;
   const dims: Array<{ dim: CounterDim; vals: string[] }> = [];
   if (f.agentIds?.length) dims.push({ dim: 'agent', vals: [...new Set(f.agentIds)] });
   if (f.status !== undefined) dims.push({ dim: 'status', vals: [f.status] });

@@ -90,6 +90,8 @@ interface CallRow {
   analyzed_at: string | null;
   recording_path: string | null;
   carrier_call_id: string | null;
+  outbound_list_run_id: string | null;
+  outbound_contact_id: string | null;
   tags: string;
 }
 
@@ -117,6 +119,8 @@ const fromRow = (r: CallRow): CallRecord => ({
   analyzed_at: r.analyzed_at,
   has_recording: r.recording_path !== null,
   carrier_call_id: r.carrier_call_id,
+  outbound_list_run_id: r.outbound_list_run_id ?? null,
+  outbound_contact_id: r.outbound_contact_id ?? null,
   tags: JSON.parse(r.tags) as string[],
 });
 

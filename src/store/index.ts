@@ -21,6 +21,8 @@ import { StreamGrantRepo } from './stream-grants.ts';
 import { WebhookEndpointRepo } from './webhooks.ts';
 import { WebhookDeliveryRepo } from './webhook-outbox.ts';
 import { TurnTimelineRepo } from './turn-timelines.ts';
+import { OutboundListRepo } from './outbound-lists.ts';
+import { OutboundRunRepo } from './outbound-runs.ts';
 import { SecretBox } from './secret-box.ts';
 import { loadOrCreateSecret } from './data-dir-secrets.ts';
 import type { SqlClient } from './sql-client.ts';
@@ -61,6 +63,10 @@ export interface Store {
   webhooks: WebhookEndpointRepo;
   /** The webhook outbox: one row per event and endpoint, claimed by the deliverer on any node. */
   webhookDeliveries: WebhookDeliveryRepo;
+  /** Outbound lists and their contacts (docs/outbound.md). */
+  outboundLists: OutboundListRepo;
+  /** Outbound runs and their contacts' states, claimed by the dialer on any node. */
+  outboundRuns: OutboundRunRepo;
   /** This node's cluster.node_id: stamped on the call rows it writes (null: none given, e.g. a CLI). */
   readonly nodeId: string | null;
   /**
@@ -164,6 +170,8 @@ function build(client: SqlClient, secretBox: SecretBox, caches: SharedCaches, in
     streamGrants: new StreamGrantRepo(client, secretBox),
     webhooks: new WebhookEndpointRepo(client, secretBox),
     webhookDeliveries: new WebhookDeliveryRepo(client, secretBox),
+    outboundLists: new OutboundListRepo(client),
+    outboundRuns: new OutboundRunRepo(client, nodeId),
     nodeId,
     tx: async <T>(fn: (store: Store) => Promise<T>): Promise<T> => {
       let inner: Store | undefined;

@@ -85,6 +85,72 @@ export const WEBHOOKS_SQL = `
     `;
 
 /**
+ * Migration 19's SQL, the same text in both dialects (src/store/postgres/migrations.ts uses it
+ * too): outbound lists, their contacts, runs, and each run's copy of its contacts with their
+ * state (docs/outbound.md). Times the dialers of several nodes compare (next_attempt_at,
+ * lease_until, next_dial_at) are epoch milliseconds on the database's clock. A call placed by a
+ * run names it and the contact (the service's Call fields outbound_list_run_id and
+ * outbound_contact_id), and GET /v1/calls filters by either.
+ */
+export const OUTBOUND_SQL = `
+      CREATE TABLE outbound_lists (
+        id TEXT PRIMARY KEY,
+        org_id TEXT NOT NULL REFERENCES organizations(id) ON DELETE CASCADE,
+        name TEXT NOT NULL,
+        agent_id TEXT NOT NULL,
+        sip_trunk_id TEXT,
+        from_number TEXT,
+        caller_id TEXT,
+        created_at TEXT NOT NULL
+      );
+      CREATE INDEX outbound_lists_org ON outbound_lists (org_id, created_at, id);
+      CREATE TABLE outbound_contacts (
+        id TEXT PRIMARY KEY,
+        list_id TEXT NOT NULL REFERENCES outbound_lists(id) ON DELETE CASCADE,
+        seq INTEGER NOT NULL,
+        phone_number TEXT NOT NULL,
+        variables TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        UNIQUE (list_id, phone_number)
+      );
+      CREATE INDEX outbound_contacts_list ON outbound_contacts (list_id, seq, id);
+      CREATE TABLE outbound_runs (
+        id TEXT PRIMARY KEY,
+        org_id TEXT NOT NULL,
+        list_id TEXT NOT NULL REFERENCES outbound_lists(id) ON DELETE CASCADE,
+        status TEXT NOT NULL CHECK (status IN ('scheduled', 'running', 'paused', 'completed', 'canceled')),
+        settings TEXT NOT NULL,
+        next_dial_at BIGINT NOT NULL DEFAULT 0,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        finished_at TEXT
+      );
+      CREATE INDEX outbound_runs_list ON outbound_runs (list_id, created_at, id);
+      CREATE INDEX outbound_runs_open ON outbound_runs (finished_at, status);
+      CREATE TABLE outbound_run_contacts (
+        run_id TEXT NOT NULL REFERENCES outbound_runs(id) ON DELETE CASCADE,
+        contact_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        phone_number TEXT NOT NULL,
+        variables TEXT NOT NULL,
+        state TEXT NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'dialing', 'calling', 'completed', 'failed', 'canceled')),
+        attempts INTEGER NOT NULL DEFAULT 0,
+        next_attempt_at BIGINT NOT NULL DEFAULT 0,
+        lease_owner TEXT,
+        lease_until BIGINT,
+        call_id TEXT,
+        last_outcome TEXT,
+        PRIMARY KEY (run_id, contact_id)
+      );
+      CREATE INDEX outbound_run_contacts_due ON outbound_run_contacts (run_id, state, next_attempt_at, seq);
+      CREATE INDEX outbound_run_contacts_state ON outbound_run_contacts (state, run_id);
+      ALTER TABLE calls ADD COLUMN outbound_list_run_id TEXT;
+      ALTER TABLE calls ADD COLUMN outbound_contact_id TEXT;
+      CREATE INDEX calls_org_outbound_run ON calls (org_id, outbound_list_run_id, created_at, id);
+      CREATE INDEX calls_org_outbound_contact ON calls (org_id, outbound_contact_id, created_at, id);
+    `;
+
+/**
  * Migration 12's statements on one row of calls in a trigger: its postings written (`new`), or
  * removed (`old`). SQLite's triggers cannot share a statement (nor use WITH): the insert and the
  * update trigger both write the new row's, the delete and the update trigger both remove the old
@@ -729,5 +795,10 @@ export const MIGRATIONS: Migration[] = [
     name: 'calls: agent turn timelines',
     // docs/latency.md: one row per agent turn, appended once its timeline is complete.
     sql: CALL_TURN_TIMELINES_SQL,
+  },
+  {
+    version: 19,
+    name: 'outbound lists, contacts and runs; calls name their run and contact',
+    sql: OUTBOUND_SQL,
   },
 ];

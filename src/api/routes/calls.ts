@@ -135,6 +135,8 @@ const Call = Type.Object(
     transcript: Type.Optional(Type.Object({ entries: Type.Array(TranscriptEntry) }, { title: 'Transcript' })),
     tags: Type.Optional(Type.Array(Type.String())),
     duration_seconds: Type.Optional(Type.Integer({ description: 'from started_at to ended_at, when both are set' })),
+    outbound_list_run_id: Type.Optional(Uuid('the outbound run that placed the call (docs/outbound.md)')),
+    outbound_contact_id: Type.Optional(Uuid('the outbound list contact the call was placed to')),
     direction: Type.Optional(Enum(['inbound', 'outbound', 'web'], 'callbridge: inbound, outbound (phone calls) or web (a session a client opened)')),
     from: Type.Optional(Type.String({ description: 'callbridge: inbound, the caller; outbound, the caller ID shown; web, the caller_id' })),
     to: Type.Optional(Type.String({ description: 'callbridge: inbound, the number dialled; outbound, the number called; web, the agent' })),
@@ -200,6 +202,8 @@ const Query = Obj({
   search: Type.Optional(Type.String({ maxLength: MAX_SEARCH_LENGTH, description: 'Substring of party_number (case-sensitive).' })),
   tag: Type.Optional(Type.String({ maxLength: MAX_TAG_LENGTH })),
   outcome: Type.Optional(Enum(CALL_OUTCOMES)),
+  outbound_list_run_id: Type.Optional(Uuid('calls placed by this outbound run')),
+  outbound_contact_id: Type.Optional(Uuid('calls placed to this outbound contact')),
 });
 
 interface ListQuery {
@@ -214,6 +218,8 @@ interface ListQuery {
   search?: string;
   tag?: string;
   outcome?: CallOutcome;
+  outbound_list_run_id?: string;
+  outbound_contact_id?: string;
 }
 
 /** The query as a filter; 400 naming the parameter for what the schema cannot say. */
@@ -240,6 +246,8 @@ export function listFilter(q: ListQuery): CallListFilter {
   if (q.search) f.search = q.search;
   if (q.tag) f.tag = q.tag;
   if (q.outcome !== undefined) f.outcome = q.outcome;
+  if (q.outbound_list_run_id !== undefined) f.outboundListRunId = q.outbound_list_run_id.toLowerCase();
+  if (q.outbound_contact_id !== undefined) f.outboundContactId = q.outbound_contact_id.toLowerCase();
   return f;
 }
 

@@ -7,13 +7,14 @@
  * the call is on its way (the INVITE sent, or the carrier accepted the Calls.json request);
  * progress (answered, busy, no_answer, failed) is in GET /v1/calls/{id}.
  */
-import type { FastifyInstance } from 'fastify';
+import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import { Type } from '@sinclair/typebox';
 import type { ApiDeps } from '../context.ts';
 import { errorResponses, IdParams, Obj, Uuid, Variable } from '../schemas.ts';
 import { forbidden, notFound, unavailable, validation } from '../../domain/errors.ts';
 import { DIAL_STRING_PATTERN, isDialString, normalizeDialString } from '../../domain/phone.ts';
 import type { Store } from '../../store/index.ts';
+import type { OutboundDial } from '../../domain/dial.ts';
 
 export interface DialRequest {
   orgId: string;
@@ -27,6 +28,8 @@ export interface DialRequest {
   firstMessage?: string;
   prompt?: string;
   variables: { key: string; value: string }[];
+  /** From an outbound run: answering-machine detection (passed to the bridge as OutboundDial.machineDetection). */
+  machineDetection?: OutboundDial['machineDetection'];
 }
 
 /**
@@ -114,6 +117,53 @@ async function defaultCallerId(store: Store, trunkId: string, agentId: string): 
   return a?.number || a?.alternate_number || agentId;
 }
 
+/**
+ * Places a resolved dial: through its SIP trunk, or from the agent's carrier number (through the
+ * trunk telco.outbound_trunks names for its account, else the carrier's call API). Shared by the
+ * dial route and the outbound dialer (main.ts hands it to src/outbound/ as its placeCall).
+ * @throws DomainError as the dial route documents (too_many when a call slot is refused,
+ * unavailable when outbound calling is not possible now).
+ */
+export async function placeDial(deps: Pick<ApiDeps, 'store' | 'config' | 'dialer' | 'carrierDialer'>, dial: DialRequest, log: Pick<FastifyBaseLogger, 'info'>): Promise<{ callId: string }> {
+  if (dial.sipTrunkId === undefined) {
+    // The carrier-number route: through the trunk configured for the number's carrier
+    // account, presenting that number as the caller ID unless one was given.
+    const number = await deps.store.telcoNumbers.get(dial.orgId, dial.telcoNumberId ?? '');
+    if (!number) throw notFound('phone number');
+    const route = deps.config.telco.outbound_trunks.find((t) => t.account_sid === number.account_sid);
+    if (!route) {
+      // The carrier's own call API: the call is from the agent's number, the only caller ID
+      // the carrier accepts without verification, so callerId (a SIP From user) is not used.
+      if (deps.carrierDialer === undefined || deps.config.http.public_url === '') {
+        throw unavailable(`outbound calls from carrier number ${number.phone_number} need a SIP trunk for its carrier account ${number.account_sid}: add it to telco.outbound_trunks, or pass sipTrunkId, or set http.public_url (CALLBRIDGE_PUBLIC_URL) to call through the carrier's call API`);
+      }
+      if (dial.callerId !== undefined && dial.callerId !== number.phone_number) {
+        throw validation(`callerId applies to SIP trunk dials: a call through the carrier's call API is from the agent's number ${number.phone_number}`);
+      }
+      const { callId } = await deps.carrierDialer({ orgId: dial.orgId, agentId: dial.agentId, telcoNumberId: number.id, number: dial.number, firstMessage: dial.firstMessage, prompt: dial.prompt, variables: dial.variables });
+      log.info({ agentId: dial.agentId, callId, telcoNumberId: number.id }, 'outbound call placed through the carrier call API');
+      return { callId };
+    }
+    if (!(await deps.store.sipTrunks.get(dial.orgId, route.sip_trunk_id))) throw unavailable(`telco.outbound_trunks names SIP trunk ${route.sip_trunk_id} for account ${number.account_sid}, which this organization does not have`);
+    dial.sipTrunkId = route.sip_trunk_id;
+    dial.callerId ??= number.phone_number;
+  }
+  if (deps.dialer === undefined) throw unavailable('outbound calling needs the SIP user agent (sip.enabled is false)');
+  const { callId } = await deps.dialer({
+    orgId: dial.orgId,
+    agentId: dial.agentId,
+    sipTrunkId: dial.sipTrunkId,
+    number: dial.number,
+    callerId: dial.callerId ?? (await defaultCallerId(deps.store, dial.sipTrunkId, dial.agentId)),
+    firstMessage: dial.firstMessage,
+    prompt: dial.prompt,
+    variables: dial.variables,
+    ...(dial.machineDetection !== undefined ? { machineDetection: dial.machineDetection } : {}),
+  });
+  log.info({ agentId: dial.agentId, callId, trunkId: dial.sipTrunkId }, 'outbound call placed');
+  return { callId };
+}
+
 export async function dialRoutes(app: FastifyInstance, deps: ApiDeps): Promise<void> {
   app.post(
     '/v1/agents/:id/dial',
@@ -134,41 +184,7 @@ export async function dialRoutes(app: FastifyInstance, deps: ApiDeps): Promise<v
       const { id } = req.params as { id: string };
       const body = (req.body ?? {}) as { variables?: DialRequest['variables'] };
       const dial = await resolveDial(deps.store, req.org.id, id, req.query as Record<string, string | undefined>, body.variables ?? []);
-      if (dial.sipTrunkId === undefined) {
-        // The carrier-number route: through the trunk configured for the number's carrier
-        // account, presenting that number as the caller ID unless one was given.
-        const number = await deps.store.telcoNumbers.get(dial.orgId, dial.telcoNumberId ?? '');
-        if (!number) throw notFound('phone number');
-        const route = deps.config.telco.outbound_trunks.find((t) => t.account_sid === number.account_sid);
-        if (!route) {
-          // The carrier's own call API: the call is from the agent's number, the only caller ID
-          // the carrier accepts without verification, so callerId (a SIP From user) is not used.
-          if (deps.carrierDialer === undefined || deps.config.http.public_url === '') {
-            throw unavailable(`outbound calls from carrier number ${number.phone_number} need a SIP trunk for its carrier account ${number.account_sid}: add it to telco.outbound_trunks, or pass sipTrunkId, or set http.public_url (CALLBRIDGE_PUBLIC_URL) to call through the carrier's call API`);
-          }
-          if (dial.callerId !== undefined && dial.callerId !== number.phone_number) {
-            throw validation(`callerId applies to SIP trunk dials: a call through the carrier's call API is from the agent's number ${number.phone_number}`);
-          }
-          const { callId } = await deps.carrierDialer({ orgId: dial.orgId, agentId: dial.agentId, telcoNumberId: number.id, number: dial.number, firstMessage: dial.firstMessage, prompt: dial.prompt, variables: dial.variables });
-          req.log.info({ agentId: id, callId, telcoNumberId: number.id }, 'outbound call placed through the carrier call API');
-          return { success: true };
-        }
-        if (!(await deps.store.sipTrunks.get(dial.orgId, route.sip_trunk_id))) throw unavailable(`telco.outbound_trunks names SIP trunk ${route.sip_trunk_id} for account ${number.account_sid}, which this organization does not have`);
-        dial.sipTrunkId = route.sip_trunk_id;
-        dial.callerId ??= number.phone_number;
-      }
-      if (deps.dialer === undefined) throw unavailable('outbound calling needs the SIP user agent (sip.enabled is false)');
-      const { callId } = await deps.dialer({
-        orgId: dial.orgId,
-        agentId: dial.agentId,
-        sipTrunkId: dial.sipTrunkId,
-        number: dial.number,
-        callerId: dial.callerId ?? (await defaultCallerId(deps.store, dial.sipTrunkId, dial.agentId)),
-        firstMessage: dial.firstMessage,
-        prompt: dial.prompt,
-        variables: dial.variables,
-      });
-      req.log.info({ agentId: id, callId, trunkId: dial.sipTrunkId }, 'outbound call placed');
+      await placeDial(deps, dial, req.log);
       return { success: true };
     },
   );
