@@ -1,3 +1,16 @@
+/**
+ * Answering-machine detection for one outbound call (ours: docs/machine-detection.md). off: none;
+ * hangup: a machine's call ends at once; leave_message: after the machine's beep (or its
+ * greeting and a silence) `message` is spoken, its {{variables}} filled in like a first message,
+ * and the call ends.
+ */
+export interface MachineDetectionConfig {
+  mode: 'off' | 'hangup' | 'leave_message';
+  message?: string | undefined;
+}
+
+export const MACHINE_DETECTION_MODES = ['off', 'hangup', 'leave_message'] as const;
+
 /** An outbound call as the dial route resolves it and the call bridge places it. */
 export interface OutboundDial {
   orgId: string;
@@ -10,6 +23,7 @@ export interface OutboundDial {
   firstMessage?: string | undefined;
   prompt?: string | undefined;
   variables: Array<{ key: string; value: string }>;
+  machineDetection?: MachineDetectionConfig | undefined;
 }
 
 /** A dial from an agent's imported carrier number through the carrier's call API (no SIP trunk). */
@@ -22,4 +36,5 @@ export interface CarrierDialRequest {
   firstMessage?: string | undefined;
   prompt?: string | undefined;
   variables: Array<{ key: string; value: string }>;
+  machineDetection?: MachineDetectionConfig | undefined;
 }

@@ -148,6 +148,16 @@ export const CALL_ANALYSIS_SQL = `
       ALTER TABLE calls ADD COLUMN analyzed_at TEXT;                                -- null: not analysed (off, failed, or running)
     `;
 
+/**
+ * Migration 20's SQL: the same text in both dialects. docs/machine-detection.md: a session's
+ * answering-machine detection as the dial asked for it (JSON `{ mode, message? }`; null: off),
+ * and what it decided on the call (JSON `{ result, decided_after_ms, beep }`; null: it did not run).
+ */
+export const MACHINE_DETECTION_SQL = `
+      ALTER TABLE sessions ADD COLUMN machine_detection TEXT;
+      ALTER TABLE calls ADD COLUMN machine_detection TEXT;
+    `;
+
 export const MIGRATIONS: Migration[] = [
   {
     version: 1,
@@ -721,5 +731,10 @@ export const MIGRATIONS: Migration[] = [
     version: 17,
     name: 'calls: post-call analysis',
     sql: CALL_ANALYSIS_SQL,
+  },
+  {
+    version: 20,
+    name: 'answering-machine detection: the dial\'s setting and the call\'s outcome',
+    sql: MACHINE_DETECTION_SQL,
   },
 ];

@@ -59,6 +59,7 @@ export interface StageRoutes {
 }
 
 export interface SessionStages {
+  clock: Clock;
   timers: Timers;
   model: ModelStream;
   speech: SpeechOutput;
@@ -117,7 +118,7 @@ export function buildStages(ctx: SessionContext, deps: RuntimeDeps, log: Logger,
     log,
     emit: (e) => routes.timer(e),
   });
-  return { timers, model, speech, replies, caller, keys, timeouts };
+  return { clock, timers, model, speech, replies, caller, keys, timeouts };
 }
 
 /** The TTS voice of the agent's voice_settings (only the options it sets). */
