@@ -19,23 +19,36 @@
 import { pathToFileURL } from 'node:url';
 import { EnergyVad } from '../src/agent/providers/vad/energy.ts';
 import { MachineDetector, type MachineDecision } from '../src/agent/machine-detector.ts';
+import { createNoiseSuppressor, loadRnnoise } from '../src/agent/providers/noise/index.ts';
+import { createResampler, initResamplers } from '../src/media/resampler.ts';
 import { amdCorpus, CORPUS_RATE, type AmdSample } from './lib/amd-corpus.ts';
 import { printFigures, table, type Figure } from './lib/result.ts';
 
-const FRAME = CORPUS_RATE / 50;
 const STT_LAG_MS = 300;
+const RUNTIME_RATE = 24_000;
 
 interface Variant {
   name: string;
   beep: boolean;
   transcript: boolean;
+  /** RNNoise (level 50) in front of the VAD, at the runtime's 24 kHz, as an agent with noise_cancel_settings enabled has it. */
+  rnnoise?: boolean;
 }
 
 const VARIANTS: Variant[] = [
   { name: 'cadence', beep: false, transcript: false },
   { name: '+beep', beep: true, transcript: false },
   { name: '+beep+text', beep: true, transcript: true },
+  { name: '+beep+rnnoise', beep: true, transcript: false, rnnoise: true },
 ];
+
+/** The answer at the runtime's 24 kHz (what the session gets from the bridge). */
+function upsample(pcm: Int16Array): Int16Array {
+  const r = createResampler(CORPUS_RATE, RUNTIME_RATE);
+  const out = r.process(pcm).slice();
+  r.close();
+  return out;
+}
 
 function arg(name: string, fallback: number): number {
   const i = process.argv.indexOf(`--${name}`);
@@ -46,18 +59,22 @@ function arg(name: string, fallback: number): number {
 
 /** Plays one answer into a detector (all of it: the beep may come after the decision); returns its decision and when it heard a beep. */
 export function detect(s: AmdSample, v: Variant): MachineDecision & { beepAtMs?: number } {
-  const vad = new EnergyVad({ startSecs: 0.2, stopSecs: 0.8, sampleRate: CORPUS_RATE });
+  const rate = v.rnnoise ? RUNTIME_RATE : CORPUS_RATE;
+  const pcm = v.rnnoise ? upsample(s.pcm) : s.pcm;
+  const FRAME = rate / 50;
+  const noise = v.rnnoise ? createNoiseSuppressor({ enabled: true, level: 50 }) : undefined;
+  const vad = new EnergyVad({ startSecs: 0.2, stopSecs: 0.8, sampleRate: rate });
   let decision: MachineDecision | undefined;
-  const d = new MachineDetector({ sampleRate: CORPUS_RATE, vadStartMs: 200, vadStopMs: 800, beep: v.beep, transcript: v.transcript, onDecision: (x) => (decision = x) }, 0);
+  const d = new MachineDetector({ sampleRate: rate, vadStartMs: 200, vadStopMs: 800, beep: v.beep, transcript: v.transcript, onDecision: (x) => (decision = x) }, 0);
   const words = s.text.split(/\s+/);
   const first = s.speech[0]![0];
   const last = s.speech[s.speech.length - 1]![1];
   let revealed = 0;
   let beepAtMs: number | undefined;
-  for (let at = 0; at + FRAME <= s.pcm.length; at += FRAME) {
-    const frame = s.pcm.subarray(at, at + FRAME);
-    const now = ((at + FRAME) / CORPUS_RATE) * 1000;
-    const ev = vad.process(frame);
+  for (let at = 0; at + FRAME <= pcm.length; at += FRAME) {
+    const frame = pcm.subarray(at, at + FRAME);
+    const now = ((at + FRAME) / rate) * 1000;
+    const ev = vad.process(noise ? noise.process(frame) : frame);
     if (ev === 'speech_started') d.speechStarted(now);
     else if (ev === 'speech_stopped') d.speechStopped(now);
     if (v.transcript) {
@@ -72,6 +89,7 @@ export function detect(s: AmdSample, v: Variant): MachineDecision & { beepAtMs?:
     d.audio(frame, now);
     if (d.beep) beepAtMs ??= now;
   }
+  noise?.close();
   // The answers are longer than the cap: undecided here would be a detector bug.
   if (decision === undefined) throw new Error(`${s.id}: no decision by the end of its ${s.pcm.length / CORPUS_RATE} s`);
   return beepAtMs === undefined ? decision : { ...decision, beepAtMs };
@@ -124,6 +142,8 @@ export async function run(): Promise<void> {
   const count = arg('count', 120);
   const seed = arg('seed', 2026);
   const corpus = await amdCorpus({ count, seed });
+  await initResamplers();
+  await loadRnnoise();
   const humans = corpus.filter((c) => c.label === 'human').length;
   const beeps = corpus.filter((c) => c.beep).length;
   process.stdout.write(`labelled set: ${corpus.length} answers (${humans} human, ${corpus.length - humans} machine, ${beeps} with a beep), seed ${seed}\n\n`);
