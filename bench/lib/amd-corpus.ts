@@ -18,7 +18,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import alawmulaw from 'alawmulaw';
@@ -95,7 +95,11 @@ export async function speak(text: string, voice: string, wpm: number, pitch: num
   out.set(body, 0);
   out.set(tail, body.length);
   const trimmed = trimSilence(out);
-  writeFileSync(file, Buffer.from(trimmed.buffer, trimmed.byteOffset, trimmed.byteLength));
+  // Written aside and renamed: a reader in another process never sees half a file.
+  const partial = `${file}.${process.pid}.tmp`;
+  writeFileSync(partial, Buffer.from(trimmed.buffer, trimmed.byteOffset, trimmed.byteLength));
+  renameSync(partial, file);
+  rmSync(wavPath, { force: true });
   return trimmed;
 }
 
