@@ -14,6 +14,13 @@
  * once the turn is still open greetingMs + stop_secs after its start (a pause shorter than
  * stop_secs does not end a greeting).
  *
+ * The VAD may open a turn on the line's noise before the callee speaks (noise suppression lets
+ * the first fraction of a second through, and the VAD's floor starts from that quieter first
+ * frame): such a turn would run into the callee's "hello?" and look long. So the detector keeps
+ * its own view of the raw audio's level: an onset is a frame 9 dB over the quietest level heard
+ * since the answer, after at least ONSET_QUIET_MS of frames within 6 dB of it. A turn whose VAD
+ * start has no onset near it takes the first onset within its first ONSET_WINDOW_MS as its start.
+ *
  * Time is whatever clock the caller reads (`now`, ms); nothing here sets timers.
  */
 import { ToneDetector } from '../media/tone-detector.ts';
@@ -48,6 +55,10 @@ export interface MachineDetectorOptions {
 }
 
 export const DEFAULT_GREETING_MS = 2000;
+const ONSET_QUIET_MS = 200;
+const ONSET_WINDOW_MS = 1500;
+/** An onset this close before the VAD's back-dated start is the same speech. */
+const ONSET_SLACK_MS = 150;
 export const DEFAULT_MAX_MS = 5000;
 
 /** Phrases of voicemail greetings (English), as a recognizer writes them. */
@@ -66,6 +77,11 @@ export class MachineDetector {
   readonly #maxMs: number;
   /** The open VAD turn's back-dated start. */
   #turnStart: number | undefined;
+  /** Whether the open turn's start was matched with an onset of the raw audio. */
+  #turnOnset = false;
+  #floorDb = Number.POSITIVE_INFINITY;
+  #quietMs = 0;
+  #lastOnset: number | undefined;
   #decision: MachineDecision | undefined;
   #beep = false;
 
@@ -93,6 +109,7 @@ export class MachineDetector {
 
   /** The callee's audio (kept listening for the beep after the decision). */
   audio(pcm: Int16Array, now: number): void {
+    this.#level(pcm, now);
     for (const e of this.#tones?.push(pcm) ?? []) {
       if (e.type === 'started') {
         this.#beep = true;
@@ -112,8 +129,36 @@ export class MachineDetector {
   }
 
   speechStarted(now: number): void {
-    this.#turnStart ??= now - this.#o.vadStartMs;
+    if (this.#turnStart === undefined) {
+      this.#turnStart = now - this.#o.vadStartMs;
+      this.#turnOnset = this.#lastOnset !== undefined && this.#lastOnset >= this.#turnStart - ONSET_SLACK_MS;
+    }
     this.tick(now);
+  }
+
+  /** The raw audio's level: onsets (see the module's comment). */
+  #level(pcm: Int16Array, now: number): void {
+    if (pcm.length === 0) return;
+    let e = 0;
+    for (let i = 0; i < pcm.length; i++) e += pcm[i]! * pcm[i]!;
+    const db = Math.max(-90, 10 * Math.log10(e / pcm.length / 32768 ** 2 + 1e-12));
+    const ms = (pcm.length / this.#o.sampleRate) * 1000;
+    this.#floorDb = Math.min(this.#floorDb, db);
+    if (db < this.#floorDb + 6) {
+      this.#quietMs += ms;
+      return;
+    }
+    if (db <= this.#floorDb + 9) return;
+    if (this.#quietMs >= ONSET_QUIET_MS) {
+      const onset = now - ms;
+      this.#lastOnset = onset;
+      // A turn opened on the line's noise: its speech starts here.
+      if (this.#turnStart !== undefined && !this.#turnOnset && onset - this.#turnStart <= ONSET_WINDOW_MS) {
+        this.#turnStart = onset;
+        this.#turnOnset = true;
+      }
+    }
+    this.#quietMs = 0;
   }
 
   speechStopped(now: number): void {
