@@ -15,10 +15,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import alawmulaw from 'alawmulaw';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { espeakAvailable } from '../helpers/peer-availability.ts';
 import { sippAvailable, startSipp } from '../interop/sipp.ts';
 import { composeAnswer, g711 } from '../../bench/lib/amd-corpus.ts';
 
 const sipp = sippAvailable();
+const espeak = espeakAvailable();
 const NUMBER = '+15550008101';
 
 async function ulaw(parts: Parameters<typeof composeAnswer>[0]): Promise<Buffer> {
@@ -26,7 +28,7 @@ async function ulaw(parts: Parameters<typeof composeAnswer>[0]): Promise<Buffer>
   return Buffer.from(alawmulaw.mulaw.encode(g711(pcm)));
 }
 
-describe.skipIf(sipp.skip)('answering-machine detection on outbound calls vs SIPp', () => {
+describe.skipIf(sipp.skip || espeak.skip)(`answering-machine detection on outbound calls vs SIPp${espeak.ok ? '' : `: ${espeak.reason}`}`, () => {
   let d: TestDaemon;
   let agentId: string;
   let human: Buffer;

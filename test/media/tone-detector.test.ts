@@ -4,10 +4,10 @@
  * espeak-ng speech through G.711, bench/lib/amd-corpus.ts), a DTMF pair, a short blip and a
  * quiet tone are not. Both at the phone's 8 kHz and at the runtime's 24 kHz.
  */
-import { execFileSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import { ToneDetector, type ToneEvent } from '../../src/media/tone-detector.ts';
 import { g711, speak } from '../../bench/lib/amd-corpus.ts';
+import { espeakAvailable } from '../helpers/peer-availability.ts';
 
 function sine(rate: number, secs: number, hz: number | number[], amplitude = 8000): Int16Array {
   const f = Array.isArray(hz) ? hz : [hz];
@@ -35,14 +35,7 @@ function run(rate: number, pcm: Int16Array): Array<ToneEvent & { atMs: number }>
   return out;
 }
 
-const espeak = (() => {
-  try {
-    execFileSync('espeak-ng', ['--version']);
-    return true;
-  } catch {
-    return false;
-  }
-})();
+const espeak = espeakAvailable();
 
 describe.each([8000, 24_000])('ToneDetector at %i Hz', (rate) => {
   it('a 1 kHz beep of 400 ms: started after 150 ms of it, ended when it stops', () => {
@@ -74,7 +67,7 @@ describe.each([8000, 24_000])('ToneDetector at %i Hz', (rate) => {
   });
 });
 
-describe.skipIf(!espeak)('ToneDetector on speech', () => {
+describe.skipIf(espeak.skip)(`ToneDetector on speech${espeak.ok ? '' : `: ${espeak.reason}`}`, () => {
   it('espeak-ng voicemail greetings in several voices, through G.711: no tone', async () => {
     for (const [voice, pitch] of [
       ['en-us', 50],
