@@ -54,6 +54,13 @@ export interface MachineDetectorOptions {
   onBeepEnded?(): void;
 }
 
+/** The durations the settings tune (session.amd_greeting_ms, amd_max_ms, amd_beep_wait_ms; the last is the runtime stage's). */
+export interface MachineDetectionTuning {
+  greetingMs: number;
+  maxMs: number;
+  beepWaitMs: number;
+}
+
 export const DEFAULT_GREETING_MS = 2000;
 const ONSET_QUIET_MS = 200;
 const ONSET_WINDOW_MS = 1500;

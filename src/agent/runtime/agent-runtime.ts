@@ -62,7 +62,7 @@ export class AgentRuntime implements SessionRuntime {
       ended: () => this.#ended,
     });
     this.#transfers = new SessionTransfers({ settings: ctx.agent.timeout_settings, speech: this.#stages.speech, end: (reason, number) => this.#end(reason, number) });
-    this.#amd = openWithMachineDetection(ctx, this.#stages, { send: (e) => this.#io.send(e), end: (reason) => this.#end(reason) });
+    this.#amd = openWithMachineDetection(ctx, this.#stages, { send: (e) => this.#io.send(e), end: (reason) => this.#end(reason), tuning: deps.machineDetection });
   }
 
   // --- SessionRuntime ----------------------------------------------------------------------------

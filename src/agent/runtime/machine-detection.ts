@@ -11,7 +11,7 @@
  *                                                          machine, leave_message -> wait, speak, end
  *
  * leave_message waits for the beep to end, or, with no beep, for the greeting to end and then
- * BEEP_WAIT_MS of silence with no beep starting; MESSAGE_WAIT_MS after the decision it speaks
+ * beepWaitMs (session.amd_beep_wait_ms) of silence with no beep starting; MESSAGE_WAIT_MS after the decision it speaks
  * whatever it hears. The message (its {{variables}} filled in; default: the first message) is a
  * closing turn: nothing the machine plays cuts it; once heard the session ends voicemail_left.
  *
@@ -21,14 +21,14 @@
 import type { MachineDetectionOutcome } from '../../domain/call.ts';
 import type { ServerEvent, SessionEndReason } from '../../session/protocol.ts';
 import type { SessionContext } from '../../session/runtime-contract.ts';
-import { DEFAULT_MAX_MS, MachineDetector, type MachineDecision } from '../machine-detector.ts';
+import { DEFAULT_GREETING_MS, DEFAULT_MAX_MS, MachineDetector, type MachineDecision, type MachineDetectionTuning } from '../machine-detector.ts';
 import { RUNTIME_SAMPLE_RATE } from '../providers/types.ts';
 import { substituteVariables } from '../template.ts';
 import type { CallerEvent } from './events.ts';
 import { openConversation } from './first-message.ts';
 import type { SessionStages } from './stages.ts';
 
-/** leave_message, no beep: silence after the greeting this long (and no beep) before speaking. */
+/** leave_message, no beep: silence after the greeting this long (and no beep) before speaking (default of session.amd_beep_wait_ms). */
 export const BEEP_WAIT_MS = 1500;
 /** leave_message: at most this long after the decision before speaking anyway. */
 export const MESSAGE_WAIT_MS = 20_000;
@@ -36,6 +36,8 @@ export const MESSAGE_WAIT_MS = 20_000;
 export interface MachineDetectionHooks {
   send(event: ServerEvent): void;
   end(reason: SessionEndReason): void;
+  /** Default: DEFAULT_GREETING_MS, DEFAULT_MAX_MS, BEEP_WAIT_MS. */
+  tuning?: MachineDetectionTuning | undefined;
 }
 
 /**
@@ -56,6 +58,7 @@ export class MachineDetection {
   readonly #stages: SessionStages;
   readonly #hooks: MachineDetectionHooks;
   readonly #detector: MachineDetector;
+  readonly #tuning: MachineDetectionTuning;
   /** The outcome, fixed once detection is over (for leave_message: when the message starts). */
   #outcome: MachineDetectionOutcome | undefined;
   #decision: MachineDecision | undefined;
@@ -74,19 +77,22 @@ export class MachineDetection {
     this.#ctx = ctx;
     this.#stages = stages;
     this.#hooks = hooks;
+    this.#tuning = hooks.tuning ?? { greetingMs: DEFAULT_GREETING_MS, maxMs: DEFAULT_MAX_MS, beepWaitMs: BEEP_WAIT_MS };
     const vad = ctx.agent.vad_settings;
     this.#detector = new MachineDetector(
       {
         sampleRate: RUNTIME_SAMPLE_RATE,
         vadStartMs: vad.start_secs * 1000,
         vadStopMs: vad.stop_secs * 1000,
+        greetingMs: this.#tuning.greetingMs,
+        maxMs: this.#tuning.maxMs,
         onDecision: (d) => this.#decided(d),
         onBeepEnded: () => this.#beepEnded(),
       },
       stages.clock.now(),
     );
     // Undecided at the cap even if no audio comes (a silent line).
-    this.#cap = stages.timers.setTimeout(() => this.#detector.tick(stages.clock.now()), DEFAULT_MAX_MS);
+    this.#cap = stages.timers.setTimeout(() => this.#detector.tick(stages.clock.now()), this.#tuning.maxMs);
   }
 
   /** Caller audio (until the detection is over). */
@@ -157,7 +163,7 @@ export class MachineDetection {
 
   #armBeepWait(): void {
     this.#stages.timers.clearTimeout(this.#beepWait);
-    this.#beepWait = this.#stages.timers.setTimeout(() => this.#leaveMessage(), BEEP_WAIT_MS);
+    this.#beepWait = this.#stages.timers.setTimeout(() => this.#leaveMessage(), this.#tuning.beepWaitMs);
   }
 
   #leaveMessage(): void {

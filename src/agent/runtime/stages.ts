@@ -24,6 +24,7 @@ import { ReplyLoop, type ModelStream } from './reply-loop.ts';
 import { SpeechOutput, type SpeechOutputOptions } from './speech-output.ts';
 import { ConversationTimers } from './timers.ts';
 import { transferNumber } from './transfer.ts';
+import type { MachineDetectionTuning } from '../machine-detector.ts';
 import { TurnDetector } from './turn-detection.ts';
 
 /** What a session's runtime is built from: the providers, the clock and the pacing. */
@@ -45,6 +46,8 @@ export interface RuntimeDeps {
   chunkMs?: number;
   /** How far ahead of the caller's playhead audio is sent, ms (default 200). */
   leadMs?: number;
+  /** Answering-machine detection's durations (session.amd_* settings; defaults in machine-detection.ts). */
+  machineDetection?: MachineDetectionTuning;
 }
 
 /** Where each stage's events go (the runtime's handlers). */

@@ -8,7 +8,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { EnergyVad } from '../../../src/agent/providers/vad/energy.ts';
-import { AgentRuntime } from '../../../src/agent/runtime/index.ts';
+import { AgentRuntime, type RuntimeDeps } from '../../../src/agent/runtime/index.ts';
 import { BEEP_WAIT_MS } from '../../../src/agent/runtime/machine-detection.ts';
 import type { ServerEvent, SessionEndReason } from '../../../src/session/protocol.ts';
 import type { SessionContext } from '../../../src/session/runtime-contract.ts';
@@ -23,7 +23,7 @@ function beep(secs: number, hz = 1000): Int16Array {
   return out;
 }
 
-function outbound(ctx: Partial<SessionContext>) {
+function outbound(ctx: Partial<SessionContext>, deps: Partial<RuntimeDeps> = {}) {
   const time = new VirtualTime();
   const sent: Array<ServerEvent & { at: number }> = [];
   const ended: Array<{ reason: SessionEndReason; at: number }> = [];
@@ -33,7 +33,7 @@ function outbound(ctx: Partial<SessionContext>) {
   const rt = new AgentRuntime(
     { sessionId: 's1', orgId: 'o1', agent: agentFixture(), versionId: null, nodes: [], callerId: '+15550000000', variables: [{ key: 'name', value: 'Ada' }], direction: 'outbound', clientAnswersTools: false, ...ctx },
     { send: (e) => void sent.push({ ...e, at: time.now() }), end: (reason) => void ended.push({ reason, at: time.now() }) },
-    { stt: stt.provider, tts: () => wordTts200(), model: () => model, createVad: (s) => new EnergyVad(s), createNoiseSuppressor: () => undefined, toolTimeoutMs: 10_000, logger: log, clock: time, timers: time },
+    { stt: stt.provider, tts: () => wordTts200(), model: () => model, createVad: (s) => new EnergyVad(s), createNoiseSuppressor: () => undefined, toolTimeoutMs: 10_000, logger: log, clock: time, timers: time, ...deps },
   );
   const t0 = time.now();
   const play = (pcm: Int16Array) => feedAudio(time, pcm, (f) => rt.inputAudio(f));
@@ -150,6 +150,25 @@ describe('answering-machine detection in the runtime', () => {
     expect(s.finals()).toEqual(['Hello there. How can I help?']);
     expect(s.ended).toEqual([]);
     s.rt.close();
+  });
+
+  it('the session.amd_* settings: the cap, the greeting length and the wait for a beep', async () => {
+    const capped = outbound({ machineDetection: { mode: 'hangup' } }, { machineDetection: { greetingMs: 2000, maxMs: 2000, beepWaitMs: 1500 } });
+    await capped.play(silence(2.2));
+    expect(capped.of('machine_detection').map((e) => e.data)).toEqual([{ result: 'unknown', decided_after_ms: 2000, beep: false }]);
+    capped.rt.close();
+    // A 3.5 s greeting under a 4 s limit is a human's; a 0.5 s wait for the beep.
+    const lenient = outbound({ machineDetection: { mode: 'hangup' } }, { machineDetection: { greetingMs: 4000, maxMs: 8000, beepWaitMs: 500 } });
+    await lenient.play(concat(silence(0.4), voice(3.5, { levelDb: -20, syllableHz: 4, syllableFloor: 0.3 }), silence(1)));
+    expect(lenient.of('machine_detection')[0]?.data.result).toBe('human');
+    lenient.rt.close();
+    const quick = outbound({ machineDetection: { mode: 'leave_message', message: 'Call back.' } }, { machineDetection: { greetingMs: 2000, maxMs: 5000, beepWaitMs: 500 } });
+    await quick.play(concat(silence(0.4), voice(3.5, { levelDb: -20, syllableHz: 4, syllableFloor: 0.3 }), silence(2)));
+    const stopped = quick.of('speech_stopped')[0]!;
+    const first = quick.of('response_audio')[0]!;
+    expect(first.at - stopped.at).toBeGreaterThanOrEqual(500);
+    expect(first.at - stopped.at).toBeLessThanOrEqual(540);
+    quick.rt.close();
   });
 
   it('off, or an inbound call: no detection, the first message at once', async () => {
