@@ -610,6 +610,24 @@ const schema = {
       default: 10,
       env: 'CALLBRIDGE_SESSION_TOOL_TIMEOUT_SECS',
     },
+    amd_greeting_ms: {
+      doc: 'Answering-machine detection (docs/machine-detection.md): a callee\'s first turn longer than this is a machine\'s greeting; a shorter one followed by the VAD\'s end-of-turn silence is a human.',
+      format: 'nat',
+      default: 2000,
+      env: 'CALLBRIDGE_SESSION_AMD_GREETING_MS',
+    },
+    amd_max_ms: {
+      doc: 'Answering-machine detection: undecided this long after the answer, the result is unknown and the conversation goes on (the first message).',
+      format: 'nat',
+      default: 5000,
+      env: 'CALLBRIDGE_SESSION_AMD_MAX_MS',
+    },
+    amd_beep_wait_ms: {
+      doc: 'Answering-machine detection, mode leave_message: with no beep, the message starts after the greeting has ended and this long has passed without a beep starting.',
+      format: 'nat',
+      default: 1500,
+      env: 'CALLBRIDGE_SESSION_AMD_BEEP_WAIT_MS',
+    },
   },
   voices: {
     catalog: {
@@ -851,7 +869,7 @@ export type Config = {
   llm: { providers: LlmProviderConfig[]; first_token_timeout_ms: number };
   stt: { provider: 'local' | 'openai' | 'stream'; base_url: string; api_key: string; model: string };
   tts: { providers: TtsSlotConfig[] };
-  session: { tool_timeout_secs: number };
+  session: { tool_timeout_secs: number; amd_greeting_ms: number; amd_max_ms: number; amd_beep_wait_ms: number };
   cluster: { node_id: string; heartbeat_secs: number; node_timeout_secs: number; singleton_poll_secs: number };
   bridge: { max_calls: number; max_calls_per_trunk: number; max_calls_per_org: number; upstream_url: string; upstream_api_key: string; upstream_timeout_ms: number; recording: boolean; recording_sample_rate: 8000 | 16000 | 24000 };
   voices: { catalog: VoiceCatalogEntry[]; refresh_secs: number; first_fetch_wait_ms: number; fetch_timeout_ms: number };

@@ -49,6 +49,7 @@ export function runtimeDepsFromConfig(config: Config, logger: Logger, overrides:
     createVad: (settings) => new EnergyVad(settings),
     createNoiseSuppressor: (settings) => createNoiseSuppressor(settings),
     toolTimeoutMs: config.session.tool_timeout_secs * 1000,
+    machineDetection: { greetingMs: config.session.amd_greeting_ms, maxMs: config.session.amd_max_ms, beepWaitMs: config.session.amd_beep_wait_ms },
     logger,
     ...overrides,
   };

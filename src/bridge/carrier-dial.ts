@@ -120,6 +120,7 @@ export class CarrierDials {
       source: 'twilio',
       firstMessage: req.firstMessage ?? null,
       prompt: req.prompt ?? null,
+      machineDetection: req.machineDetection ?? null,
       variables: withCallVariables(callVariables({ callerNumber: from, calledNumber: req.number }), req.variables),
     });
     const log = o.log.child({ component: 'bridge', callId, orgId: req.orgId });

@@ -135,6 +135,7 @@ export class SipCalls {
       sipTrunkId: trunk.id,
       firstMessage: req.firstMessage ?? null,
       prompt: req.prompt ?? null,
+      machineDetection: req.machineDetection ?? null,
       // Ours (caller_number, called_number, trunk_id, trunk_name) under the user's, which win.
       variables: withCallVariables(callVariables({ callerNumber: req.callerId, calledNumber: req.number, trunk: { id: trunk.id, name: trunk.name, header_variables: [] } }), req.variables),
     });

@@ -141,6 +141,9 @@ export function partyNumber(direction: CallDirection, from: string, to: string):
 const OUTCOMES: Readonly<Record<string, CallOutcome>> = {
   transfer: 'transferred',
   agent_hangup: 'ended_by_agent',
+  // Ours: answering-machine detection ended the call (docs/machine-detection.md).
+  machine_detected: 'ended_by_agent',
+  voicemail_left: 'ended_by_agent',
   timeout: 'ended_by_agent',
   silence_timeout: 'ended_by_agent',
   client_closed: 'ended_by_user',
@@ -183,6 +186,17 @@ export function failedDialEnd(reason: string, sipStatus?: number): FailedDialEnd
   return { termination_reason, status: reason === 'auth_failed' ? 'auth_failed' : 'ended', end_status: 'failed' };
 }
 
+/**
+ * Ours: what answering-machine detection decided on an outbound call that asked for it
+ * (docs/machine-detection.md): the result, ms from the answer to the decision, and whether a
+ * beep was heard (by the end of the detection, or of the wait for it before a message).
+ */
+export interface MachineDetectionOutcome {
+  result: 'human' | 'machine' | 'unknown';
+  decided_after_ms: number;
+  beep: boolean;
+}
+
 /** The stored facts of one call (store/calls.ts); null = no value. */
 export interface CallRecord {
   id: string;
@@ -218,6 +232,7 @@ export interface CallRecord {
   outbound_list_run_id?: string | null;
   outbound_contact_id?: string | null;
   tags: string[];
+  machine_detection: MachineDetectionOutcome | null;
 }
 
 /** The API's Call: the document's fields (absent when there is no value) and ours after them. */
@@ -252,6 +267,7 @@ export interface Call {
   has_recording: boolean;
   carrier_call_id?: string;
   analyzed_at?: string;
+  machine_detection?: MachineDetectionOutcome;
 }
 
 /** Whole seconds from started_at to ended_at (rounded), when both are set. */
@@ -298,6 +314,7 @@ export function toCall(r: CallRecord): Call {
   if (r.analyzed_at !== null) c.analyzed_at = r.analyzed_at;
   if (r.outbound_list_run_id != null) c.outbound_list_run_id = r.outbound_list_run_id;
   if (r.outbound_contact_id != null) c.outbound_contact_id = r.outbound_contact_id;
+  if (r.machine_detection !== null) c.machine_detection = r.machine_detection;
   return c;
 }
 

@@ -1,3 +1,16 @@
+/**
+ * Answering-machine detection for one outbound call (ours: docs/machine-detection.md). off: none;
+ * hangup: a machine's call ends at once; leave_message: after the machine's beep (or its
+ * greeting and a silence) `message` is spoken, its {{variables}} filled in like a first message,
+ * and the call ends.
+ */
+export interface MachineDetectionConfig {
+  mode: 'off' | 'hangup' | 'leave_message';
+  message?: string | undefined;
+}
+
+export const MACHINE_DETECTION_MODES = ['off', 'hangup', 'leave_message'] as const;
+
 /** An outbound call as the dial route resolves it and the call bridge places it. */
 export interface OutboundDial {
   orgId: string;
@@ -11,10 +24,10 @@ export interface OutboundDial {
   prompt?: string | undefined;
   variables: Array<{ key: string; value: string }>;
   /**
-   * Answering-machine detection asked for by an outbound run (docs/outbound.md); absent: none.
-   * Carried to the bridge as is: what it does with it is the bridge's.
+   * Answering-machine detection asked for by the dial (its machineDetection option) or by an
+   * outbound run (docs/outbound.md); absent: none. Carried to the session (docs/machine-detection.md).
    */
-  machineDetection?: { mode: 'off' | 'hangup' | 'leave_message'; message?: string } | undefined;
+  machineDetection?: MachineDetectionConfig | undefined;
 }
 
 /** A dial from an agent's imported carrier number through the carrier's call API (no SIP trunk). */
@@ -27,4 +40,5 @@ export interface CarrierDialRequest {
   firstMessage?: string | undefined;
   prompt?: string | undefined;
   variables: Array<{ key: string; value: string }>;
+  machineDetection?: MachineDetectionConfig | undefined;
 }

@@ -88,12 +88,17 @@ export function inWindow(w: RunWindow, at: Date): boolean {
 
 /**
  * The outcome of an attempt from its ended call record: answered (it has started_at: a person or
- * a machine picked up and the call was bridged) is completed unless the record says machine;
- * otherwise the record's end_status.
+ * a machine picked up and the call was bridged) is completed unless answering-machine detection
+ * hung up on a machine (termination_reason machine_detected, docs/machine-detection.md); a
+ * message left on a machine (voicemail_left) is completed: the run's message was delivered.
+ * Otherwise the record's end_status.
  */
+/** The end reason of a call answering-machine detection hung up on (src/agent/runtime/machine-detection.ts). */
+export const MACHINE_HANGUP_REASON = 'machine_detected';
+
 export function attemptOutcome(r: Pick<CallRecord, 'status' | 'end_status' | 'started_at'> & { termination_reason?: string | null }): AttemptOutcome {
   const end = r.end_status as string | null;
-  if (end === 'machine' || r.termination_reason === 'machine') return 'machine';
+  if (r.termination_reason === MACHINE_HANGUP_REASON) return 'machine';
   if (end === 'completed' || r.started_at !== null) return 'completed';
   if (end === 'busy' || end === 'no_answer') return end;
   return 'failed';

@@ -10,6 +10,7 @@ import type { CallDirection } from '../store/calls.ts';
 import type { CallSource } from '../domain/call.ts';
 import type { SessionTransport } from '../store/sessions.ts';
 import type { SessionTokens } from './tokens.ts';
+import type { MachineDetectionConfig } from '../domain/dial.ts';
 
 export interface IssueSessionInput {
   orgId: string;
@@ -25,6 +26,8 @@ export interface IssueSessionInput {
   firstMessage?: string | null;
   prompt?: string | null;
   variables?: Array<{ key: string; value: string }>;
+  /** An outbound dial's answering-machine detection (docs/machine-detection.md). */
+  machineDetection?: MachineDetectionConfig | null;
   chat?: boolean;
   /** The call record's source when not the direction's (a carrier media stream: twilio), and the carrier's call id. */
   source?: CallSource;
@@ -50,6 +53,7 @@ export async function issueSession(store: Store, tokens: SessionTokens, s: Issue
     first_message: s.firstMessage ?? null,
     prompt: s.prompt ?? null,
     variables: s.variables ?? [],
+    machine_detection: s.machineDetection ?? null,
     scopes: issued.claims.scopes,
     token_jti: issued.claims.jti,
     token_expires_at: issued.expiresAt,

@@ -6,8 +6,14 @@
  * `input_audio` carry base64 PCM16 mono 24 kHz.
  */
 
-/** Why a session ended (DESIGN.md: `session_ended` data `{ reason }`). */
-export type SessionEndReason = 'agent_hangup' | 'client_closed' | 'timeout' | 'silence_timeout' | 'transfer' | 'error';
+import type { MachineDetectionOutcome } from '../domain/call.ts';
+
+/**
+ * Why a session ended (DESIGN.md: `session_ended` data `{ reason }`). machine_detected and voicemail_left are ours (docs/machine-detection.md): answering-machine
+ * detection runs only on outbound phone sessions, which only the call bridge opens, so a
+ * WebSocket client of the public protocol never receives them.
+ */
+export type SessionEndReason = 'agent_hangup' | 'client_closed' | 'timeout' | 'silence_timeout' | 'transfer' | 'error' | 'machine_detected' | 'voicemail_left';
 
 export interface ToolCallArgument {
   name: string;
@@ -33,7 +39,12 @@ export type ServerEvent =
    * (IVRs). Only phone sessions (direction inbound/outbound) offer the model the tool that sends
    * it, so WebSocket clients of the public protocol never receive it.
    */
-  | { type: 'dtmf'; data: { digits: string } };
+  | { type: 'dtmf'; data: { digits: string } }
+  /**
+   * Extension (docs/machine-detection.md): answering-machine detection decided, on an outbound
+   * phone session that asked for it (so only the call bridge receives it).
+   */
+  | { type: 'machine_detection'; data: MachineDetectionOutcome };
 
 export type ServerEventType = ServerEvent['type'];
 

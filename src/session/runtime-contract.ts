@@ -10,7 +10,8 @@
  *   end stored by this node --analyze()--> runtime (after the session) --analysis--> record
  */
 import type { Agent } from '../domain/agent.ts';
-import type { CallAnalysis } from '../domain/call.ts';
+import type { CallAnalysis, MachineDetectionOutcome } from '../domain/call.ts';
+import type { MachineDetectionConfig } from '../domain/dial.ts';
 import type { ServerEvent, SessionEndReason } from './protocol.ts';
 
 export interface SessionVariable {
@@ -34,6 +35,8 @@ export interface SessionContext {
   firstMessage?: string;
   prompt?: string;
   variables: SessionVariable[];
+  /** The dial's answering-machine detection (outbound sessions; absent: off). */
+  machineDetection?: MachineDetectionConfig;
   /** web (a WebSocket client), inbound or outbound (a phone call through the bridge). */
   direction: 'web' | 'inbound' | 'outbound';
   /**
@@ -93,6 +96,8 @@ export interface SessionRuntime {
   dtmf?(digit: string): void;
   /** The transcript so far, for the session record. */
   transcript(): TranscriptEntry[];
+  /** What answering-machine detection decided, when it ran (stored with the call's end). */
+  machineDetection?(): MachineDetectionOutcome | undefined;
   /** The client went away or the server is closing: stop all work at once. Idempotent. */
   close(): void;
   /**

@@ -407,6 +407,7 @@ class VoiceSession {
       firstMessage: s.first_message ?? undefined,
       prompt: s.prompt ?? undefined,
       variables: s.variables,
+      ...(s.machine_detection !== null ? { machineDetection: s.machine_detection } : {}),
       direction: this.#a.direction,
       // Only the bridge opens inbound/outbound sessions (POST /v1/session-token opens web ones),
       // and the bridge does not answer tool calls.
@@ -546,11 +547,12 @@ class VoiceSession {
     // Close first: a runtime stopping mid-turn commits what the caller heard of it.
     if (o.closeRuntime && runtime) this.#safe('close', () => runtime.close());
     const transcript = (runtime && this.#safe('transcript', () => runtime.transcript())) ?? ([] as TranscriptEntry[]);
+    const machineDetection = runtime?.machineDetection && this.#safe('machineDetection', () => runtime.machineDetection!());
     // Issued now, before the socket closes (on SQLite it runs at once); shutdown awaits it (endStored).
     // The post-call analysis follows the end, on the node whose end was stored: one per call.
     const analyze = runtime?.analyze?.bind(runtime);
     this.#endStored = this.#d.store.calls
-      .end(this.id, { ended_at: this.#d.iso(), termination_reason: reason, transcript: transcriptFromRuntime(transcript).entries })
+      .end(this.id, { ended_at: this.#d.iso(), termination_reason: reason, transcript: transcriptFromRuntime(transcript).entries, ...(machineDetection ? { machine_detection: machineDetection } : {}) })
       .then(
         (ended) => {
           if (ended && analyze) this.#d.analyses.start(this.id, this.#log, analyze);

@@ -22,6 +22,7 @@ import {
   type CallStatus,
   type ContextVariable,
   type EndStatus,
+  type MachineDetectionOutcome,
   type Transcript,
   type TranscriptEntry,
 } from '../domain/call.ts';
@@ -64,6 +65,8 @@ export interface CallEnd {
    * dial never ends the call another node is bridging.
    */
   unconnected_only?: boolean;
+  /** What answering-machine detection decided (docs/machine-detection.md). */
+  machine_detection?: MachineDetectionOutcome;
 }
 
 interface CallRow {
@@ -93,6 +96,7 @@ interface CallRow {
   outbound_list_run_id: string | null;
   outbound_contact_id: string | null;
   tags: string;
+  machine_detection: string | null;
 }
 
 const fromRow = (r: CallRow): CallRecord => ({
@@ -122,6 +126,7 @@ const fromRow = (r: CallRow): CallRecord => ({
   outbound_list_run_id: r.outbound_list_run_id ?? null,
   outbound_contact_id: r.outbound_contact_id ?? null,
   tags: JSON.parse(r.tags) as string[],
+  machine_detection: r.machine_detection === null ? null : (JSON.parse(r.machine_detection) as MachineDetectionOutcome),
 });
 
 // A call's tags, sorted, as a JSON array (call_tags' primary key serves it).
@@ -214,7 +219,7 @@ export class CallRepo {
     // Only the first end counts: a second one (a race of client close and runtime end) is a no-op.
     return this.db.transaction(async (tx) => {
       const r = await tx.all<{ id: string; org_id: string }>(
-        `UPDATE calls SET status = ?, end_status = ?, ended_at = ?, termination_reason = ?, outcome = ?, transcript = ?
+        `UPDATE calls SET status = ?, end_status = ?, ended_at = ?, termination_reason = ?, outcome = ?, transcript = ?, machine_detection = ?
          WHERE id = ? AND ended_at IS NULL${e.unconnected_only === true ? UNCONNECTED : ''} RETURNING id, org_id`,
         [
           e.status ?? 'ended',
@@ -223,6 +228,7 @@ export class CallRepo {
           e.termination_reason,
           outcomeOf(e.termination_reason) ?? null,
           JSON.stringify(transcript),
+          e.machine_detection ? JSON.stringify(e.machine_detection) : null,
           id,
         ],
       );

@@ -216,6 +216,16 @@ export const CALL_ANALYSIS_SQL = `
       ALTER TABLE calls ADD COLUMN analyzed_at TEXT;                                -- null: not analysed (off, failed, or running)
     `;
 
+/**
+ * Migration 20's SQL: the same text in both dialects. docs/machine-detection.md: a session's
+ * answering-machine detection as the dial asked for it (JSON `{ mode, message? }`; null: off),
+ * and what it decided on the call (JSON `{ result, decided_after_ms, beep }`; null: it did not run).
+ */
+export const MACHINE_DETECTION_SQL = `
+      ALTER TABLE sessions ADD COLUMN machine_detection TEXT;
+      ALTER TABLE calls ADD COLUMN machine_detection TEXT;
+    `;
+
 export const MIGRATIONS: Migration[] = [
   {
     version: 1,
@@ -800,5 +810,10 @@ export const MIGRATIONS: Migration[] = [
     version: 19,
     name: 'outbound lists, contacts and runs; calls name their run and contact',
     sql: OUTBOUND_SQL,
+  },
+  {
+    version: 20,
+    name: 'answering-machine detection: the dial\'s setting and the call\'s outcome',
+    sql: MACHINE_DETECTION_SQL,
   },
 ];

@@ -6,6 +6,7 @@
 import type { SqlClient } from './sql-client.ts';
 import { callEndedEvents, CallRepo, type CallDirection } from './calls.ts';
 import type { CallSource } from '../domain/call.ts';
+import type { MachineDetectionConfig } from '../domain/dial.ts';
 
 export type SessionTransport = 'websocket' | 'webrtc';
 
@@ -20,6 +21,8 @@ export interface SessionRecord {
   first_message: string | null;
   prompt: string | null;
   variables: Array<{ key: string; value: string }>;
+  /** An outbound dial's answering-machine detection (migration 20); null: off. */
+  machine_detection: MachineDetectionConfig | null;
   scopes: string[];
   token_jti: string;
   token_expires_at: string;
@@ -27,7 +30,8 @@ export interface SessionRecord {
   created_at: string;
 }
 
-export interface NewSession extends Omit<SessionRecord, 'connected_at'> {
+export interface NewSession extends Omit<SessionRecord, 'connected_at' | 'machine_detection'> {
+  machine_detection?: MachineDetectionConfig | null;
   /** `to` of the call row: the number called, or the agent's name for a web session. */
   call_to: string;
   /** web for a WebSocket client (the default); the bridge will open inbound/outbound ones. */
@@ -38,14 +42,16 @@ export interface NewSession extends Omit<SessionRecord, 'connected_at'> {
   carrier_call_id?: string | null;
 }
 
-interface SessionRow extends Omit<SessionRecord, 'variables' | 'scopes'> {
+interface SessionRow extends Omit<SessionRecord, 'variables' | 'scopes' | 'machine_detection'> {
   variables: string;
+  machine_detection: string | null;
   scopes: string;
 }
 
 const fromRow = (r: SessionRow): SessionRecord => ({
   ...r,
   variables: JSON.parse(r.variables) as SessionRecord['variables'],
+  machine_detection: r.machine_detection === null ? null : (JSON.parse(r.machine_detection) as MachineDetectionConfig),
   scopes: JSON.parse(r.scopes) as string[],
 });
 
@@ -76,8 +82,8 @@ export class SessionRepo {
         carrier_call_id: carrier_call_id ?? null,
       });
       await tx.run(
-        `INSERT INTO sessions (id, org_id, agent_id, version_id, caller_id, transport, chat_id, first_message, prompt, variables, scopes, token_jti, token_expires_at, created_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+        `INSERT INTO sessions (id, org_id, agent_id, version_id, caller_id, transport, chat_id, first_message, prompt, variables, scopes, token_jti, token_expires_at, created_at, machine_detection)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
         [
           s.id,
           s.org_id,
@@ -93,6 +99,7 @@ export class SessionRepo {
           s.token_jti,
           s.token_expires_at,
           s.created_at,
+          s.machine_detection ? JSON.stringify(s.machine_detection) : null,
         ],
       );
     });

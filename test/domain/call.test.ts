@@ -40,6 +40,7 @@ const record = (over: Partial<CallRecord> = {}): CallRecord => ({
   has_recording: false,
   carrier_call_id: null,
   tags: [],
+  machine_detection: null,
   ...over,
 });
 

@@ -32,3 +32,13 @@ export function opensslAvailable(): PeerAvailability {
     return peerMissing('openssl not found (apt-get install openssl): the TLS tests make their certificates with it');
   }
 }
+
+/** Whether `espeak-ng` (Debian espeak-ng), which the answering-machine tests make their callees' speech with, runs. */
+export function espeakAvailable(): PeerAvailability {
+  try {
+    execFileSync('espeak-ng', ['--version'], { stdio: 'ignore' });
+    return { ok: true, skip: false };
+  } catch {
+    return peerMissing('espeak-ng not found (apt-get install espeak-ng): the answering-machine tests make their speech with it');
+  }
+}

@@ -18,7 +18,7 @@
  * Control before data (pipecat's rule): a barge-in aborts the model and TTS at once and drops
  * queued audio; the history keeps only what the caller heard.
  */
-import type { CallAnalysis } from '../../domain/call.ts';
+import type { CallAnalysis, MachineDetectionOutcome } from '../../domain/call.ts';
 import type { Logger } from '../../log.ts';
 import type { SessionEndReason } from '../../session/protocol.ts';
 import type { SessionContext, SessionIo, SessionRuntime, TranscriptEntry } from '../../session/runtime-contract.ts';
@@ -26,7 +26,7 @@ import type { AgentTurn, CallerEvent, KeyEvent, ReplyEvent, SpeechEvent, TimerEv
 import { buildStages, type RuntimeDeps, type SessionStages } from './stages.ts';
 import { analyzeCall } from './analysis.ts';
 import { SessionTransfers } from './transfer.ts';
-import { openConversation } from './first-message.ts';
+import { openWithMachineDetection, type MachineDetection } from './machine-detection.ts';
 import { ToolTranscript } from './tool-transcript.ts';
 import { createTurnTimeline, timelineSees, type TurnTimelineRecorder } from './turn-timeline.ts';
 
@@ -46,6 +46,8 @@ export class AgentRuntime implements SessionRuntime {
   readonly #toolLines = new ToolTranscript();
   /** Where each agent turn's time went (undefined: no observer wants it). */
   readonly #timeline: TurnTimelineRecorder | undefined;
+  /** Answering-machine detection, when the session asked for it (machine-detection.ts). */
+  readonly #amd: MachineDetection | undefined;
   /** A user turn committed during an agent turn the caller could not cut: answered after it. */
   #replyQueued = false;
   #ended = false;
@@ -64,13 +66,15 @@ export class AgentRuntime implements SessionRuntime {
       ended: () => this.#ended,
     }));
     this.#transfers = new SessionTransfers({ settings: ctx.agent.timeout_settings, speech: this.#stages.speech, end: (reason, number) => this.#end(reason, number) });
-    openConversation(ctx, this.#stages);
+    this.#amd = openWithMachineDetection(ctx, this.#stages, { send: (e) => this.#io.send(e), end: (reason) => this.#end(reason), tuning: deps.machineDetection });
   }
 
   // --- SessionRuntime ----------------------------------------------------------------------------
 
   inputAudio(pcm: Int16Array): void {
-    if (!this.#ended) this.#stages.caller.audio(pcm);
+    if (this.#ended) return;
+    this.#amd?.audio(pcm);
+    this.#stages.caller.audio(pcm);
   }
 
   toolCallOutput(toolCallId: string, output: string): void {
@@ -80,6 +84,10 @@ export class AgentRuntime implements SessionRuntime {
   /** A key the caller pressed (collected into entries by the DtmfCollector). */
   dtmf(digit: string): void {
     if (!this.#ended) this.#stages.keys.press(digit);
+  }
+
+  machineDetection(): MachineDetectionOutcome | undefined {
+    return this.#amd?.outcome();
   }
 
   transcript(): TranscriptEntry[] {
@@ -99,6 +107,7 @@ export class AgentRuntime implements SessionRuntime {
   // --- stage events ------------------------------------------------------------------------------
 
   #onCaller(e: CallerEvent): void {
+    this.#amd?.caller(e);
     switch (e.type) {
       case 'speech_started':
         this.#stages.timeouts.callerActive();
@@ -131,6 +140,8 @@ export class AgentRuntime implements SessionRuntime {
   }
 
   #onUserTurn(text: string, turnId: string): void {
+    // What the caller said while the detection ran is kept, not answered (machine-detection.ts).
+    if (!this.#ended && this.#amd?.absorbs()) return void (text !== '' && this.#record({ role: 'user', text, turn_id: turnId }));
     if (text === '' || this.#ended) {
       if (this.#stages.speech.current === undefined) this.#stages.timeouts.armSilence();
       return;
@@ -262,6 +273,7 @@ export class AgentRuntime implements SessionRuntime {
   #shutdown(): void {
     if (this.#ended) return;
     this.#ended = true;
+    this.#amd?.close();
     this.#stages.timeouts.close();
     this.#stages.keys.close();
     const cut = this.#stages.speech.cut();

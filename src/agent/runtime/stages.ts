@@ -26,6 +26,7 @@ import { ReplyLoop, type ModelStream } from './reply-loop.ts';
 import { SpeechOutput, type SpeechOutputOptions } from './speech-output.ts';
 import { ConversationTimers } from './timers.ts';
 import { transferNumber } from './transfer.ts';
+import type { MachineDetectionTuning } from '../machine-detector.ts';
 import { TurnDetector } from './turn-detection.ts';
 
 /** What a session's runtime is built from: the providers, the clock and the pacing. */
@@ -51,6 +52,8 @@ export interface RuntimeDeps {
   turnTimelineObservers?: readonly TurnTimelineObserver[];
   /** Where the bridge reports a phone call's first RTP packet of each turn (audio_out_first). */
   turnAudio?: TurnAudioReports;
+  /** Answering-machine detection's durations (session.amd_* settings; defaults in machine-detection.ts). */
+  machineDetection?: MachineDetectionTuning;
 }
 
 /** Where each stage's events go (the runtime's handlers). */
@@ -65,6 +68,7 @@ export interface StageRoutes {
 }
 
 export interface SessionStages {
+  clock: Clock;
   timers: Timers;
   model: ModelStream;
   speech: SpeechOutput;
@@ -123,7 +127,7 @@ export function buildStages(ctx: SessionContext, deps: RuntimeDeps, log: Logger,
     log,
     emit: (e) => routes.timer(e),
   });
-  return { timers, model, speech, replies, caller, keys, timeouts };
+  return { clock, timers, model, speech, replies, caller, keys, timeouts };
 }
 
 /** The TTS voice of the agent's voice_settings (only the options it sets). */

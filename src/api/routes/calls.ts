@@ -147,6 +147,16 @@ const Call = Type.Object(
     carrier_call_id: Type.Optional(Type.String({ description: 'callbridge: the carrier\'s id of the call (its CallSid), for calls on the carrier\'s own voice path (source twilio)' })),
     analyzed_at: Type.Optional(Type.String({ format: 'date-time', description: 'callbridge: when the post-call analysis was stored; absent when it did not run (off, failed) or is still running' })),
     latency: Type.Optional(CallLatency),
+    machine_detection: Type.Optional(
+      Type.Object(
+        {
+          result: Enum(['human', 'machine', 'unknown'], 'what the callee was judged to be'),
+          decided_after_ms: Type.Integer({ description: 'ms from the answer to the decision' }),
+          beep: Type.Boolean({ description: 'a voicemail beep was heard (by the decision, or by the message of leave_message)' }),
+        },
+        { title: 'MachineDetection', description: 'callbridge: answering-machine detection\'s outcome on an outbound call whose dial asked for it (docs/machine-detection.md)' },
+      ),
+    ),
   },
   { title: 'Call' },
 );

@@ -14,7 +14,7 @@ import { errorResponses, IdParams, Obj, Uuid, Variable } from '../schemas.ts';
 import { forbidden, notFound, unavailable, validation } from '../../domain/errors.ts';
 import { DIAL_STRING_PATTERN, isDialString, normalizeDialString } from '../../domain/phone.ts';
 import type { Store } from '../../store/index.ts';
-import type { OutboundDial } from '../../domain/dial.ts';
+import { MACHINE_DETECTION_MODES, type MachineDetectionConfig } from '../../domain/dial.ts';
 
 export interface DialRequest {
   orgId: string;
@@ -28,8 +28,8 @@ export interface DialRequest {
   firstMessage?: string;
   prompt?: string;
   variables: { key: string; value: string }[];
-  /** From an outbound run: answering-machine detection (passed to the bridge as OutboundDial.machineDetection). */
-  machineDetection?: OutboundDial['machineDetection'];
+  /** Answering-machine detection: the dial's own option, or an outbound run's (docs/machine-detection.md). */
+  machineDetection?: MachineDetectionConfig;
 }
 
 /**
@@ -56,6 +56,12 @@ const Query = Obj({
   sip_trunk_id: aliasOf('sipTrunkId'),
   caller_id: aliasOf('callerId'),
   first_message: aliasOf('firstMessage'),
+  machineDetection: Type.Optional(
+    Type.Union(
+      MACHINE_DETECTION_MODES.map((m) => Type.Literal(m)),
+      { description: 'ours (docs/machine-detection.md): answering-machine detection mode, as the body\'s machineDetection.mode (a message goes in the body)' },
+    ),
+  ),
 });
 
 /** The query with each snake_case alias folded into the service's name. @throws validation when the two differ. */
@@ -72,10 +78,38 @@ export function foldDialAliases(q: Record<string, string | undefined>): Record<s
   }
   return out;
 }
-const Body = Obj({ variables: Type.Optional(Type.Array(Variable, { maxItems: 100 })) });
+const MachineDetection = Obj(
+  {
+    mode: Type.Union(
+      MACHINE_DETECTION_MODES.map((m) => Type.Literal(m)),
+      { description: 'off: no detection; hangup: a machine\'s call ends at once; leave_message: `message` is spoken after the beep, then the call ends' },
+    ),
+    message: Type.Optional(Type.String({ maxLength: 10_000, description: 'leave_message: what to say ({{variables}} filled in); default: the first message' })),
+  },
+  { description: 'ours (docs/machine-detection.md): answering-machine detection for this call' },
+);
+const Body = Obj({ variables: Type.Optional(Type.Array(Variable, { maxItems: 100 })), machineDetection: Type.Optional(MachineDetection) });
+
+/** The dial's machine detection from the body's object and the query's mode (which must agree). @throws validation when they differ. */
+export function machineDetectionOf(queryMode: string | undefined, body: MachineDetectionConfig | undefined): MachineDetectionConfig | undefined {
+  if (queryMode !== undefined && body !== undefined && body.mode !== queryMode) {
+    throw validation('machineDetection: the querystring names mode ' + queryMode + ' and the body ' + body.mode + '; send one of them');
+  }
+  const md = body ?? (queryMode !== undefined ? { mode: queryMode as MachineDetectionConfig['mode'] } : undefined);
+  if (md === undefined || md.mode === 'off') return undefined;
+  if (md.message !== undefined && md.mode !== 'leave_message') throw validation('body.machineDetection.message applies to mode leave_message only');
+  return md;
+}
 
 /** Resolves and checks everything a dial needs; throws the documented error otherwise. */
-export async function resolveDial(store: Store, orgId: string, agentId: string, query: Record<string, string | undefined>, variables: DialRequest['variables']): Promise<DialRequest> {
+export async function resolveDial(
+  store: Store,
+  orgId: string,
+  agentId: string,
+  query: Record<string, string | undefined>,
+  variables: DialRequest['variables'],
+  bodyMachineDetection?: MachineDetectionConfig,
+): Promise<DialRequest> {
   const q = foldDialAliases(query);
   if (q.number !== undefined && q.destination !== undefined && normalizeDialString(q.number) !== normalizeDialString(q.destination)) {
     throw validation('querystring: number and destination name different numbers; send one of them');
@@ -83,6 +117,7 @@ export async function resolveDial(store: Store, orgId: string, agentId: string, 
   const raw = q.number ?? q.destination;
   if (raw === undefined || raw === '') throw validation('querystring.number (or destination) is required');
   if (!isDialString(raw)) throw validation('querystring.number must be an E.164 number or a dial string of digits, * and #');
+  const machineDetection = machineDetectionOf(q.machineDetection, bodyMachineDetection);
   const agent = await store.agents.get(orgId, agentId);
   if (!agent) throw notFound('agent');
   if (agent.status !== 'active') throw notFound('active agent');
@@ -94,6 +129,7 @@ export async function resolveDial(store: Store, orgId: string, agentId: string, 
     firstMessage: q.firstMessage,
     prompt: q.prompt,
     variables,
+    ...(machineDetection ? { machineDetection } : {}),
   };
   if (q.sipTrunkId) {
     if (!(await store.sipTrunks.get(orgId, q.sipTrunkId))) throw notFound('sip trunk');
@@ -140,7 +176,7 @@ export async function placeDial(deps: Pick<ApiDeps, 'store' | 'config' | 'dialer
       if (dial.callerId !== undefined && dial.callerId !== number.phone_number) {
         throw validation(`callerId applies to SIP trunk dials: a call through the carrier's call API is from the agent's number ${number.phone_number}`);
       }
-      const { callId } = await deps.carrierDialer({ orgId: dial.orgId, agentId: dial.agentId, telcoNumberId: number.id, number: dial.number, firstMessage: dial.firstMessage, prompt: dial.prompt, variables: dial.variables });
+      const { callId } = await deps.carrierDialer({ orgId: dial.orgId, agentId: dial.agentId, telcoNumberId: number.id, number: dial.number, firstMessage: dial.firstMessage, prompt: dial.prompt, variables: dial.variables, ...(dial.machineDetection !== undefined ? { machineDetection: dial.machineDetection } : {}) });
       log.info({ agentId: dial.agentId, callId, telcoNumberId: number.id }, 'outbound call placed through the carrier call API');
       return { callId };
     }
@@ -182,8 +218,8 @@ export async function dialRoutes(app: FastifyInstance, deps: ApiDeps): Promise<v
     },
     async (req) => {
       const { id } = req.params as { id: string };
-      const body = (req.body ?? {}) as { variables?: DialRequest['variables'] };
-      const dial = await resolveDial(deps.store, req.org.id, id, req.query as Record<string, string | undefined>, body.variables ?? []);
+      const body = (req.body ?? {}) as { variables?: DialRequest['variables']; machineDetection?: MachineDetectionConfig };
+      const dial = await resolveDial(deps.store, req.org.id, id, req.query as Record<string, string | undefined>, body.variables ?? [], body.machineDetection);
       await placeDial(deps, dial, req.log);
       return { success: true };
     },

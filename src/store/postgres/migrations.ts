@@ -25,7 +25,7 @@
  *   migration 12) test "a character outside [0-9+]" with GLOB there, a regular expression here.
  * - SQLite's WITHOUT ROWID is a storage choice PostgreSQL does not have (its tables are heaps).
  */
-import { ASSIGNMENTS_PER_ORG_SQL, CALL_ANALYSIS_SQL, CALLS_CARRIER_CALL_SQL, OUTBOUND_SQL, STREAM_GRANTS_SQL, WEBHOOKS_SQL, type Migration } from '../migrations.ts';
+import { ASSIGNMENTS_PER_ORG_SQL, CALL_ANALYSIS_SQL, CALLS_CARRIER_CALL_SQL, MACHINE_DETECTION_SQL, OUTBOUND_SQL, STREAM_GRANTS_SQL, WEBHOOKS_SQL, type Migration } from '../migrations.ts';
 import { CALL_TURN_TIMELINES_SQL } from '../turn-timelines.ts';
 
 export const POSTGRES_MIGRATIONS: Migration[] = [
@@ -519,5 +519,11 @@ export const POSTGRES_MIGRATIONS: Migration[] = [
     name: 'outbound lists, contacts and runs; calls name their run and contact',
     // SQLite's migration 19: the same statements (BIGINT epoch milliseconds on the database's clock).
     sql: OUTBOUND_SQL,
+  },
+  {
+    version: 20,
+    name: 'answering-machine detection: the dial\'s setting and the call\'s outcome',
+    // SQLite's migration 20: the same statements.
+    sql: MACHINE_DETECTION_SQL,
   },
 ];
