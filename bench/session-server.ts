@@ -5,7 +5,8 @@
  * LLM, energy VAD), with one change: every voice provider is the real OpenAI-compatible TTS
  * adapter (`OpenAiSpeechProvider`) pointed at the bench's fake speech server, which answers at
  * once. The adapter is injected through runtimeDepsFromConfig's overrides rather than through
- * `tts.providers`, so the bench does not depend on that setting's shape.
+ * `tts.providers`, so the bench does not depend on that setting's shape. Agent turn timelines are
+ * recorded, observed and stored as main.ts does for its own runtime (docs/latency.md).
  *
  * Run as its own process: `node --import tsx bench/session-server.ts`.
  *   BENCH_SESSION_DATA_DIR  data directory (required; the initial API key is written there)
@@ -29,6 +30,10 @@ import { createAgentRuntimeFactory, runtimeDepsFromConfig } from '../src/agent/r
 import { createTtsProviders, type TtsProviderConfig } from '../src/agent/providers/tts/index.ts';
 import { OpenAiSpeechProvider } from '../src/agent/providers/tts/openai.ts';
 import type { TtsProvider } from '../src/agent/providers/types.ts';
+import { Registry } from 'prom-client';
+import { createTurnLatencyMetrics } from '../src/agent/turn-latency-metrics.ts';
+import { TurnTimelineWriter } from '../src/store/turn-timeline-writer.ts';
+import type { Store } from '../src/store/index.ts';
 
 const dataDir = process.env.BENCH_SESSION_DATA_DIR;
 const ttsUrl = process.env.BENCH_SESSION_TTS_URL;
@@ -79,10 +84,16 @@ const vendors = createTtsProviders(Object.fromEntries(vendorEntries.map(({ voice
 const vendorSlots = new Set(vendorEntries.map((e) => e.voice_provider));
 const leadMs = process.env.BENCH_SESSION_LEAD_MS ? Number(process.env.BENCH_SESSION_LEAD_MS) : undefined;
 const chunkMs = process.env.BENCH_SESSION_CHUNK_MS ? Number(process.env.BENCH_SESSION_CHUNK_MS) : undefined;
+// Every agent turn's timeline is recorded, its metrics observed and stored, as main.ts wires it
+// for its own runtime (an injected runtime factory brings its own observers).
+const opened: { store?: Store } = {};
+const timelineWriter = new TurnTimelineWriter(() => opened.store?.turnTimelines, (err) => logger.warn({ err }, 'storing agent turn timelines failed'));
+const turnTimelineObservers = [timelineWriter, createTurnLatencyMetrics(new Registry())];
 const runtimeFactory = createAgentRuntimeFactory(
-  runtimeDepsFromConfig(config, logger, { tts: (provider) => (vendorSlots.has(provider) ? vendors.get(provider) : tts), ...(leadMs !== undefined ? { leadMs } : {}), ...(chunkMs !== undefined ? { chunkMs } : {}) }),
+  runtimeDepsFromConfig(config, logger, { tts: (provider) => (vendorSlots.has(provider) ? vendors.get(provider) : tts), turnTimelineObservers, ...(leadMs !== undefined ? { leadMs } : {}), ...(chunkMs !== undefined ? { chunkMs } : {}) }),
 );
 const daemon = await startDaemon(config, logger, () => {}, { runtimeFactory });
+opened.store = daemon.store;
 process.stdout.write(`LISTENING ${daemon.url}\n`);
 
 // The event loop's delay (how late a 5 ms timer fires), for the bench's step table: SIGUSR2 prints

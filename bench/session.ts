@@ -26,6 +26,12 @@
  *      within a few ms of t0, so this is the time from the first sentence to the first audio at
  *      the client. Baseline: the fake's own delay. Each reply is a new agent turn, so the
  *      WebSocket vendors open their socket (and context/task) in it; that is in the figure.
+ *   1d. Turn timelines (docs/latency.md). What recording each agent turn's timeline costs, in this
+ *      process on virtual time (bench/turn-timeline-cost.ts): a real AgentRuntime with the
+ *      runtime tests' vendor fakes, BENCH_SESSION_TIMELINE_TURNS (200) caller turns, CPU per turn
+ *      with the daemon's observers (metrics, the store writer into a real SQLite store, its
+ *      writes drained inside the measured time). Baseline: the same turns with no observer (the
+ *      runtime records nothing), in alternating blocks of the same run.
  *   2. Concurrent sessions. BENCH_SESSION_STEPS (50,100,150,200,250,300) sessions at once, each
  *      streaming audio in real time and speaking every 3 s so that replies stream too. Per step,
  *      over BENCH_SESSION_STEP_SECS (9) after a settle time: the daemon's CPU (whole process and
@@ -73,6 +79,7 @@
  * Figures: session_reply_latency_p50/p99 (baseline: socket RTT p50/p99), session_added_latency_p99
  * (reply p99 - RTT p99; baseline: the target, 30 ms), session_sentence_gap_p50/p99 (1b),
  * session_vendor_first_audio_<type>_p50 (1c; baseline: the fake vendor's delay),
+ * session_turn_timeline_cpu_per_turn (1d; baseline: the same turns without the timeline),
  * session_cpu_per_session (ms of daemon CPU per second of session; baseline: bare server),
  * sessions_per_core (1000 / that; baseline: bare server), sessions_held (highest held step;
  * baseline: the target, 200),
@@ -91,6 +98,7 @@ import { cpuSeconds, daemonLoopDelay, mainThreadCpuSeconds, ROOT, running, start
 import { printFigures, table, type Figure } from './lib/result.ts';
 import { envIntegerList, envNumber } from './lib/env.ts';
 import { startVendorFakes, VENDOR_FIRST_CHUNK_MS, type VendorFakes } from './session-vendors.ts';
+import { measureTurnTimelineCost } from './turn-timeline-cost.ts';
 
 const HOST = '127.0.0.1';
 const FRAME_MS = 20;
@@ -788,9 +796,14 @@ export async function run(): Promise<void> {
   const vendorTurns = Math.round(envNumber('BENCH_SESSION_VENDOR_TURNS', 20));
   const steps = envIntegerList('BENCH_SESSION_STEPS', '50,100,150,200,250,300');
   const stepSecs = envNumber('BENCH_SESSION_STEP_SECS', 9);
+  const timelineTurns = Math.round(envNumber('BENCH_SESSION_TIMELINE_TURNS', 200));
   const settleSecs = envNumber('BENCH_SESSION_SETTLE_SECS', 3);
   const load = () => loadavg().map((l) => l.toFixed(2)).join(' ');
   process.stdout.write(`machine: ${cpus().length} CPUs (${cpus()[0]?.model.trim() ?? 'unknown'}), node ${process.version}, load average ${load()}\n`);
+  // 1d first, in this process, before any child competes for the CPU.
+  const timeline = await measureTurnTimelineCost(timelineTurns);
+  if (timeline.stored < timelineTurns) throw new Error(`turn timelines: ${timeline.stored} stored for ${timelineTurns} turns`);
+  process.stdout.write(`turn timelines: ${f1(timeline.withUs)} us CPU per turn with, ${f1(timeline.withoutUs)} us without (${timelineTurns} turns)\n`);
 
   const dataDir = mkdtempSync(join(tmpdir(), 'callbridge-bench-session-'));
   const children: Child[] = [];
@@ -958,6 +971,13 @@ export async function run(): Promise<void> {
         baseline: VENDOR_FIRST_CHUNK_MS,
         note: `${type} adapter: end of speech -> first response_audio (the first sentence is ready within ms), p99 ${f1(percentile(l.samples, 0.99))}; baseline: the fake vendor's own delay`,
       })),
+      {
+        name: 'session_turn_timeline_cpu_per_turn',
+        value: timeline.withUs,
+        unit: 'us',
+        baseline: timeline.withoutUs,
+        note: `CPU per agent turn (runtime on virtual time, vendor fakes) with the timeline recorded, its metrics and its store write (SQLite); baseline: the same turns with no timeline; ${timeline.turns} turns, ${f1(timeline.withUs - timeline.withoutUs)} us added`,
+      },
       { name: 'session_cpu_per_session', value: top.cpuMsPerSessionSec, unit: 'ms/s', baseline: base.cpuMsPerSessionSec, note: `server CPU ms per session-second at ${top.sessions} sessions; baseline: bare ws server, same load` },
       { name: 'sessions_per_core', value: 1000 / top.cpuMsPerSessionSec, unit: 'sessions', baseline: 1000 / base.cpuMsPerSessionSec, note: '1000 / cpu_per_session; baseline: bare ws server' },
       { name: 'sessions_held', value: held?.sessions ?? 0, unit: 'sessions', baseline: TARGET_SESSIONS, note: `highest step held (main thread < 100 %, on-time >= 99 %, all replied); baseline: the target (${TARGET_SESSIONS}); steps ${steps.join(',')}` },

@@ -106,13 +106,16 @@ describe('outbound path', () => {
     }
   });
 
-  it('sendSilence: encoded silence fills the idle ticks (continuous RTP), audio plays in between with its marker', async () => {
+  it('sendSilence: encoded silence fills the idle ticks (continuous RTP), audio plays in between with its marker; onSpurtStart follows that first audio packet', async () => {
     const sent: Array<{ silent: boolean; marker: boolean; inc: number }> = [];
+    /** How many packets had gone out at each onSpurtStart (an agent turn's first audio out, docs/latency.md). */
+    const spurts: number[] = [];
     const out = new OutboundPath({
       codec: createCodec('PCMU'),
       sendSilence: true,
       // PCMU silence is 0xff (mu-law of 0): a packet of only 0xff is a silent one.
       send: (p, marker, inc) => sent.push({ silent: p.every((b) => b === 0xff), marker, inc }),
+      onSpurtStart: () => spurts.push(sent.length),
     });
     out.start();
     await sleep(110);
@@ -126,6 +129,8 @@ describe('outbound path', () => {
     expect(audio[0]!.marker).toBe(true);
     // Silence again after the tone: the stream never stops.
     expect(sent.at(-1)!.silent).toBe(true);
+    // Once per spurt, right after its marker packet (not for silence, not for the later frames).
+    expect(spurts).toEqual([sent.findIndex((x) => x.marker) + 1]);
     out.close();
   });
 

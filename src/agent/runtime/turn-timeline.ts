@@ -144,7 +144,9 @@ export class TurnTimelineRecorder {
       case 'interrupted': {
         const t = this.#open.get(e.turn.turnId);
         if (t !== undefined) t.timeline.bargeInAt = this.#o.now();
-        this.#over(e.turn.turnId);
+        // Complete at once, even on a phone call without its report yet: the bridge drops the
+        // cut turn's audio, and the next turn's first packet must not be taken for this one's.
+        this.#complete(e.turn.turnId);
         return;
       }
       case 'heard':
@@ -191,7 +193,7 @@ export class TurnTimelineRecorder {
     if (t !== undefined) t.timeline.marks[mark] ??= this.#o.now();
   }
 
-  /** Heard or cut: complete now, or once the bridge reported the turn's first RTP packet. */
+  /** Heard: complete now, or once the bridge reported the turn's first RTP packet (at most the grace). */
   #over(turnId: string): void {
     const t = this.#open.get(turnId);
     if (t === undefined || t.grace !== undefined) return;

@@ -99,5 +99,17 @@ describe('TurnTimelineRecorder', () => {
     // A late report finds no turn.
     recorder.audioOut(5000);
     expect(done).toHaveLength(2);
+    // A cut turn is complete at once: the next turn's first packet is not taken for it.
+    const c = turn('c', 'reply');
+    recorder.speech({ type: 'turn_started', turn: c });
+    recorder.speech({ type: 'audio', turnId: 'c', audio: '', isFinal: false });
+    recorder.speech({ type: 'interrupted', turn: c, heard: '' });
+    expect(done[2]).toMatchObject({ turnId: 'call-1/c', marks: {}, bargeInAt: time.now() });
+    const d = turn('d', 'reply');
+    recorder.speech({ type: 'turn_started', turn: d });
+    recorder.speech({ type: 'audio', turnId: 'd', audio: '', isFinal: true });
+    recorder.audioOut(time.now() + 25);
+    recorder.speech({ type: 'heard', turn: d });
+    expect(done[3]).toMatchObject({ turnId: 'call-1/d', marks: { audio_out_first: time.now() + 25 } });
   });
 });
