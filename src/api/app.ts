@@ -22,6 +22,7 @@ import { telcoRoutes } from './routes/telco.ts';
 import { sipTrunkRoutes } from './routes/sip-trunks.ts';
 import { callRoutes } from './routes/calls.ts';
 import { webhookRoutes } from './routes/webhooks.ts';
+import { apiKeyRoutes } from './routes/api-keys.ts';
 import { dialRoutes } from './routes/dial.ts';
 import { sessionTokenRoutes } from './routes/session-token.ts';
 import { twilioRoutes } from './routes/twilio.ts';
@@ -159,6 +160,7 @@ export async function buildApp(deps: ApiDeps, registry: Registry = createRegistr
   await app.register(sipTrunkRoutes, deps);
   await app.register(callRoutes, deps);
   await app.register(webhookRoutes, deps);
+  await app.register(apiKeyRoutes, deps);
   await app.register(dialRoutes, deps);
   await app.register(sessionTokenRoutes, deps);
   // The voice WebSocket (src/session/server.ts); decorates app.voiceSessions for the drain.

@@ -25,7 +25,7 @@
  *   migration 12) test "a character outside [0-9+]" with GLOB there, a regular expression here.
  * - SQLite's WITHOUT ROWID is a storage choice PostgreSQL does not have (its tables are heaps).
  */
-import { ASSIGNMENTS_PER_ORG_SQL, CALL_ANALYSIS_SQL, CALLS_CARRIER_CALL_SQL, STREAM_GRANTS_SQL, WEBHOOKS_SQL, type Migration } from '../migrations.ts';
+import { API_KEY_NAMES_SQL, ASSIGNMENTS_PER_ORG_SQL, CALL_ANALYSIS_SQL, CALLS_CARRIER_CALL_SQL, STREAM_GRANTS_SQL, WEBHOOKS_SQL, type Migration } from '../migrations.ts';
 
 export const POSTGRES_MIGRATIONS: Migration[] = [
   {
@@ -506,5 +506,11 @@ export const POSTGRES_MIGRATIONS: Migration[] = [
     name: 'calls: post-call analysis',
     // SQLite's migration 17: the same statements.
     sql: CALL_ANALYSIS_SQL,
+  },
+  {
+    version: 22,
+    name: 'api keys: name, last use',
+    // SQLite's migration 22: the same statements.
+    sql: API_KEY_NAMES_SQL,
   },
 ];
