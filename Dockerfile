@@ -27,6 +27,8 @@ COPY --from=build /app/dist ./dist
 COPY package.json ./
 COPY bin ./bin
 COPY config ./config
+# The operator console's front end (served at /console; its libraries come from node_modules).
+COPY web ./web
 RUN mkdir -p /data && chown node:node /data
 USER node
 VOLUME ["/data"]

@@ -48,6 +48,8 @@ export default tseslint.config(
   { ignores: ['dist/', 'node_modules/', 'data/', 'coverage/'] },
   js.configs.recommended,
   { languageOptions: { globals: globals.node } },
+  // The operator console runs in the browser (docs/console.md): browser globals, not Node's.
+  { files: ['web/**/*.js'], languageOptions: { globals: globals.browser } },
   ...tseslint.configs.recommended,
   {
     rules: {

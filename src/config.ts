@@ -768,6 +768,14 @@ const schema = {
   drain: {
     deadline_secs: { doc: 'On SIGTERM, how long calls in progress may go on before they are ended.', format: 'nat', default: 30, env: 'CALLBRIDGE_DRAIN_DEADLINE_SECS' },
   },
+  console: {
+    enabled: {
+      doc: 'Serve the operator console (web/) at /console: a static front end that calls this REST API with an API key the operator types in (docs/console.md). false: /console answers 404.',
+      format: Boolean,
+      default: true,
+      env: 'CALLBRIDGE_CONSOLE_ENABLED',
+    },
+  },
 };
 
 export type Config = {
@@ -862,6 +870,7 @@ export type Config = {
   telco: { api_base_url: string; timeout_ms: number; dial_watchdog_slack_secs: number; outbound_trunks: Array<{ account_sid: string; sip_trunk_id: string }>; set_voice_url: boolean; webhook_body_limit: number; webhook_max_parameters: number };
   webrtc: { url: string; api_key: string; api_secret: string };
   drain: { deadline_secs: number };
+  console: { enabled: boolean };
 };
 
 /** A setting that is invalid on its own or against another setting. */

@@ -195,6 +195,7 @@ export async function startDaemon(
     carrierStreams: { handle: (stream) => bridge.handleMediaStream(stream), callLimitReached: (orgId, callSid) => bridge.callLimitReached(orgId, callSid), callStatus: (update) => bridge.carrierStatus(update) },
     streamTokens,
     carrierDialer: (req) => bridge.dialCarrier(req),
+    liveCalls: () => bridge.liveCalls(),
     sessionServer: { ...options.sessionServer, runsExpirySweep: () => roles.holds('session_token_sweep') },
     readiness: () => {
       const sipUp = sip === undefined ? !config.sip.enabled : sip.ua.listening;

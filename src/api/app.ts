@@ -26,6 +26,7 @@ import { apiKeyRoutes } from './routes/api-keys.ts';
 import { dialRoutes } from './routes/dial.ts';
 import { sessionTokenRoutes } from './routes/session-token.ts';
 import { twilioRoutes } from './routes/twilio.ts';
+import { consoleRoutes } from './routes/console.ts';
 import { CONNECTION_PATH, registerSessionServer } from '../session/server.ts';
 import { FairShare } from './fair-share.ts';
 import { installConnectionLimit, requestTimeoutOptions } from './connection-limits.ts';
@@ -163,6 +164,7 @@ export async function buildApp(deps: ApiDeps, registry: Registry = createRegistr
   await app.register(apiKeyRoutes, deps);
   await app.register(dialRoutes, deps);
   await app.register(sessionTokenRoutes, deps);
+  if (deps.config.console.enabled) await app.register(consoleRoutes);
   // The voice WebSocket (src/session/server.ts); decorates app.voiceSessions for the drain.
   await registerSessionServer(app, {
     store: deps.store,

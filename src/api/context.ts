@@ -12,6 +12,7 @@ import type { StartedStream, StreamSink } from '../telco/twilio-stream-socket.ts
 import type { StreamTokens } from '../telco/twilio-stream-tokens.ts';
 import type { CarrierCallStatus } from '../telco/twilio-call-status.ts';
 import type { CarrierDialRequest } from '../domain/dial.ts';
+import type { LiveCallsProvider } from '../domain/live-call.ts';
 
 export interface Readiness {
   ready: boolean;
@@ -45,6 +46,8 @@ export interface ApiDeps {
   streamTokens?: StreamTokens | undefined;
   /** Dials from an agent's carrier number through the carrier's call API; undefined: 503. */
   carrierDialer?: ((req: CarrierDialRequest) => Promise<{ callId: string }>) | undefined;
+  /** The calls this node bridges now with their media figures (GET /v1/calls/live); undefined: none. */
+  liveCalls?: LiveCallsProvider | undefined;
   /** Tuning of the /v1/connection server (tests shorten the ping interval). */
   sessionServer?: { pingIntervalMs?: number; maxBufferedBytes?: number; runsExpirySweep?: () => boolean };
 }

@@ -16,6 +16,7 @@
  * media stream can be bridged by the same code.
  */
 import type { Logger } from '../log.ts';
+import type { LiveCallMedia } from '../domain/live-call.ts';
 import type { BridgeMedia, BridgeMediaStats } from '../media/bridge-media.ts';
 import type { BridgeMetrics } from './bridge-metrics.ts';
 import type { CallLeg, RefusalCause } from './call-leg.ts';
@@ -84,6 +85,12 @@ export class BridgeCore {
     this.#o = options;
     this.#leg = options.leg;
     this.#log = options.log;
+  }
+
+  /** The call's media figures so far (GET /v1/calls/live), while its media runs. */
+  live(): LiveCallMedia | undefined {
+    if (this.#media === undefined || this.#sessionId === undefined || this.#done) return undefined;
+    return { callId: this.#sessionId, ...this.#leg.quality(), lateFrames: this.#media.lateFrames() };
   }
 
   /** The trunk the call came in or goes out on (per-trunk limits). */

@@ -11,6 +11,7 @@
  * limits' rules (which refusal, when a slot goes back) can be tested here without a SIP peer.
  */
 import type { Logger } from '../log.ts';
+import type { LiveCallMedia } from '../domain/live-call.ts';
 import type { AdmissionRefusal, InboundRoute } from '../sip/ua/index.ts';
 import { BridgeCore, type BridgeCoreOptions, type CallRecorderSink } from './bridge-core.ts';
 import type { BridgeMetrics } from './bridge-metrics.ts';
@@ -59,6 +60,16 @@ export class BridgedCalls {
   /** Calls being bridged now. */
   get active(): number {
     return this.#calls.size;
+  }
+
+  /** The calls whose media runs now, with their figures so far. */
+  live(): LiveCallMedia[] {
+    const live: LiveCallMedia[] = [];
+    for (const core of this.#calls) {
+      const media = core.live();
+      if (media !== undefined) live.push(media);
+    }
+    return live;
   }
 
   /** Whether this node is at bridge.max_calls (counted here, not in the store). */

@@ -15,6 +15,7 @@
  * from/to), to which the bridge adds what only it knows (call-record-writer.ts).
  */
 import type { CarrierDialRequest, OutboundDial } from '../domain/dial.ts';
+import type { LiveCallMedia } from '../domain/live-call.ts';
 import type { Logger } from '../log.ts';
 import { MediaTicker } from '../media/media-ticker.ts';
 import type { AdmissionRefusal, InboundRoute, SipCall, SipUserAgent } from '../sip/ua/index.ts';
@@ -101,6 +102,11 @@ export class CallBridge {
   /** Calls being bridged now. */
   get active(): number {
     return this.#calls.active;
+  }
+
+  /** The calls bridged on this node now, with their media figures so far (GET /v1/calls/live). */
+  liveCalls(): LiveCallMedia[] {
+    return this.#calls.live();
   }
 
   /** Call slots this node holds (its calls counted against the per-trunk and per-organization limits). */

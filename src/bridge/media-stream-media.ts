@@ -158,6 +158,10 @@ export class MediaStreamMedia implements BridgeMedia {
     }
   }
 
+  lateFrames(): number {
+    return this.#stopped?.outbound.framesLate ?? this.#outbound.stats().framesLate;
+  }
+
   stop(): Promise<BridgeMediaStats> {
     if (this.#stopped === undefined) {
       this.#tick.close();

@@ -57,6 +57,11 @@ export interface BridgeMedia {
   clear(): void;
   /** Stops both directions (idempotent); resolves with the final figures. */
   stop(): Promise<BridgeMediaStats>;
+  /**
+   * Agent frames sent later than their 20 ms slot so far (a live figure: the console's call
+   * quality); undefined when this media does not count them. In a worker: its last snapshot.
+   */
+  lateFrames(): number | undefined;
 }
 
 export class LocalBridgeMedia implements BridgeMedia {
@@ -130,6 +135,10 @@ export class LocalBridgeMedia implements BridgeMedia {
     slot.fill(0);
     slot.set(frame.subarray(0, slot.length));
     this.#agentQueue.push(slot);
+  }
+
+  lateFrames(): number {
+    return this.#stopped?.outbound.framesLate ?? this.#outbound.stats().framesLate;
   }
 
   /** Synchronous form of stop() for the thread that owns the media. */

@@ -299,6 +299,8 @@ export class RemoteRtpSession extends EventEmitter<RtpSessionEvents> {
   readonly #ports: RemotePortPair;
   #closed = false;
   #stats = zeroStats();
+  /** The bridge media's late agent frames in the worker's last snapshot. */
+  #lateFrames: number | undefined;
   #remote: (RemoteAddress & { latched: boolean }) | undefined;
   #bridge: RemoteBridgeMedia | undefined;
   #forwarding = false;
@@ -389,6 +391,11 @@ export class RemoteRtpSession extends EventEmitter<RtpSessionEvents> {
     return this.#stats;
   }
 
+  /** Late agent frames of the call's bridge media, as of the worker's last snapshot. */
+  get lateFrames(): number | undefined {
+    return this.#lateFrames;
+  }
+
   /** Starts the call's bridge media in the worker (media-host.ts startBridgeMedia). */
   bridge(config: BridgeMediaConfig, callbacks: BridgeMediaCallbacks): RemoteBridgeMedia {
     if (this.#bridge !== undefined) throw new Error('this call is already bridged');
@@ -464,7 +471,10 @@ export class RemoteRtpSession extends EventEmitter<RtpSessionEvents> {
         this.emit('bye', m.reason);
         return;
       case 'stats':
-        if (!this.#closed) this.#stats = m.stats;
+        if (!this.#closed) {
+          this.#stats = m.stats;
+          this.#lateFrames = m.lateFrames;
+        }
         return;
       default: {
         const ext = m as unknown as { t: string; id: number } & Record<string, unknown>;
@@ -506,6 +516,10 @@ export class RemoteBridgeMedia implements BridgeMedia {
   /** Index of the media thread running this media. */
   get mediaThread(): number {
     return this.session.mediaThread;
+  }
+
+  lateFrames(): number | undefined {
+    return this.session.lateFrames;
   }
 
   frame(frame: Int16Array | null, agent: Int16Array | null, nowMs: number): void {

@@ -59,7 +59,7 @@ export type FromWorker =
   | { t: 'latch'; id: number; remote: RemoteAddress }
   | { t: 'bye'; id: number; reason: string | undefined }
   | { t: 'error'; id: number; message: string }
-  | { t: 'stats'; id: number; stats: RtpSessionStats }
+  | { t: 'stats'; id: number; stats: RtpSessionStats; lateFrames?: number }
   | { t: 'mediaError'; id: number; direction: 'inbound' | 'outbound'; message: string };
 
 /** The value of a 'reply' to 'alloc'. */

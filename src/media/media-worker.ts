@@ -142,7 +142,7 @@ const fail = (req: number, err: unknown): void => {
 let statsRound = 0;
 const statsTimer = setInterval(() => {
   const slot = statsRound++ % 10;
-  for (const [id, e] of entries) if (id % 10 === slot && e.rtp && !e.rtp.closed) post({ t: 'stats', id, stats: e.rtp.stats() });
+  for (const [id, e] of entries) if (id % 10 === slot && e.rtp && !e.rtp.closed) post({ t: 'stats', id, stats: e.rtp.stats(), ...(e.bridge ? { lateFrames: e.bridge.lateFrames() } : {}) });
 }, 100);
 statsTimer.unref();
 

@@ -31,6 +31,9 @@ class FakeMedia implements BridgeMedia {
     this.clears++;
     this.queued = 0;
   }
+  lateFrames(): number {
+    return 0;
+  }
   stop(): Promise<BridgeMediaStats> {
     this.stops++;
     return Promise.resolve({

@@ -10,6 +10,7 @@ import { kamailioAvailable, startKamailio } from './kamailio.ts';
 import { sippAvailable, startSipp } from './sipp.ts';
 import { dnsmasqAvailable, startDnsmasq } from './dnsmasq.ts';
 import { opensslAvailable } from '../helpers/peer-availability.ts';
+import { chromiumAvailable, launchBrowser } from '../helpers/browser.ts';
 import { dispatcherFrontAvailable, startDispatcherFront } from '../cluster/dispatcher-kamailio.ts';
 
 /** The error a start throws, or 'started' (which, with the binaries missing, would be a bug). */
@@ -33,5 +34,6 @@ const report = {
   dnsmasq: { ...dnsmasqAvailable(), start: await startError(() => startDnsmasq({ local: ['example.test'] })) },
   // openssl has no start of its own: the TLS tests call it, and without it that call fails.
   openssl: { ...opensslAvailable(), start: opensslAvailable().reason ?? 'started' },
+  chromium: { ...chromiumAvailable(), start: await startError(() => launchBrowser()) },
 };
 process.stdout.write(`${JSON.stringify(report)}\n`);

@@ -1,6 +1,6 @@
 /**
  * The decision every real-peer helper makes when its peer is missing (SIPp, baresip, Kamailio, the
- * Kamailio dispatcher front, dnsmasq and openssl): skip on a developer's machine, fail in CI with a message naming
+ * Kamailio dispatcher front, dnsmasq, openssl and chromium): skip on a developer's machine, fail in CI with a message naming
  * the Debian package. Run in a child process whose environment points every binary at a path that
  * does not exist and whose PATH holds nothing, with CI set and unset.
  */
@@ -24,7 +24,7 @@ interface PeerReport {
 }
 
 /** The Debian package each peer's reason must name. */
-const PACKAGES: Record<string, string> = { sipp: 'sip-tester', baresip: 'baresip', kamailio: 'kamailio', dispatcher: 'kamailio', dnsmasq: 'dnsmasq', openssl: 'openssl' };
+const PACKAGES: Record<string, string> = { sipp: 'sip-tester', baresip: 'baresip', kamailio: 'kamailio', dispatcher: 'kamailio', dnsmasq: 'dnsmasq', openssl: 'openssl', chromium: 'chromium' };
 
 function helpersWithoutPeers(ci: string | undefined): Record<string, PeerReport> {
   const missing = join(emptyDir, 'missing');
@@ -36,6 +36,7 @@ function helpersWithoutPeers(ci: string | undefined): Record<string, PeerReport>
     KAMAILIO_BIN: join(missing, 'kamailio'),
     KAMCMD_BIN: join(missing, 'kamcmd'),
     DNSMASQ_BIN: join(missing, 'dnsmasq'),
+    CHROMIUM_BIN: join(missing, 'chromium'),
   };
   delete env.CI;
   if (ci !== undefined) env.CI = ci;

@@ -6,11 +6,12 @@
  */
 import { createReadStream, statSync } from 'node:fs';
 import type { FastifyInstance } from 'fastify';
-import { Type } from '@sinclair/typebox';
+import { Type, type Static } from '@sinclair/typebox';
 import type { ApiDeps } from '../context.ts';
 import { DateTime, errorResponses, IdParams, Obj, Uuid } from '../schemas.ts';
 import { DomainError, notFound, validation } from '../../domain/errors.ts';
 import { isUuid } from '../../domain/ids.ts';
+import type { LiveCallMedia } from '../../domain/live-call.ts';
 import {
   CALL_OUTCOMES,
   CALL_SOURCES,
@@ -123,6 +124,33 @@ const PaginatedCallsResponse = Type.Object(
   { title: 'PaginatedCallsResponse' },
 );
 
+// callbridge: the live media figures of a call this node bridges now (GET /v1/calls/live).
+const LiveMedia = Type.Object(
+  {
+    packets_received: Type.Integer({ description: 'RTP packets received from the caller so far' }),
+    packets_lost: Type.Integer({ description: 'RTP packets lost so far (RFC 3550 A.3: expected - received)' }),
+    loss_ratio: Type.Number({ description: 'lost / (received + lost), 0..1, 4 decimals' }),
+    jitter_ms: Type.Number({ description: 'interarrival jitter of the caller\'s stream (RFC 3550 A.8), ms' }),
+    late_frames: Type.Optional(Type.Integer({ description: 'agent frames sent to the caller later than their 20 ms slot; absent when the call\'s media does not count them' })),
+  },
+  { title: 'LiveCallMedia', description: 'callbridge: figures so far, at most about a second old' },
+);
+const LiveCall = Type.Intersect([Call, Type.Object({ live: LiveMedia })], { title: 'LiveCall' });
+const LiveCallsResponse = Type.Object({ calls: Type.Array(LiveCall) }, { title: 'LiveCallsResponse' });
+
+/** The live figures as the API names them. */
+function liveMedia(m: LiveCallMedia): Static<typeof LiveMedia> {
+  const lost = Math.max(0, m.packetsLost);
+  const total = m.packetsReceived + lost;
+  return {
+    packets_received: m.packetsReceived,
+    packets_lost: m.packetsLost,
+    loss_ratio: total > 0 ? Number((lost / total).toFixed(4)) : 0,
+    jitter_ms: Math.round(m.jitterMs * 10) / 10,
+    ...(m.lateFrames !== undefined ? { late_frames: m.lateFrames } : {}),
+  };
+}
+
 const Query = Obj({
   organization_id: Type.Optional(Uuid('ignored: the API key names the organization')),
   // The maximum only keeps page x page_size a safe integer; any page past the end is empty.
@@ -202,6 +230,26 @@ export async function callRoutes(app: FastifyInstance, deps: ApiDeps): Promise<v
       // belongs to one organization, and a parameter must never widen what a key can read.
       const { calls, total } = await store.calls.list(req.org.id, listFilter(q), pageSize, (page - 1) * pageSize);
       return { calls: calls.map(toCall), pagination: pagination(page, pageSize, total) };
+    },
+  );
+
+  app.get(
+    '/v1/calls/live',
+    {
+      schema: {
+        tags,
+        description:
+          'callbridge: the calls of the organization of the API key that this node is bridging now (their media running), newest first, each with its live media figures (`live`). Calls on other nodes and sessions without a phone leg are not listed (docs/calls.md).',
+        response: { 200: LiveCallsResponse, ...errorResponses(401) },
+      },
+    },
+    async (req) => {
+      const live = deps.liveCalls?.() ?? [];
+      // Each call is read with the key's organization: another organization's call is simply not found.
+      const records = await Promise.all(live.map(async (m) => ({ m, record: await store.calls.get(req.org.id, m.callId) })));
+      const calls = records.flatMap(({ m, record }) => (record ? [{ ...toCall(record), live: liveMedia(m) }] : []));
+      calls.sort((a, b) => (b.created_at ?? '').localeCompare(a.created_at ?? ''));
+      return { calls };
     },
   );
 
