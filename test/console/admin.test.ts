@@ -14,6 +14,7 @@
 import type { Page } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { untilAsync } from '../helpers/until.ts';
 import { chromiumAvailable, launchBrowser, type PageRecord, type TestBrowser } from '../helpers/browser.ts';
 
 /**
@@ -96,7 +97,7 @@ describe.skipIf(chromium.skip)(`console admin pages (chromium)${chromium.ok ? ''
 
   beforeAll(async () => {
     [d, b] = await Promise.all([startTestDaemon({ sip: { enabled: false } }), launchBrowser('console')]);
-    agentId = (await d.api('POST', '/v1/agents', { name: AGENT, prompt: 'Be brief.' })).body.id;
+    agentId = (await d.api('POST', '/v1/agents', { name: AGENT, prompt: 'Be brief.', voice_settings: { provider: 'provider_1', id: 'local-en-1', speed: 1.2 } })).body.id;
     const trunk = await d.api('POST', '/v1/sip-trunks', {
       pbx: 'generic',
       name: 'Main PBX',
@@ -153,6 +154,13 @@ describe.skipIf(chromium.skip)(`console admin pages (chromium)${chromium.ok ? ''
     expect(saved.vad_settings.stop_secs).toBe(0.6);
     expect(saved.name).toBe(AGENT);
 
+    // A new voice: the voice's tuning, which the form does not show, is kept.
+    await fill(page, '#f-voice_settings-id', 'local-multi-1');
+    await clickButton(page, 'Save');
+    await page.waitForFunction(() => /Saved/.test(document.querySelector('[data-testid=agent-form] [role=status]')?.innerText ?? '') && !document.querySelector('[data-testid=agent-form] [aria-busy]'));
+    await untilAsync(async () => (await d.api('GET', `/v1/agents/${agentId}`)).body.voice_settings.id === 'local-multi-1', 'voice saved');
+    expect((await d.api('GET', `/v1/agents/${agentId}`)).body.voice_settings).toEqual({ provider: 'provider_1', id: 'local-multi-1', speed: 1.2 });
+
     await fill(page, '#f-tag', 'v1');
     await clickButton(page, 'Create version');
     const version = await page.waitForSelector('[data-testid=versions] tr[data-version-id]');
@@ -179,11 +187,13 @@ describe.skipIf(chromium.skip)(`console admin pages (chromium)${chromium.ok ? ''
     await page.waitForFunction(() => (document.querySelector('#f-name') as unknown as { value: string } | null)?.value === 'Main PBX');
     // The form shows the trunk, but its password fields start empty: the API never returned one.
     expect(await page.$eval('#f-inbound_sip_password', (el) => (el as unknown as { value: string }).value)).toBe('');
+    // Meanwhile someone else changes another field: saving the name must not undo it.
+    expect((await d.api('PATCH', `/v1/sip-trunks/${trunkId}`, { outbound_sip_username: 'cb-renamed' })).status).toBe(200);
     await fill(page, '#f-name', 'Main PBX (HQ)');
     await clickButton(page, 'Save trunk');
     await waitText(page, '[role=status]', /Trunk saved/);
     const edited = (await d.api('GET', `/v1/sip-trunks/${trunkId}`)).body;
-    expect(edited).toMatchObject({ name: 'Main PBX (HQ)', inbound_sip_username: 'main-pbx', register: true, outbound_host: '127.0.0.1:5999' });
+    expect(edited).toMatchObject({ name: 'Main PBX (HQ)', inbound_sip_username: 'main-pbx', outbound_sip_username: 'cb-renamed', register: true, outbound_host: '127.0.0.1:5999' });
     // The password left empty was kept.
     expect((await d.daemon.store.sipTrunks.credentials(trunkId))?.inbound?.password).toBe(TRUNK_PASSWORD);
 

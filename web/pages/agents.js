@@ -65,21 +65,27 @@ function formOf(agent) {
   };
 }
 
-/** The PATCH body: numbers as numbers (a field left empty or not a number goes as typed, for the API to name). */
-function patchOf(form) {
+/**
+ * The PATCH body: only what the form changed (another operator's edit of another field is not
+ * overwritten). Numbers go as numbers; a field that is empty or not a number goes as typed, for
+ * the API to name. voice_settings replaces the whole object on the server, so the voice's tuning
+ * fields (speed, stability, ...), which this form does not show, are sent along unchanged.
+ */
+function patchOf(form, agent) {
   const num = (v) => (v.trim() !== '' && Number.isFinite(Number(v)) ? Number(v) : v);
-  return {
-    name: form.name,
-    status: form.status,
-    prompt: form.prompt,
-    first_message: form.first_message,
-    voice_settings: { provider: form['voice_settings.provider'], id: form['voice_settings.id'] },
-    vad_settings: {
-      start_secs: num(form['vad_settings.start_secs']),
-      stop_secs: num(form['vad_settings.stop_secs']),
-      silence_timeout_secs: num(form['vad_settings.silence_timeout_secs']),
-    },
-  };
+  const before = formOf(agent);
+  const changed = (name) => form[name] !== before[name];
+  const body = {};
+  for (const name of ['name', 'status', 'prompt', 'first_message']) if (changed(name)) body[name] = form[name];
+  if (changed('voice_settings.provider') || changed('voice_settings.id')) {
+    body.voice_settings = { ...agent.voice_settings, provider: form['voice_settings.provider'], id: form['voice_settings.id'] };
+  }
+  const vad = {};
+  for (const field of ['start_secs', 'stop_secs', 'silence_timeout_secs']) {
+    if (changed(`vad_settings.${field}`)) vad[field] = num(form[`vad_settings.${field}`]);
+  }
+  if (Object.keys(vad).length > 0) body.vad_settings = vad;
+  return body;
 }
 
 const PROVIDERS = ['provider_1', 'provider_2', 'provider_3', 'provider_4', 'provider_5', 'provider_6'];
@@ -98,7 +104,7 @@ function AgentForm({ agent, voices, onSaved }) {
     setError('');
     setSaved('');
     try {
-      const updated = await api(`/v1/agents/${agent.id}`, { method: 'PATCH', body: patchOf(form) });
+      const updated = await api(`/v1/agents/${agent.id}`, { method: 'PATCH', body: patchOf(form, agent) });
       setSaved(`Saved at ${new Date().toLocaleTimeString()}.`);
       onSaved(updated);
     } catch (err) {

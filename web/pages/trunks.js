@@ -43,9 +43,12 @@ function formOf(t) {
   };
 }
 
-/** The request body: text as typed (empty clears, as null would), passwords only when typed. */
-function bodyOf(form) {
-  const body = {
+/**
+ * The request body: text as typed (empty clears, as null would), passwords only when typed. On
+ * edit only what the form changed is sent, so another operator's change of another field stays.
+ */
+function bodyOf(form, trunk) {
+  const all = {
     pbx: form.pbx,
     name: form.name,
     inbound_auth_type: form.inbound_auth_type,
@@ -56,6 +59,8 @@ function bodyOf(form) {
     outbound_sip_username: form.outbound_sip_username,
     register: form.register,
   };
+  const before = trunk ? formOf(trunk) : undefined;
+  const body = before ? Object.fromEntries(Object.entries(all).filter(([k]) => form[k] !== before[k])) : all;
   if (form.inbound_sip_password) body.inbound_sip_password = form.inbound_sip_password;
   if (form.outbound_sip_password) body.outbound_sip_password = form.outbound_sip_password;
   return body;
@@ -78,8 +83,8 @@ function TrunkForm({ trunk, onDone, onCancel }) {
     setError('');
     try {
       const saved = trunk
-        ? await api(`/v1/sip-trunks/${trunk.id}`, { method: 'PATCH', body: bodyOf(form) })
-        : await api('/v1/sip-trunks', { method: 'POST', body: bodyOf(form) });
+        ? await api(`/v1/sip-trunks/${trunk.id}`, { method: 'PATCH', body: bodyOf(form, trunk) })
+        : await api('/v1/sip-trunks', { method: 'POST', body: bodyOf(form, null) });
       onDone(saved, trunk ? 'Trunk saved.' : 'Trunk created.');
     } catch (err) {
       setError(err.message);
