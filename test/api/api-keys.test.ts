@@ -98,6 +98,23 @@ forEachStoreBackend((backend) =>
       expect((await d.api('GET', '/v1/agents', undefined, { key: loneKey })).status).toBe(200);
     });
 
+    it('two keys revoking each other at the same moment (on two nodes, on PostgreSQL): one wins, the organization keeps a key', async () => {
+      const orgKey = await d.newOrgKey(`pair ${backend}`);
+      const second = (await d.api('POST', '/v1/api-keys', { name: 'second' }, { key: orgKey })).body as KeyRecord & { key: string };
+      const first = (await list(orgKey)).body.find((k) => k.current)!;
+      const answers = await Promise.all([
+        d.api('DELETE', `/v1/api-keys/${second.id}`, undefined, { key: orgKey }),
+        other.api('DELETE', `/v1/api-keys/${first.id}`, undefined, { key: second.key }),
+      ]);
+      // The loser is refused as the last key (409), or, when the winner's revocation came first,
+      // as a revoked key (401).
+      const statuses = answers.map((a) => a.status);
+      expect(statuses.filter((s) => s === 204), JSON.stringify(statuses)).toHaveLength(1);
+      expect(statuses.filter((s) => s !== 204)[0]).toBeOneOf([409, 401]);
+      const survivor = answers[0]!.status === 204 ? orgKey : second.key;
+      expect((await list(survivor)).body).toHaveLength(1);
+    });
+
     it("another organization's keys are 404 and never listed; bad input is 400", async () => {
       const otherOrgKey = await d.newOrgKey('other org');
       const mine = (await list(d.key)).body;
