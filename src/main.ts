@@ -40,6 +40,10 @@ import { StreamTokens } from './telco/twilio-stream-tokens.ts';
 import { startSip, type SipService } from './sip-service.ts';
 import { loadTokenSecret, SessionTokens } from './session/tokens.ts';
 import type { SessionRuntimeFactory } from './session/runtime-contract.ts';
+import { TurnAudioReports } from './session/turn-audio.ts';
+import { TurnTimelineWriter } from './store/turn-timeline-writer.ts';
+import { createTurnLatencyMetrics } from './agent/turn-latency-metrics.ts';
+import type { TurnTimelineObserver } from './domain/turn-latency.ts';
 
 export interface Daemon {
   app: FastifyInstance;
@@ -77,6 +81,11 @@ export interface DaemonOptions {
    * by the tool node's webhook_id or subscribed to tool.call); a test may inject its own.
    */
   toolCallTargets?: ToolCallTargets;
+  /**
+   * Told of every agent turn's timeline once complete (docs/latency.md), after the store writer
+   * and the metrics: the traces' exporter, a test's probe.
+   */
+  turnTimelineObservers?: readonly TurnTimelineObserver[];
 }
 
 /** No organization has a tool.call endpoint. */
@@ -122,8 +131,18 @@ export async function startDaemon(
     timeoutMs: config.session.tool_timeout_secs * 1000,
     log: logger,
   });
+  // Each agent turn's timeline goes to the store (the call's latency field), the metrics and any
+  // observer of the caller's; a phone call's first RTP packet of a turn comes from the bridge.
+  const turnAudio = new TurnAudioReports();
+  const timelineWriter = new TurnTimelineWriter(
+    () => opened.store?.turnTimelines,
+    (err, turns) => logger.warn({ err, turns }, 'storing agent turn timelines failed: dropped'),
+  );
+  const turnTimelineObservers = [timelineWriter, createTurnLatencyMetrics(registry), ...(options.turnTimelineObservers ?? [])];
   const runtimeFactory =
-    options.runtimeFactory === undefined ? createAgentRuntimeFactory(runtimeDepsFromConfig(config, logger, { toolWebhook }, agentMetrics), describeSessionProviders(config)) : (options.runtimeFactory ?? undefined);
+    options.runtimeFactory === undefined
+      ? createAgentRuntimeFactory(runtimeDepsFromConfig(config, logger, { toolWebhook, turnTimelineObservers, turnAudio }, agentMetrics), describeSessionProviders(config))
+      : (options.runtimeFactory ?? undefined);
   if (options.runtimeFactory === undefined) await prepareAgentRuntime(config, logger);
   // The bridge's media paths resample (8 <-> 24 kHz) whatever runs the sessions.
   else await initResamplers();
@@ -179,6 +198,7 @@ export async function startDaemon(
       ? (id) => new CallRecorder({ dir: join(config.data_dir, 'recordings'), callId: id, sampleRate: config.bridge.recording_sample_rate, logger: logger.child({ component: 'recorder', sessionId: id }) })
       : undefined,
     carrier: { client: carrier, tokens: streamTokens, publicUrl: config.http.public_url, ringTimeoutSecs: config.sip.ring_timeout_secs, watchdogSlackMs: config.telco.dial_watchdog_slack_secs * 1000, ...options.carrier },
+    turnAudio,
   });
   // Vendors' voice lists are fetched in the background from here on (GET /v1/voices reads the cache).
   const voiceCatalog = new VoiceCatalog({ config, logger });
@@ -286,6 +306,8 @@ export async function startDaemon(
         voiceCatalog.stop();
         // The bridge's last record writes (ends, recordings) go in before the store closes.
         await bridge.recordsWritten();
+        // The ended sessions' last turn timelines too.
+        await timelineWriter.drain();
         // Attempts under way end (webhooks.timeout_ms at most); what is not delivered stays in the store.
         await webhooks.stop();
         clearInterval(grantSweep);

@@ -25,6 +25,7 @@ import type { CallRecordWriter } from './call-record-writer.ts';
 import type { InboundSession } from './inbound-session.ts';
 import { TransferHandler, type TransferFallback } from './transfer-handler.ts';
 import type { VoiceLink, VoiceLinkEvents } from './voice-link.ts';
+import type { TurnAudioReports } from '../session/turn-audio.ts';
 
 /**
  * Where a call's audio is recorded: both directions at 24 kHz, one 20 ms frame per tick of the
@@ -57,6 +58,8 @@ export interface BridgeCoreOptions {
   connectTimeoutMs?: number | undefined;
   /** Encoded silence while the agent is quiet (continuous media); default true. */
   sendSilence?: boolean | undefined;
+  /** Where the first RTP packet of each agent turn is reported (its audio_out_first; docs/latency.md). */
+  turnAudio?: TurnAudioReports | undefined;
   /** Called once when the call is finished (the registry forgets it). */
   onDone(core: BridgeCore): void;
 }
@@ -219,6 +222,7 @@ export class BridgeCore {
       {
         onInputFrame: (frame, agent) => this.#sendInputFrame(frame, agent),
         onError: (err, direction) => this.#log.warn({ err }, `${direction} media tick failed`),
+        onAgentAudioStart: (at) => sessionId !== undefined && this.#o.turnAudio?.audioOut(sessionId, at),
       },
     );
     // Keys the caller presses go to the agent as the `dtmf` extension.

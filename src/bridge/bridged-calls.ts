@@ -19,6 +19,7 @@ import type { CallLeg } from './call-leg.ts';
 import type { CallRecordWriter } from './call-record-writer.ts';
 import type { CallSlots, HeldSlot, SlotResult } from './call-slots.ts';
 import type { InboundSession } from './inbound-session.ts';
+import type { TurnAudioReports } from '../session/turn-audio.ts';
 
 /** Retry-After of the 503 over bridge.max_calls: calls last minutes, but capacity frees up call by call. */
 export const LIMIT_RETRY_AFTER_SECS = 5;
@@ -38,6 +39,8 @@ export interface BridgedCallsOptions {
   connectTimeoutMs?: number | undefined;
   /** Encoded silence while the agent is quiet; default true. */
   sendSilence?: boolean | undefined;
+  /** Where each agent turn's first RTP packet is reported (docs/latency.md). */
+  turnAudio?: TurnAudioReports | undefined;
 }
 
 export class BridgedCalls {
@@ -133,6 +136,7 @@ export class BridgedCalls {
       transferFallback,
       connectTimeoutMs: this.#o.connectTimeoutMs,
       sendSilence: this.#o.sendSilence,
+      turnAudio: this.#o.turnAudio,
       onDone: (done) => {
         this.#calls.delete(done);
         this.#held.get(done)?.release();

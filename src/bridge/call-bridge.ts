@@ -29,6 +29,7 @@ import { CallRecordWriter } from './call-record-writer.ts';
 import { CallSlots, MemorySlots } from './call-slots.ts';
 import { CarrierStreams, type CarrierApi } from './carrier-streams.ts';
 import type { SessionOpener } from './session-opener.ts';
+import type { TurnAudioReports } from '../session/turn-audio.ts';
 import { SipCalls } from './sip-calls.ts';
 import { trunkTransferDialer, type DialTransfer } from './sip-transfer-fallback.ts';
 
@@ -66,6 +67,8 @@ export interface CallBridgeOptions {
    * transfer of stream calls. Undefined: streams are only closed, dials need a SIP trunk.
    */
   carrier?: CarrierApi | undefined;
+  /** Where each agent turn's first RTP packet (or carrier media frame) is reported: its audio_out_first (docs/latency.md). */
+  turnAudio?: TurnAudioReports;
 }
 
 export class CallBridge {
@@ -93,6 +96,7 @@ export class CallBridge {
       recorder: o.recorder,
       connectTimeoutMs: o.connectTimeoutMs,
       sendSilence: o.sendSilence,
+      turnAudio: o.turnAudio,
     });
     const shared = { store: o.store, sessions: o.sessions, logger: o.logger, calls: this.#calls, records: this.#records, ticker, metrics: o.metrics };
     this.#sip = new SipCalls({ ...shared, ua: () => o.ua(), dialTransfer: o.dialTransfer ?? trunkTransferDialer(() => o.ua(), o.store, o.logger) });

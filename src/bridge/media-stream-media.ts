@@ -86,6 +86,8 @@ export class MediaStreamMedia implements BridgeMedia {
       ...(keep ? { onFrame: (frame: Int16Array) => this.#keepAgentFrame(frame) } : {}),
       send: (payload) => this.#sendFrame(payload),
       onError: (err) => callbacks.onError(err, 'outbound'),
+      // The first media frame of agent audio after a silence went to the carrier: what the caller hears first.
+      ...(callbacks.onAgentAudioStart ? { onSpurtStart: () => callbacks.onAgentAudioStart?.(performance.timeOrigin + performance.now()) } : {}),
     });
     this.#outbound.start();
     this.#tick = ticker.add(

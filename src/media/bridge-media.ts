@@ -38,6 +38,11 @@ export interface BridgeMediaCallbacks {
    */
   onInputFrame(frame: Int16Array | null, agentFrame: Int16Array | null, nowMs: number): void;
   onError(err: unknown, direction: 'inbound' | 'outbound'): void;
+  /**
+   * The first RTP packet of agent audio after a silence or a clear went out, at `atEpochMs`
+   * (performance.timeOrigin + performance.now() of the sending thread: epoch ms on any thread).
+   */
+  onAgentAudioStart?(atEpochMs: number): void;
 }
 
 /** The figures of a bridge's media when it stops (the per-call log line, metrics). */
@@ -94,6 +99,7 @@ export class LocalBridgeMedia implements BridgeMedia {
       onError: (err) => callbacks.onError(err, 'outbound'),
       sendSilence: config.sendSilence,
       ticker,
+      ...(callbacks.onAgentAudioStart ? { onSpurtStart: () => callbacks.onAgentAudioStart?.(performance.timeOrigin + performance.now()) } : {}),
     });
     this.#outbound.start();
     const receivePt = config.receivePayloadType;

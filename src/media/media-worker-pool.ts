@@ -476,6 +476,9 @@ export class RemoteRtpSession extends EventEmitter<RtpSessionEvents> {
           this.#lateFrames = m.lateFrames;
         }
         return;
+      case 'audioStart':
+        this.#bridge?.audioStart(m.at);
+        return;
       default: {
         const ext = m as unknown as { t: string; id: number } & Record<string, unknown>;
         this.#workerListeners.get(ext.t)?.(ext);
@@ -528,6 +531,10 @@ export class RemoteBridgeMedia implements BridgeMedia {
 
   error(err: Error, direction: 'inbound' | 'outbound'): void {
     this.callbacks.onError(err, direction);
+  }
+
+  audioStart(atEpochMs: number): void {
+    if (this.#stopped === undefined) this.callbacks.onAgentAudioStart?.(atEpochMs);
   }
 
   stop(): Promise<BridgeMediaStats> {

@@ -60,7 +60,9 @@ export type FromWorker =
   | { t: 'bye'; id: number; reason: string | undefined }
   | { t: 'error'; id: number; message: string }
   | { t: 'stats'; id: number; stats: RtpSessionStats; lateFrames?: number }
-  | { t: 'mediaError'; id: number; direction: 'inbound' | 'outbound'; message: string };
+  | { t: 'mediaError'; id: number; direction: 'inbound' | 'outbound'; message: string }
+  /** The bridge media's first packet of agent audio after a silence went out (epoch ms). */
+  | { t: 'audioStart'; id: number; at: number };
 
 /** The value of a 'reply' to 'alloc'. */
 export interface AllocatedPorts {

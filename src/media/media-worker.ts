@@ -231,6 +231,7 @@ function handle(msg: ToWorker): void {
             if (e.frameSink === undefined || e.frameSink(frame, agent, nowMs)) postFrame({ id, nowMs, frame, agent });
           },
           onError: (err, direction) => post({ t: 'mediaError', id, direction, message: (err as Error)?.message ?? String(err) }),
+          onAgentAudioStart: (at) => post({ t: 'audioStart', id, at }),
         },
         ticker,
       );

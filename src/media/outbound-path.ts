@@ -42,6 +42,11 @@ export interface OutboundPathOptions {
    * stream keeps carrier media timers and NAT bindings alive and RTP timestamps steady.
    */
   sendSilence?: boolean;
+  /**
+   * The first frame of agent audio after a silence or a clear (the one with the marker bit) was
+   * just sent: when an agent turn's audio first left for the caller (docs/latency.md).
+   */
+  onSpurtStart?: () => void;
 }
 
 export interface OutboundPathStats {
@@ -127,8 +132,10 @@ export class OutboundPath {
       if (frame === null && silence === undefined) return;
       // Timed here, at this path's turn in its phase: the encode before the send takes microseconds.
       this.#noteLateness(this.#clock.now() - tick.scheduledMs);
-      if (frame) this.encodeAndSend(frame, tick.spurtStart);
-      else if (silence) {
+      if (frame) {
+        this.encodeAndSend(frame, tick.spurtStart);
+        if (tick.spurtStart) this.#options.onSpurtStart?.();
+      } else if (silence) {
         this.#send(silence, false, this.#timestampIncrement);
         this.#silenceSent++;
       }

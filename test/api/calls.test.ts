@@ -146,6 +146,8 @@ describe('GET /v1/calls', () => {
       outcome: 'ended_by_user',
       has_recording: false,
       analyzed_at: '2026-11-01T10:01:40.000Z',
+      // Ours, on this route only: no agent turn was recorded for this call.
+      latency: { turns: [], summary: { turns: 0, stages: {}, voice_to_voice_ms: null } },
     });
     // A call still ringing: no started_at, ended_at, termination_reason, duration; nothing null.
     const ringing = (await d.api('GET', `/v1/calls/${ids.in3}`)).body;

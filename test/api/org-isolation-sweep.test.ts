@@ -147,6 +147,9 @@ const OPS: Record<string, Case> = {
     control: 200,
   },
   'GET /v1/calls/{id}': { control: 200 },
+  // No call is bridged during the sweep (the list is empty for everyone); a live call of one
+  // organization unseen by another's key: test/console/console.test.ts.
+  'GET /v1/calls/live': { control: 200 },
   // Recording is off, so B's own call has no recording either: its 404 says so ("call has no
   // recording"), where the probes' 404 is "call not found", the same as for a missing call.
   'GET /v1/calls/{id}/recording': { control: 404, ownerRead: 404 },
@@ -180,6 +183,8 @@ const OPS: Record<string, Case> = {
 const HIDDEN_ROUTES: Record<string, string> = {
   'GET /v1/openapi.json': 'public: the API description, no organization data',
   'GET /metrics': 'public: process and traffic totals, no organization data (checked below)',
+  'GET /console': 'public: the operator console\'s static front end (docs/console.md), no organization data',
+  'GET /console*': 'public: the operator console\'s static files and its libraries, no organization data',
   'GET /v1/connection': 'the voice WebSocket, authenticated by a session token: swept in its own test',
   'POST /v1/telco/twilio/voice': "the carrier's voice webhook, authenticated by X-Twilio-Signature with the number's own import's token: isolation in test/telco/twilio-inbound.test.ts",
   'GET /v1/telco/twilio/stream': "the carrier's media stream, authenticated by the webhook's one-time token: isolation in test/telco/twilio-inbound.test.ts",

@@ -173,9 +173,23 @@ describe.skipIf(chromium.skip || sipp.skip)(`operator console (chromium)${chromi
     expect(r.code, r.describe()).toBe(0);
     await page.waitForSelector('[data-testid=no-live-calls]', { timeout: 10_000 });
 
+    // The turn timelines are stored off the hot path: the first message's is there within moments.
+    let latency = (await d.api('GET', `/v1/calls/${callId}`)).body.latency;
+    for (const until = Date.now() + 5000; latency.turns.length === 0 && Date.now() < until; await new Promise((res) => setTimeout(res, 100))) {
+      latency = (await d.api('GET', `/v1/calls/${callId}`)).body.latency;
+    }
+    expect(latency.turns.length, JSON.stringify(latency)).toBeGreaterThan(0);
+
     // The history lists the ended call; its page has the recording and the transcript.
     await page.waitForSelector(`[data-testid=call-history] tr[data-call-id="${callId}"] a`, { timeout: 10_000 });
     await b.screenshot(page, 'calls');
+    // The history's filters are GET /v1/calls's: the number filter leaves the SIPp call only.
+    expect((await page.$$('[data-testid=call-history] tr[data-call-id]')).length).toBe(2);
+    await page.type('input[name=search]', CALLER.slice(2));
+    await page.click('form[aria-label="Call history filters"] button[type=submit]');
+    await page.waitForFunction(
+      `(() => { const rows = document.querySelectorAll('[data-testid=call-history] tr[data-call-id]'); return rows.length === 1 && rows[0].getAttribute('data-call-id') === ${JSON.stringify(callId)}; })()`,
+    );
     await page.click(`[data-testid=call-history] tr[data-call-id="${callId}"] a`);
     await page.waitForSelector('[data-testid=transcript]');
     expect(await text(page, '[data-testid=transcript]')).toContain('Hello from the console test.');
@@ -192,6 +206,17 @@ describe.skipIf(chromium.skip || sipp.skip)(`operator console (chromium)${chromi
     expect(audio.src).toMatch(/^blob:/);
     expect(audio.duration).toBeGreaterThan(3);
     expect(audio.playing).toBe(true);
+    // The per-turn latency (the call's latency field) drawn by Chart.js as stacked bars, labelled.
+    const chart = await page.$eval('canvas[data-testid=latency-chart]', (el) => {
+      const c = (globalThis as unknown as { Chart: { getChart(e: unknown): { config: { type: string; options: any }; data: { labels: string[]; datasets: { label: string; data: number[] }[] } } } }).Chart.getChart(el)!;
+      return { role: el.getAttribute('role'), label: el.getAttribute('aria-label'), type: c.config.type, stacked: c.config.options.scales.y.stacked, labels: c.data.labels, data: c.data.datasets.map((s) => s.data) };
+    });
+    expect(chart).toMatchObject({ role: 'img', type: 'bar', stacked: true, labels: latency.turns.map((_: unknown, i: number) => `Turn ${i + 1}`) });
+    const stages = ['stt', 'turn_commit', 'llm', 'sentence', 'tts', 'playout'];
+    expect(chart.data).toEqual(stages.map((s) => latency.turns.map((t: { stages: Record<string, number> }) => t.stages[s] ?? 0)));
+    expect(chart.label).toMatch(/^Latency per turn, stacked by stage: turn 1: /);
+    const firstStage = stages.find((s) => latency.turns[0].stages[s] !== undefined);
+    if (firstStage) expect(chart.label).toContain(`${Math.round(latency.turns[0].stages[firstStage])} ms`);
     await b.screenshot(page, 'call');
     expectClean(record);
     await page.close();

@@ -151,7 +151,7 @@ describe('deploy/grafana/callbridge.json against the daemon\'s /metrics', () => 
     const { problems: found, queried } = problems(dashboard, families);
     expect(found).toEqual([]);
     // What the dashboard is for: calls, setups, failures by reason/outcome, jitter, loss, late
-    // frames, TTS first byte, REST latency.
+    // frames, TTS first byte, where agent turns' time goes, REST latency.
     for (const family of [
       'callbridge_bridge_calls_active',
       'callbridge_sip_calls_active',
@@ -163,6 +163,8 @@ describe('deploy/grafana/callbridge.json against the daemon\'s /metrics', () => 
       'callbridge_bridge_frames_late_total',
       'callbridge_bridge_frames_sent_total',
       'callbridge_tts_first_byte_seconds',
+      'callbridge_turn_stage_seconds',
+      'callbridge_turn_voice_to_voice_seconds',
       'callbridge_http_request_duration_seconds',
     ]) {
       expect(queried, `no panel queries ${family}`).toContain(family);

@@ -17,16 +17,22 @@ function useVisiblePoll(tick, ms) {
   latest.current = tick;
   useEffect(() => {
     let timer;
+    let inFlight = false;
+    let stopped = false;
+    // One request at a time: a tab shown again while one is on its way waits for it.
     const run = () => {
       clearTimeout(timer);
-      if (document.visibilityState !== 'visible') return;
+      if (stopped || inFlight || document.visibilityState !== 'visible') return;
+      inFlight = true;
       Promise.resolve(latest.current()).finally(() => {
-        timer = setTimeout(run, ms);
+        inFlight = false;
+        if (!stopped) timer = setTimeout(run, ms);
       });
     };
     document.addEventListener('visibilitychange', run);
     run();
     return () => {
+      stopped = true;
       clearTimeout(timer);
       document.removeEventListener('visibilitychange', run);
     };

@@ -16,6 +16,8 @@ const LOOKUP = { id: 'n1', type: 'tool', name: 'lookup_order', description: 'Fin
 function loop(steps: ModelStep[], opts: { phone?: boolean; canTransfer?: boolean; toolTimeoutMs?: number; clientAnswersTools?: boolean; toolWebhook?: ToolWebhook; nodes?: Array<Record<string, unknown>> } = {}) {
   const time = new VirtualTime();
   const events = new EventLog<ReplyEvent>(time);
+  /** The turn timeline's marks, apart: the sequences below are the conversation's events. */
+  const marks: Array<{ mark: string; at: number }> = [];
   const { model, calls } = scriptedModel(steps);
   const { log, lines } = testLogger();
   const replies = new ReplyLoop({
@@ -30,9 +32,9 @@ function loop(steps: ModelStep[], opts: { phone?: boolean; canTransfer?: boolean
     session: { orgId: 'o1', callId: 'c1', agentId: 'a1' },
     timers: time,
     log,
-    emit: events.emit,
+    emit: (e) => (e.type === 'mark' ? marks.push({ mark: e.mark, at: time.now() }) : events.emit(e)),
   });
-  return { time, events, calls, lines, replies };
+  return { time, events, marks, calls, lines, replies };
 }
 
 function turn(): AgentTurn & { abort: AbortController } {
@@ -57,6 +59,8 @@ describe('ReplyLoop', () => {
       { type: 'sentence', turn: 't1', text: 'How can I help?' },
       { type: 'done', turn: 't1' },
     ]);
+    // The turn's timeline: the model was asked, and its first delta came (once each).
+    expect(r.marks.map((m) => m.mark)).toEqual(['llm_request', 'llm_first_token']);
     expect(r.calls[0]!.messages).toEqual([
       { role: 'system', content: 'Be brief.' },
       { role: 'user', content: 'Hi' },

@@ -79,6 +79,8 @@ export interface FakeSpeechServer {
   chunkBytes: number[];
   /** Pause between chunks. */
   chunkDelayMs: number;
+  /** Pause before the first chunk (after the headers): the vendor's time to first audio. */
+  firstChunkDelayMs?: number;
   /** When set, the server writes this many chunks, then waits for the gate before the rest. */
   pause?: { afterChunks: number; gate: Gate };
   /** When set, the server destroys the connection after this many chunks. */
@@ -135,6 +137,7 @@ export async function startFakeSpeechServer(): Promise<FakeSpeechServer> {
       void (async () => {
         res.writeHead(200, { 'content-type': 'audio/pcm', 'transfer-encoding': 'chunked' });
         const chunks = cut(fake.audio, fake.chunkBytes);
+        if (fake.firstChunkDelayMs) await sleep(fake.firstChunkDelayMs);
         for (let i = 0; i < chunks.length; i++) {
           if (record.clientClosed) return;
           if (fake.dropAfterChunks !== undefined && i === fake.dropAfterChunks) {
