@@ -22,6 +22,7 @@ import { telcoRoutes } from './routes/telco.ts';
 import { sipTrunkRoutes } from './routes/sip-trunks.ts';
 import { callRoutes } from './routes/calls.ts';
 import { webhookRoutes } from './routes/webhooks.ts';
+import { apiKeyRoutes } from './routes/api-keys.ts';
 import { dialRoutes } from './routes/dial.ts';
 import { outboundListRoutes } from './routes/outbound-lists.ts';
 import { sessionTokenRoutes } from './routes/session-token.ts';
@@ -161,6 +162,7 @@ export async function buildApp(deps: ApiDeps, registry: Registry = createRegistr
   await app.register(sipTrunkRoutes, deps);
   await app.register(callRoutes, deps);
   await app.register(webhookRoutes, deps);
+  await app.register(apiKeyRoutes, deps);
   await app.register(dialRoutes, deps);
   await app.register(outboundListRoutes, deps);
   await app.register(sessionTokenRoutes, deps);

@@ -6,6 +6,7 @@ import { sendError } from './errors.ts';
 
 export function installAuth(app: FastifyInstance, store: Store): void {
   app.decorateRequest('org', null as unknown as Organization);
+  app.decorateRequest('apiKeyId', '');
   // A callback hook, not an async one: it runs on every request and waits only for the key lookup.
   app.addHook('onRequest', (req, reply, done) => {
     // Unmatched routes fall through to the 404 handler; public routes need no key.
@@ -17,14 +18,16 @@ export function installAuth(app: FastifyInstance, store: Store): void {
       sendError(reply, 401, 'missing API key: send Authorization: Bearer <key>');
       return;
     }
-    // A known key is answered from the repository's cache: the promise is already settled.
-    store.organizations.byApiKey(match[1] as string).then(
-      (org) => {
-        if (!org) {
+    // On SQLite a known key is answered from the repository's cache (the promise is already
+    // settled); on PostgreSQL the database decides on every request (docs/api-keys.md).
+    store.organizations.authenticate(match[1] as string).then(
+      (owner) => {
+        if (!owner) {
           sendError(reply, 401, 'invalid API key');
           return;
         }
-        req.org = org;
+        req.org = owner.org;
+        req.apiKeyId = owner.keyId;
         done();
       },
       (err: unknown) => done(err as Error),

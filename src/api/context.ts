@@ -56,5 +56,7 @@ declare module 'fastify' {
   interface FastifyRequest {
     /** The organization of the request's API key; set by the auth hook on protected routes. */
     org: Organization;
+    /** The id of the request's API key (GET /v1/api-keys marks it as `current`). */
+    apiKeyId: string;
   }
 }

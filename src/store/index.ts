@@ -6,7 +6,9 @@
 import { mkdirSync } from 'node:fs';
 import { openSqliteClient } from './db.ts';
 import { migratePostgres, PostgresClient, POSTGRES_MIGRATIONS, redactUrl, type PostgresStoreError } from './postgres/index.ts';
-import { OrganizationRepo, type KeyCache } from './organizations.ts';
+import { OrganizationRepo } from './organizations.ts';
+import { ApiKeyRepo } from './api-keys.ts';
+import { newKeyCache, type KeyCache } from './api-key-material.ts';
 import { AgentRepo, type StoredAgent } from './agents.ts';
 import { VersionRepo } from './versions.ts';
 import { TelcoNumberRepo } from './telco-numbers.ts';
@@ -42,6 +44,8 @@ export interface Store {
   readonly sqlite?: Database;
   secretBox: SecretBox;
   organizations: OrganizationRepo;
+  /** An organization's API keys (docs/api-keys.md). */
+  apiKeys: ApiKeyRepo;
   agents: AgentRepo;
   versions: VersionRepo;
   telcoNumbers: TelcoNumberRepo;
@@ -146,7 +150,7 @@ interface SharedCaches {
 
 /** The repositories over any SqlClient (the PostgreSQL backend builds its Store here too). */
 export function storeOver(client: SqlClient, secretBox: SecretBox, options: { sqlite?: Database; nodeId?: string | undefined; publicUrl?: string | undefined } = {}): Store {
-  return build(client, secretBox, { agents: new Map(), keys: new Map() }, false, options.sqlite, options.nodeId ?? null, options.publicUrl ?? '');
+  return build(client, secretBox, { agents: new Map(), keys: newKeyCache() }, false, options.sqlite, options.nodeId ?? null, options.publicUrl ?? '');
 }
 
 function build(client: SqlClient, secretBox: SecretBox, caches: SharedCaches, inTransaction: boolean, sqlite: Database | undefined, nodeId: string | null, publicUrl: string): Store {
@@ -156,6 +160,7 @@ function build(client: SqlClient, secretBox: SecretBox, caches: SharedCaches, in
     ...(sqlite !== undefined ? { sqlite } : {}),
     secretBox,
     organizations: new OrganizationRepo(client, caches.keys),
+    apiKeys: new ApiKeyRepo(client, caches.keys),
     agents,
     versions: new VersionRepo(client),
     telcoNumbers: new TelcoNumberRepo(client, secretBox),

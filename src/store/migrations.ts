@@ -207,6 +207,17 @@ export const ASSIGNMENTS_PER_ORG_SQL = `
     `;
 
 /**
+ * Migration 21's SQL, the same text in both dialects (src/store/postgres/migrations.ts uses it
+ * too): an API key gets a name (what it is for, shown in GET /v1/api-keys and the console) and
+ * when it was last used (written at most once a minute per key and node, docs/api-keys.md); the
+ * index serves an organization's list of keys and the count of its active ones.
+ */
+export const API_KEY_NAMES_SQL = `
+      ALTER TABLE api_keys ADD COLUMN name TEXT NOT NULL DEFAULT '';
+      ALTER TABLE api_keys ADD COLUMN last_used_at TEXT;             -- null: never used
+      CREATE INDEX api_keys_org ON api_keys (org_id, created_at, id);
+    `;
+/**
  * Migration 17's SQL, the same text in both dialects (src/store/postgres/migrations.ts uses it
  * too): the post-call analysis (docs/calls.md "Post-call analysis") keeps its structured fields
  * beside the summary, and when it was stored, which also makes it a once-per-call write.
@@ -815,5 +826,10 @@ export const MIGRATIONS: Migration[] = [
     version: 20,
     name: 'answering-machine detection: the dial\'s setting and the call\'s outcome',
     sql: MACHINE_DETECTION_SQL,
+  },
+  {
+    version: 21,
+    name: 'api keys: name, last use',
+    sql: API_KEY_NAMES_SQL,
   },
 ];

@@ -29,7 +29,7 @@ import { decodeJwt } from 'jose';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.ts';
 import { startFakeCarrier, type FakeCarrier } from '../helpers/fake-carrier.ts';
 
-type Kind = 'agent' | 'version' | 'telcoNumber' | 'trunk' | 'assignment' | 'call' | 'organization' | 'webhook';
+type Kind = 'agent' | 'version' | 'telcoNumber' | 'trunk' | 'assignment' | 'call' | 'organization' | 'webhook' | 'apiKey';
 type Ids = Record<Kind, string>;
 
 /**
@@ -45,6 +45,7 @@ const PATH_PARAM_KIND: Record<string, Kind> = {
   'assignments/{assignmentId}': 'assignment',
   'calls/{id}': 'call',
   'webhooks/{id}': 'webhook',
+  'api-keys/{id}': 'apiKey',
 };
 
 /**
@@ -158,6 +159,10 @@ const OPS: Record<string, Case> = {
   'PATCH /v1/webhooks/{id}': { variants: [{ body: () => ({ description: 'changed by Bravo' }) }], control: 200 },
   'DELETE /v1/webhooks/{id}': { control: 204 },
   'GET /v1/webhooks/{id}/deliveries': { control: 200 },
+  'POST /v1/api-keys': { variants: [{ body: () => ({ name: 'Bravo second key' }) }], control: 201 },
+  'GET /v1/api-keys': { control: 200 },
+  // B revokes its second key (it keeps B.key): A's key id is as unknown to B as a random one.
+  'DELETE /v1/api-keys/{id}': { control: 204 },
   'POST /v1/agents/{id}/dial': {
     variants: [
       { query: (id) => ({ number: DIAL_TO, sipTrunkId: id('sipTrunkId') }) },
@@ -329,7 +334,9 @@ describe('organization isolation, every route of /v1/openapi.json and the voice 
     for (const op of ops.filter((o) => o.method === 'GET' && pathParams(o.path).every((p) => p.kind))) {
       const { path } = build(op, {}, () => 'A', B.ids);
       const r = await call(A.key, 'GET', path);
-      out.set(`GET ${path}`, { op: op.key, status: r.status, text: r.text });
+      // A's own reads move its key's last_used_at (once a minute): that is A's doing, not B's.
+      const text = op.key === 'GET /v1/api-keys' ? r.text.replace(/"last_used_at":(null|"[^"]*")/g, '"last_used_at":"-"') : r.text;
+      out.set(`GET ${path}`, { op: op.key, status: r.status, text });
     }
     return out;
   }
@@ -376,6 +383,8 @@ describe('organization isolation, every route of /v1/openapi.json and the voice 
     // (read before and after) stay the same.
     const hook = await must(A.key, 'POST', '/v1/webhooks', { url: `https://hooks.example.com/alpha-${tag}`, events: ['recording.ready'], description: `Alpha hook ${tag}` }, 201);
     A.ids.webhook = hook.id;
+    const aKey = await must(A.key, 'POST', '/v1/api-keys', { name: `Alpha key ${tag}` }, 201);
+    A.ids.apiKey = aKey.id;
     // A second token, for the socket test (an A token trying B's agent); left unused otherwise.
     A.tokens.ws = (await must(A.key, 'POST', '/v1/session-token', { agent_id: agent.id }, 200)).token;
     secrets.push(
@@ -396,6 +405,9 @@ describe('organization isolation, every route of /v1/openapi.json and the voice 
       `alpha-caller-${tag}`,
       `Alpha hook ${tag}`,
       hook.secret as string,
+      `Alpha key ${tag}`,
+      aKey.key as string,
+      aKey.prefix as string,
       callToken,
       A.tokens.ws,
     );
@@ -421,6 +433,7 @@ describe('organization isolation, every route of /v1/openapi.json and the voice 
     B.ids.assignment = (await must(B.key, 'POST', `/v1/sip-trunks/${bTrunk.id}/assignments`, { agent_id: bAgent.id, number: '#83019*' }, 201)).id;
     B.ids.call = decodeJwt((await must(B.key, 'POST', '/v1/session-token', { agent_id: bAgent.id }, 200)).token).sub!;
     B.ids.webhook = (await must(B.key, 'POST', '/v1/webhooks', { url: 'https://hooks.example.com/bravo', events: ['recording.ready'] }, 201)).id;
+    B.ids.apiKey = (await must(B.key, 'POST', '/v1/api-keys', { name: 'Bravo key' }, 201)).id;
 
     before = await readA();
   });
