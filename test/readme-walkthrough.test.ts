@@ -29,6 +29,7 @@ const README = resolve(dirname(fileURLToPath(import.meta.url)), '../README.md');
 const WALKTHROUGH = '## A walk through the API';
 const FIRST_CALL = '## A first call';
 const CARRIER = '## Calls on a carrier number';
+const CALL_LISTS = '## Call lists';
 const PRINTED_API = 'API=http://127.0.0.1:8080';
 const KEY_FILE = 'data/initial-api-key';
 
@@ -100,7 +101,8 @@ describe('README: the walk through the API, the outbound dial and the carrier im
   const walkthrough = shBlock(markdown, WALKTHROUGH);
   const dial = shBlock(markdown, FIRST_CALL, (code) => code.includes('/v1/agents/$AGENT/dial'));
   const carrierImport = shBlock(markdown, CARRIER);
-  const blocks = [walkthrough, dial, carrierImport];
+  const callList = shBlock(markdown, CALL_LISTS);
+  const blocks = [walkthrough, dial, carrierImport, callList];
 
   beforeAll(async () => {
     await requireTools();
@@ -121,7 +123,7 @@ describe('README: the walk through the API, the outbound dial and the carrier im
   it('exits 0 with every curl succeeding, and leaves the resources it describes', { timeout: 60_000 }, async () => {
     expect(occurrences(walkthrough.code, PRINTED_API), `"${PRINTED_API}" in the walk-through`).toBe(1);
     expect(occurrences(walkthrough.code, KEY_FILE), `"${KEY_FILE}" in the walk-through`).toBe(1);
-    for (const b of [dial, carrierImport]) {
+    for (const b of [dial, carrierImport, callList]) {
       expect(b.code, `README.md:${b.firstLine}: a later block sets API or KEY itself`).not.toMatch(/\b(API|KEY)=/);
     }
     // The blocks talk to the daemon only: never run one that writes to the reader's home or dials a phone.
@@ -221,5 +223,19 @@ describe('README: the walk through the API, the outbound dial and the carrier im
     const imported = numbers.find((n) => n.phone_number === telco.phone_number);
     expect(imported).toMatchObject({ account_sid: telco.account_sid, label: telco.label });
     expect(((await d.api('GET', `/v1/agents/${agent.id}`)).body as any).phone_number_id).toBe(imported.id);
+
+    // The call list: its contact with the variables sent, and one run with the settings sent
+    // (scheduled or under way: whether now is inside its window depends on the clock).
+    const runBody = literalBodies(callList.code).find((b) => typeof b.max_concurrent === 'number');
+    expect(runBody, 'the call-list block creates a run').toBeDefined();
+    const lists = (await d.api('GET', '/v1/outbound-lists')).body as any[];
+    expect(lists, 'one outbound list').toHaveLength(1);
+    expect(lists[0]).toMatchObject({ agent_id: agent.id, contact_count: 1 });
+    const contacts = (await d.api('GET', `/v1/outbound-lists/${lists[0].id}/contacts`)).body as any[];
+    expect(contacts[0]).toMatchObject({ phone_number: '+15551234567', variables: [{ key: 'name', value: 'Ada' }] });
+    const runs = (await d.api('GET', `/v1/outbound-lists/${lists[0].id}/runs`)).body as any[];
+    expect(runs).toHaveLength(1);
+    expect(runs[0]).toMatchObject({ max_concurrent: runBody.max_concurrent, calls_per_minute: runBody.calls_per_minute, retry: runBody.retry, window: runBody.window, machine_detection: runBody.machine_detection });
+    expect(['scheduled', 'running', 'completed']).toContain(runs[0].status);
   });
 });
