@@ -24,12 +24,18 @@ const STT_MS = 300;
 const LLM_MS = 200;
 const TTS_MS = 150;
 /**
- * What our side may add to a vendor's delay: the adapter's own work (the STT's WAV and multipart
- * POST, the SSE parse, a fresh loopback connection), 2-40 ms on a loaded 2-core machine.
+ * What our side may add to a vendor's delay: the adapter's own work on a loaded 2-core machine.
+ * The STT's is the largest (the utterance as a WAV, a multipart POST through fetch: 15-70 ms seen
+ * at load average 5-10); the model's and the TTS's (an SSE parse, a chunked read) stay under 15 ms.
  */
+const STT_SLACK_MS = 100;
 const SLACK_MS = 50;
-/** The most a stage with nothing to wait on (turn_commit, sentence, playout) may take there. */
-const SMALL_MS = 25;
+/**
+ * The most a stage with nothing to wait on may take there: turn_commit, sentence, and playout (on
+ * a phone call up to one 20 ms pacing tick plus the hops to the media worker).
+ */
+const SMALL_MS = 50;
+const REPLY = 'We open at nine. See you.';
 
 export interface Vendors {
   stt: FakeTranscriptionServer;
@@ -43,7 +49,9 @@ export async function startSlowVendors(): Promise<Vendors & { settings: Record<s
   const stt = await startFakeTranscriptionServer();
   stt.defaultReply = { body: { text: 'What are your opening hours?' }, delayMs: STT_MS };
   const llm = await startFakeLlmServer('openai');
-  llm.setDefault({ delayMs: LLM_MS, steps: openAiSse.text(['We open ', 'at nine.']) });
+  // One delta holding a whole sentence and the start of the next: the splitter has the sentence at
+  // the first token, so `sentence` measures our side only (not how fast the fake streams).
+  llm.setDefault({ delayMs: LLM_MS, steps: openAiSse.text(['We open at nine. See you.']) });
   const tts = await startFakeSpeechServer();
   tts.firstChunkDelayMs = TTS_MS;
   tts.chunkDelayMs = 0;
@@ -91,7 +99,7 @@ export function expectReplyStages(reply: any): void {
   const s = reply.stages;
   expect(Object.keys(s).sort()).toEqual(['llm', 'playout', 'sentence', 'stt', 'tts', 'turn_commit']);
   expect(s.stt).toBeGreaterThanOrEqual(STT_MS);
-  expect(s.stt).toBeLessThan(STT_MS + SLACK_MS);
+  expect(s.stt).toBeLessThan(STT_MS + STT_SLACK_MS);
   expect(s.llm).toBeGreaterThanOrEqual(LLM_MS);
   expect(s.llm).toBeLessThan(LLM_MS + SLACK_MS);
   expect(s.tts).toBeGreaterThanOrEqual(TTS_MS);
@@ -133,7 +141,7 @@ describe('agent turn latency of a web session', () => {
     await client.stream(speechLike(0.8));
     await client.stream(silence(0.5));
     const replyText = await client.waitFor((e) => e.type === 'response_text' && e.data.is_final === true, 10_000, mark);
-    expect(replyText.data.text).toBe('We open at nine.');
+    expect(replyText.data.text).toBe(REPLY);
     client.close();
     await client.waitClosed();
 
@@ -197,8 +205,8 @@ describe.skipIf(sippAvailable().skip)('agent turn latency of a phone call (SIPp,
 
   it('the stages are the vendors\' delays and audio_out_first is the first RTP packet of the reply', async () => {
     const remote = `127.0.0.1:${td.daemon.sip!.port}`;
-    // 2.8 s of speech, then no RTP until the BYE at 6 s.
-    const r = await runSipp({ scenario: 'inbound-acl-then-quiet', remote, service: NUMBER, keys: { caller: CALLER }, audio: SPEECH, durationMs: 6000 });
+    // 2.8 s of speech, then no RTP until the BYE at 7 s.
+    const r = await runSipp({ scenario: 'inbound-acl-then-quiet', remote, service: NUMBER, keys: { caller: CALLER }, audio: SPEECH, durationMs: 7000 });
     expect(r.code, r.describe()).toBe(0);
     let rec: any;
     await untilAsync(async () => {
@@ -206,7 +214,7 @@ describe.skipIf(sippAvailable().skip)('agent turn latency of a phone call (SIPp,
       rec = list.body.calls.find((c: any) => c.from === CALLER && c.ended_at);
       return rec !== undefined;
     }, 'the ended call record');
-    const replyEntry = rec.transcript.entries.find((e: any) => e.role === 'assistant' && e.message === 'We open at nine.');
+    const replyEntry = rec.transcript.entries.find((e: any) => e.role === 'assistant' && e.message === REPLY);
     expect(replyEntry, JSON.stringify(rec.transcript.entries)).toBeDefined();
     const latency = await latencyOf(td, rec.id, 2);
     const reply = latency.turns.find((t: any) => t.turn_id === replyEntry.turnId);
