@@ -12,7 +12,7 @@ import { Database } from '../../src/store/sqlite-driver.ts';
 import { isUniqueViolation, migrate, type Db } from '../../src/store/db.ts';
 import { SqliteClient } from '../../src/store/sqlite-client.ts';
 import { MIGRATIONS } from '../../src/store/migrations.ts';
-import { OrganizationRepo } from '../../src/store/organizations.ts';
+import { insertOrganization } from '../helpers/old-schema.ts';
 import { AgentRepo } from '../../src/store/agents.ts';
 import { SipTrunkRepo } from '../../src/store/sip-trunks.ts';
 import { AssignmentRepo } from '../../src/store/assignments.ts';
@@ -40,7 +40,7 @@ describe('migration 14: assignments carry their organization; alternate_number u
     orgs.length = trunks.length = agents.length = assignments.length = 0;
     const trunkRepo = new SipTrunkRepo(client, new SecretBox(randomBytes(32)));
     for (const name of ['Org One', 'Org Two']) {
-      const org = (await new OrganizationRepo(client).createKey(name)).org.id;
+      const org = await insertOrganization(client, name);
       const trunk = newId();
       const agent = newId();
       await trunkRepo.insert({ id: trunk, org_id: org, settings: trunkForCreate({ pbx: 'generic', name: 't', inbound_auth_type: 'acl', inbound_acl: ['192.0.2.0/24'] }), passwords: {}, created_at: AT });

@@ -24,6 +24,7 @@ import { loadConfig } from '../../src/config.ts';
 import { prng } from '../helpers/prng.ts';
 import { gramsOf, postedGramsOf } from '../helpers/short-grams.ts';
 import { forEachStoreBackend, openTestStore, testPostgresDatabase, TEST_ENCRYPTION_KEY, type TestStore } from '../helpers/store-backends.ts';
+import { insertOrganization } from '../helpers/old-schema.ts';
 
 const uuid = (a: number, b: number) => `${String(a).padStart(8, '0')}-0000-4000-8000-${String(b).padStart(12, '0')}`;
 const TAGS = ['vip', 'callback', 'sales', 'x"y'];
@@ -586,8 +587,7 @@ forEachStoreBackend((backend) => describe('migration 12: the postings of the cal
       migrateAll = () => migratePostgres(pgClient, POSTGRES_MIGRATIONS);
     }
     try {
-      const old = storeOver(client, new SecretBox(Buffer.from(TEST_ENCRYPTION_KEY, 'base64')));
-      const orgs = [(await old.organizations.createKey('m0')).org.id, (await old.organizations.createKey('m1')).org.id];
+      const orgs = [await insertOrganization(client, 'm0'), await insertOrganization(client, 'm1')];
       const rand = prng(11);
       const parties = ['+15550001111', 'guest#1', 'guest#2', 'Ab*', 'é😀', '', 'x', '+1#', 'user-42'];
       const calls: Array<{ id: string; org_id: string; party: string; created_at: string }> = [];

@@ -28,12 +28,12 @@ import { analyzeCall } from './analysis.ts';
 import { SessionTransfers } from './transfer.ts';
 import { openWithMachineDetection, type MachineDetection } from './machine-detection.ts';
 import { ToolTranscript } from './tool-transcript.ts';
+import { speakReprompt } from './reprompt.ts';
 import { createTurnTimeline, timelineSees, type TurnTimelineRecorder } from './turn-timeline.ts';
 
 export type { RuntimeDeps };
 
-/** Said after silence_timeout_secs of silence, before the last strike. */
-export const REPROMPT_TEXT = 'Are you still there?';
+export { REPROMPT_TEXT } from './reprompt.ts';
 
 export class AgentRuntime implements SessionRuntime {
   readonly #ctx: SessionContext;
@@ -237,13 +237,8 @@ export class AgentRuntime implements SessionRuntime {
 
   #onTimer(e: TimerEvent): void {
     switch (e.type) {
-      case 'reprompt': {
-        const turn = this.#stages.speech.open('reprompt');
-        this.#stages.speech.say(turn, REPROMPT_TEXT);
-        this.#stages.speech.finish(turn);
-        this.#stages.replies.addAgent(REPROMPT_TEXT);
-        return;
-      }
+      case 'reprompt':
+        return speakReprompt(this.#stages);
       case 'silence_timeout':
         if (e.action === 'transfer_call') this.#transfers.timerAction('silence', 'silence_timeout');
         else this.#end('silence_timeout');
