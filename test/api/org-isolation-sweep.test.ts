@@ -29,7 +29,7 @@ import { decodeJwt } from 'jose';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.ts';
 import { startFakeCarrier, type FakeCarrier } from '../helpers/fake-carrier.ts';
 
-type Kind = 'agent' | 'version' | 'telcoNumber' | 'trunk' | 'assignment' | 'call' | 'organization' | 'webhook' | 'apiKey';
+type Kind = 'agent' | 'version' | 'telcoNumber' | 'trunk' | 'assignment' | 'call' | 'organization' | 'webhook' | 'apiKey' | 'outboundList' | 'outboundRun' | 'outboundContact';
 type Ids = Record<Kind, string>;
 
 /**
@@ -46,6 +46,9 @@ const PATH_PARAM_KIND: Record<string, Kind> = {
   'calls/{id}': 'call',
   'webhooks/{id}': 'webhook',
   'api-keys/{id}': 'apiKey',
+  'outbound-lists/{id}': 'outboundList',
+  'runs/{run_id}': 'outboundRun',
+  'contacts/{contact_id}': 'outboundContact',
 };
 
 /**
@@ -64,6 +67,8 @@ const ID_FIELDS: Record<string, IdField> = {
   sip_trunk_id: { kind: 'trunk', answer: 'refused' },
   agent_ids: { kind: 'agent', answer: 'filtered' },
   organization_id: { kind: 'organization', answer: 'filtered' },
+  outbound_list_run_id: { kind: 'outboundRun', answer: 'filtered' },
+  outbound_contact_id: { kind: 'outboundContact', answer: 'filtered' },
   chat_id: { notAnId: 'an opaque client reference stored with the session; nothing is read by it (there is no chat store)' },
   callerId: { notAnId: 'a dial string shown to the callee' },
   caller_id: { notAnId: 'a dial string (dial) or the party number of a session (session-token)' },
@@ -143,7 +148,13 @@ const OPS: Record<string, Case> = {
   'POST /v1/sip-trunks/{id}/assignments': { variants: [{ body: (id) => ({ agent_id: id('agent_id'), number: '#83039*' }) }], control: 201 },
   'GET /v1/sip-trunks/{id}/assignments': { control: 200 },
   'GET /v1/calls': {
-    variants: [{}, { query: (id) => ({ agent_ids: id('agent_ids') }) }, { query: (id) => ({ organization_id: id('organization_id') }) }],
+    variants: [
+      {},
+      { query: (id) => ({ agent_ids: id('agent_ids') }) },
+      { query: (id) => ({ organization_id: id('organization_id') }) },
+      { query: (id) => ({ outbound_list_run_id: id('outbound_list_run_id') }) },
+      { query: (id) => ({ outbound_contact_id: id('outbound_contact_id') }) },
+    ],
     control: 200,
   },
   'GET /v1/calls/{id}': { control: 200 },
@@ -174,6 +185,36 @@ const OPS: Record<string, Case> = {
     variants: [{ body: (id) => ({ agent_id: id('agent_id'), version_id: id('version_id') }) }],
     control: 200,
   },
+  'POST /v1/outbound-lists': {
+    variants: [{ body: (id) => ({ name: 'Bravo second list', agent_id: id('agent_id'), sip_trunk_id: id('sip_trunk_id'), contacts: [{ phone_number: '+15558300401' }] }) }],
+    control: 201,
+  },
+  'GET /v1/outbound-lists': { control: 200 },
+  'GET /v1/outbound-lists/{id}': { control: 200 },
+  'POST /v1/outbound-lists/{id}/contacts': { variants: [{ body: () => ({ contacts: [{ phone_number: '+15558300402' }] }) }], control: 201 },
+  'GET /v1/outbound-lists/{id}/contacts': { control: 200 },
+  'DELETE /v1/outbound-lists/{id}/contacts/{contact_id}': { control: 204 },
+  // B's list has its open run (a second one is a 409): the control starts one on B's spare list.
+  'POST /v1/outbound-lists/{id}/runs': { variants: [{ body: () => PARKED_RUN }], control: 201, controlIds: (b) => ({ outboundList: b.spareList }) },
+  'GET /v1/outbound-lists/{id}/runs': { control: 200 },
+  'GET /v1/outbound-lists/{id}/runs/{run_id}': { control: 200 },
+  'GET /v1/outbound-lists/{id}/runs/{run_id}/contacts': { control: 200 },
+  // The controls run in the document's order: B's scheduled run is paused (200), the paused run
+  // resumed (200, scheduled again), then canceled (200). The probes change no run of B's: each
+  // names A's list or A's run, so B's run is still scheduled when its controls come.
+  'POST /v1/outbound-lists/{id}/runs/{run_id}/pause': { control: 200 },
+  'POST /v1/outbound-lists/{id}/runs/{run_id}/resume': { control: 200 },
+  'POST /v1/outbound-lists/{id}/runs/{run_id}/cancel': { control: 200 },
+};
+
+/** The calling window of every run in the sweep, an hour from now to two (UTC, every day), so that
+ * no run dials or changes while A's reads are compared: each stays `scheduled`. (Past midnight,
+ * e.g. 23:30 -> 00:30-01:30 or 22:30 -> 23:30-00:30, the window still excludes now.) */
+const hhmm = (hoursFromNow: number) => new Date(Date.now() + hoursFromNow * 3_600_000).toISOString().slice(11, 16);
+const PARKED_RUN = {
+  max_concurrent: 1,
+  retry: { max_attempts: 1, backoff_secs: 60, on: [] },
+  window: { timezone: 'UTC', days: ['mon', 'tue', 'wed', 'thu', 'fri', 'sat', 'sun'], start: hhmm(1), end: hhmm(2) },
 };
 
 /**
@@ -202,6 +243,8 @@ interface OrgB {
   ids: Ids;
   /** Imported, held by no agent: for the controls that assign a number. */
   spareNumbers: [string, string];
+  /** An outbound list without a run: for the control that starts one. */
+  spareList: string;
 }
 
 /** A UDP socket standing in for a trunk's far end: counts the INVITEs it gets, answers nothing. */
@@ -314,7 +357,7 @@ describe('organization isolation, every route of /v1/openapi.json and the voice 
   let ops: DocOperation[];
   const tag = randomBytes(4).toString('hex');
   const A = { key: '', ids: {} as Ids, versions: [] as string[], tokens: {} as { ws: string } };
-  const B: OrgB = { key: '', ids: {} as Ids, spareNumbers: ['', ''] };
+  const B: OrgB = { key: '', ids: {} as Ids, spareNumbers: ['', ''], spareList: '' };
   /** Strings of A's that B must never see: ids, names, numbers, tokens. */
   const secrets: string[] = [];
   let before: Map<string, { op: string; status: number; text: string }>;
@@ -387,6 +430,25 @@ describe('organization isolation, every route of /v1/openapi.json and the voice 
     A.ids.apiKey = aKey.id;
     // A second token, for the socket test (an A token trying B's agent); left unused otherwise.
     A.tokens.ws = (await must(A.key, 'POST', '/v1/session-token', { agent_id: agent.id }, 200)).token;
+    // An outbound list through A's trunk, with one contact, and a run parked outside its window.
+    const aList = await must(
+      A.key,
+      'POST',
+      '/v1/outbound-lists',
+      { name: `Alpha list ${tag}`, agent_id: agent.id, sip_trunk_id: trunk.id, contacts: [{ phone_number: '+15557302999', variables: [{ key: `alpha_var_${tag}`, value: `Alpha value ${tag}` }] }] },
+      201,
+    );
+    A.ids.outboundList = aList.id;
+    A.ids.outboundContact = (await must(A.key, 'GET', `/v1/outbound-lists/${aList.id}/contacts`, undefined, 200))[0].id;
+    A.ids.outboundRun = (await must(A.key, 'POST', `/v1/outbound-lists/${aList.id}/runs`, PARKED_RUN, 201)).id;
+    // A's call record names A's run and contact, as the dialer marks a call it placed (the contact
+    // was never claimed, so the run's contact stays pending): B's filters by A's run or contact
+    // then have a call of A's they must not find.
+    await d.daemon.store.outboundRuns.placed(A.ids.outboundRun, A.ids.outboundContact, 'sweep-setup', A.ids.call);
+    for (const filter of [`outbound_list_run_id=${A.ids.outboundRun}`, `outbound_contact_id=${A.ids.outboundContact}`]) {
+      const found = await must(A.key, 'GET', `/v1/calls?${filter}`, undefined, 200);
+      if (found.calls?.[0]?.id !== A.ids.call) throw new Error(`setup: A's call is not found by ${filter}: ${JSON.stringify(found)}`);
+    }
     secrets.push(
       ...Object.values(A.ids),
       ...A.versions,
@@ -410,6 +472,10 @@ describe('organization isolation, every route of /v1/openapi.json and the voice 
       aKey.prefix as string,
       callToken,
       A.tokens.ws,
+      `Alpha list ${tag}`,
+      '+15557302999',
+      `alpha_var_${tag}`,
+      `Alpha value ${tag}`,
     );
 
     // Organization B: the same set, with its own carrier account and trunk far end.
@@ -434,6 +500,11 @@ describe('organization isolation, every route of /v1/openapi.json and the voice 
     B.ids.call = decodeJwt((await must(B.key, 'POST', '/v1/session-token', { agent_id: bAgent.id }, 200)).token).sub!;
     B.ids.webhook = (await must(B.key, 'POST', '/v1/webhooks', { url: 'https://hooks.example.com/bravo', events: ['recording.ready'] }, 201)).id;
     B.ids.apiKey = (await must(B.key, 'POST', '/v1/api-keys', { name: 'Bravo key' }, 201)).id;
+    const bList = { name: 'Bravo list', agent_id: bAgent.id, sip_trunk_id: bTrunk.id, contacts: [{ phone_number: '+15558300301', variables: [{ key: 'name', value: 'Bravo contact' }] }] };
+    B.ids.outboundList = (await must(B.key, 'POST', '/v1/outbound-lists', bList, 201)).id;
+    B.ids.outboundContact = (await must(B.key, 'GET', `/v1/outbound-lists/${B.ids.outboundList}/contacts`, undefined, 200))[0].id;
+    B.ids.outboundRun = (await must(B.key, 'POST', `/v1/outbound-lists/${B.ids.outboundList}/runs`, PARKED_RUN, 201)).id;
+    B.spareList = (await must(B.key, 'POST', '/v1/outbound-lists', { ...bList, name: 'Bravo spare list' }, 201)).id;
 
     before = await readA();
   });
@@ -474,7 +545,7 @@ describe('organization isolation, every route of /v1/openapi.json and the voice 
     }
     expect(problems).toEqual([]);
     // The sweep below is only as wide as this list: say how wide it is.
-    expect(ops.length).toBeGreaterThanOrEqual(38);
+    expect(ops.length).toBeGreaterThanOrEqual(63);
   });
 
   /**
