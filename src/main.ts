@@ -40,6 +40,8 @@ import { StreamTokens } from './telco/twilio-stream-tokens.ts';
 import { startSip, type SipService } from './sip-service.ts';
 import { loadTokenSecret, SessionTokens } from './session/tokens.ts';
 import type { SessionRuntimeFactory } from './session/runtime-contract.ts';
+import { SessionSpans } from './session/session-spans.ts';
+import { startTracing } from './tracing.ts';
 
 export interface Daemon {
   app: FastifyInstance;
@@ -107,6 +109,9 @@ export async function startDaemon(
   print: (line: string) => void = (l) => process.stdout.write(l + '\n'),
   options: DaemonOptions = {},
 ): Promise<Daemon> {
+  // Before anything makes a span: with an OTLP endpoint configured, traces go there (docs/tracing.md).
+  const tracing = await startTracing(logger);
+  const sessionSpans = new SessionSpans();
   scheduleProcessThreads({ main: config.rtp.main_thread_realtime, media: config.rtp.media_thread_realtime, mediaThreads: config.rtp.media_threads }, logger);
   warnOnDefaultMallocArenas(config.rtp.media_threads, logger);
   const registry = createRegistry();
@@ -123,7 +128,7 @@ export async function startDaemon(
     log: logger,
   });
   const runtimeFactory =
-    options.runtimeFactory === undefined ? createAgentRuntimeFactory(runtimeDepsFromConfig(config, logger, { toolWebhook }, agentMetrics), describeSessionProviders(config)) : (options.runtimeFactory ?? undefined);
+    options.runtimeFactory === undefined ? createAgentRuntimeFactory(runtimeDepsFromConfig(config, logger, { toolWebhook }, agentMetrics), describeSessionProviders(config), sessionSpans) : (options.runtimeFactory ?? undefined);
   if (options.runtimeFactory === undefined) await prepareAgentRuntime(config, logger);
   // The bridge's media paths resample (8 <-> 24 kHz) whatever runs the sessions.
   else await initResamplers();
@@ -150,6 +155,7 @@ export async function startDaemon(
     await heartbeat.start();
   } catch (err) {
     await store.close();
+    await tracing?.shutdown();
     throw err;
   }
   // What runs once per cluster (carrier registrations, cleanups) runs here while this node holds
@@ -195,7 +201,7 @@ export async function startDaemon(
     carrierStreams: { handle: (stream) => bridge.handleMediaStream(stream), callLimitReached: (orgId, callSid) => bridge.callLimitReached(orgId, callSid), callStatus: (update) => bridge.carrierStatus(update) },
     streamTokens,
     carrierDialer: (req) => bridge.dialCarrier(req),
-    sessionServer: { ...options.sessionServer, runsExpirySweep: () => roles.holds('session_token_sweep') },
+    sessionServer: { ...options.sessionServer, runsExpirySweep: () => roles.holds('session_token_sweep'), spans: sessionSpans },
     readiness: () => {
       const sipUp = sip === undefined ? !config.sip.enabled : sip.ua.listening;
       const storeDown = storeProbe?.failure;
@@ -208,6 +214,7 @@ export async function startDaemon(
     await heartbeat.stop();
     await roles.close();
     await store.close();
+    await tracing?.shutdown();
     throw err;
   });
   try {
@@ -224,6 +231,7 @@ export async function startDaemon(
     await heartbeat.stop();
     await roles.close();
     await store.close();
+    await tracing?.shutdown();
     throw err;
   }
   storeProbe?.start();
@@ -294,6 +302,8 @@ export async function startDaemon(
         await handingOver;
         await roles.close();
         await store.close();
+        // Last: the drained calls' spans are flushed to the collector.
+        await tracing?.shutdown();
         logger.info('callbridge stopped');
       })();
       return closing;

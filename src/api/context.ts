@@ -12,6 +12,7 @@ import type { StartedStream, StreamSink } from '../telco/twilio-stream-socket.ts
 import type { StreamTokens } from '../telco/twilio-stream-tokens.ts';
 import type { CarrierCallStatus } from '../telco/twilio-call-status.ts';
 import type { CarrierDialRequest } from '../domain/dial.ts';
+import type { SessionSpans } from '../session/session-spans.ts';
 
 export interface Readiness {
   ready: boolean;
@@ -46,7 +47,7 @@ export interface ApiDeps {
   /** Dials from an agent's carrier number through the carrier's call API; undefined: 503. */
   carrierDialer?: ((req: CarrierDialRequest) => Promise<{ callId: string }>) | undefined;
   /** Tuning of the /v1/connection server (tests shorten the ping interval). */
-  sessionServer?: { pingIntervalMs?: number; maxBufferedBytes?: number; runsExpirySweep?: () => boolean };
+  sessionServer?: { pingIntervalMs?: number; maxBufferedBytes?: number; runsExpirySweep?: () => boolean; spans?: SessionSpans };
 }
 
 declare module 'fastify' {

@@ -20,6 +20,7 @@ import type { BridgeMedia, BridgeMediaStats } from '../media/bridge-media.ts';
 import type { BridgeMetrics } from './bridge-metrics.ts';
 import type { CallLeg, RefusalCause } from './call-leg.ts';
 import { reportCallQuality } from './call-quality.ts';
+import { CallSpan } from './call-span.ts';
 import type { CallRecordWriter } from './call-record-writer.ts';
 import type { InboundSession } from './inbound-session.ts';
 import { TransferHandler, type TransferFallback } from './transfer-handler.ts';
@@ -44,8 +45,11 @@ export interface BridgeCoreOptions {
   leg: CallLeg;
   /** The call's logger (component bridge, callId). */
   log: Logger;
-  /** Opens the link to the session beside the leg's media (in a media worker when it runs there). */
-  openLink(url: string, recording: boolean, events: VoiceLinkEvents): VoiceLink;
+  /**
+   * Opens the link to the session beside the leg's media (in a media worker when it runs there);
+   * `headers` go on the WebSocket upgrade (the call's trace context).
+   */
+  openLink(url: string, recording: boolean, events: VoiceLinkEvents, headers: Record<string, string>): VoiceLink;
   records: CallRecordWriter;
   /** A recorder for the call's session (undefined: recording off). */
   recorder?: ((sessionId: string) => CallRecorderSink | undefined) | undefined;
@@ -79,11 +83,14 @@ export class BridgeCore {
   /** Set once a transfer began: the session's close is then expected, not the end of the call. */
   #transfer: TransferHandler | undefined;
   readonly #counts = { framesIn: 0, audioOut: 0, interruptions: 0 };
+  /** The call's root trace span (call-span.ts). */
+  readonly #span: CallSpan;
 
   constructor(options: BridgeCoreOptions) {
     this.#o = options;
     this.#leg = options.leg;
     this.#log = options.log;
+    this.#span = new CallSpan(options.leg);
   }
 
   /** The trunk the call came in or goes out on (per-trunk limits). */
@@ -120,6 +127,7 @@ export class BridgeCore {
       const opened = await session.open();
       connectUrl = opened.connectUrl;
       sessionId = this.#sessionId = opened.sessionId;
+      this.#span.sessionOpened(sessionId);
     } catch (err) {
       this.#log.error({ err }, 'could not open a voice session for the call');
       this.#refuse('service_unavailable', 'voice session unavailable');
@@ -137,6 +145,7 @@ export class BridgeCore {
   /** Outbound, answered: connects its (already stored) session and bridges once it starts. */
   attach(sessionId: string, connectUrl: string): void {
     this.#sessionId = sessionId;
+    this.#span.sessionOpened(sessionId);
     this.#leg.onHangup((end) => this.#finish(`callee side ended: ${end.reason}`));
     this.#connect(connectUrl);
   }
@@ -193,7 +202,7 @@ export class BridgeCore {
       dtmf: (digits) => void this.#playDigits(digits),
       ended: (reason, transferNumber) => void this.#onSessionEnded(reason, transferNumber),
       warn: (message) => this.#log.warn(message),
-    });
+    }, this.#span.propagationHeaders());
   }
 
   /** The session is up: answer the call (inbound) and start media both ways. */
@@ -276,6 +285,7 @@ export class BridgeCore {
     const leg = this.#leg;
     if (leg.state === 'answered') leg.hangup();
     else if (leg.state === 'ringing') leg.refuse('agent_unavailable', 'voice session ended');
+    this.#span.end(why, this.#bridged);
     this.#o.onDone(this);
     if (!this.#bridged) {
       this.#o.metrics?.failure('not_bridged');
