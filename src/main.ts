@@ -42,6 +42,11 @@ import { loadTokenSecret, SessionTokens } from './session/tokens.ts';
 import type { SessionRuntimeFactory } from './session/runtime-contract.ts';
 import { SessionSpans } from './session/session-spans.ts';
 import { startTracing } from './tracing.ts';
+import { TurnAudioReports } from './session/turn-audio.ts';
+import { TurnTimelineWriter } from './store/turn-timeline-writer.ts';
+import { createTurnLatencyMetrics } from './agent/turn-latency-metrics.ts';
+import { TurnTraceObserver } from './agent/turn-trace-observer.ts';
+import type { TurnTimelineObserver } from './domain/turn-latency.ts';
 
 export interface Daemon {
   app: FastifyInstance;
@@ -79,6 +84,11 @@ export interface DaemonOptions {
    * by the tool node's webhook_id or subscribed to tool.call); a test may inject its own.
    */
   toolCallTargets?: ToolCallTargets;
+  /**
+   * Told of every agent turn's timeline once complete (docs/latency.md), after the store writer
+   * and the metrics: the traces' exporter, a test's probe.
+   */
+  turnTimelineObservers?: readonly TurnTimelineObserver[];
 }
 
 /** No organization has a tool.call endpoint. */
@@ -127,8 +137,20 @@ export async function startDaemon(
     timeoutMs: config.session.tool_timeout_secs * 1000,
     log: logger,
   });
+  // Each agent turn's timeline goes to the store (the call's latency field), the metrics and any
+  // observer of the caller's; a phone call's first RTP packet of a turn comes from the bridge.
+  const turnAudio = new TurnAudioReports();
+  const timelineWriter = new TurnTimelineWriter(
+    () => opened.store?.turnTimelines,
+    (err, turns) => logger.warn({ err, turns }, 'storing agent turn timelines failed: dropped'),
+  );
+  // With tracing on, each turn also becomes spans under its session's (turn-trace-observer.ts).
+  const turnTraces = tracing !== undefined ? [new TurnTraceObserver((callId) => sessionSpans.contextOf(callId))] : [];
+  const turnTimelineObservers = [timelineWriter, createTurnLatencyMetrics(registry), ...turnTraces, ...(options.turnTimelineObservers ?? [])];
   const runtimeFactory =
-    options.runtimeFactory === undefined ? createAgentRuntimeFactory(runtimeDepsFromConfig(config, logger, { toolWebhook }, agentMetrics), describeSessionProviders(config), sessionSpans) : (options.runtimeFactory ?? undefined);
+    options.runtimeFactory === undefined
+      ? createAgentRuntimeFactory(runtimeDepsFromConfig(config, logger, { toolWebhook, turnTimelineObservers, turnAudio }, agentMetrics), describeSessionProviders(config), sessionSpans)
+      : (options.runtimeFactory ?? undefined);
   if (options.runtimeFactory === undefined) await prepareAgentRuntime(config, logger);
   // The bridge's media paths resample (8 <-> 24 kHz) whatever runs the sessions.
   else await initResamplers();
@@ -293,6 +315,8 @@ export async function startDaemon(
         voiceCatalog.stop();
         // The bridge's last record writes (ends, recordings) go in before the store closes.
         await bridge.recordsWritten();
+        // The ended sessions' last turn timelines too.
+        await timelineWriter.drain();
         // Attempts under way end (webhooks.timeout_ms at most); what is not delivered stays in the store.
         await webhooks.stop();
         clearInterval(grantSweep);

@@ -32,6 +32,8 @@ export interface SpeechTurnOptions {
   onDone(): void;
   /** A piece could not be synthesized (it is skipped; the turn goes on). */
   onTtsError(err: unknown, text: string): void;
+  /** The turn's first piece went to TTS; TTS's first audio of the turn arrived (each once). */
+  onMark?(mark: 'tts_first_sentence' | 'tts_first_audio'): void;
 }
 
 interface Piece {
@@ -70,6 +72,8 @@ export class SpeechTurn {
   #chain: Promise<void> = Promise.resolve();
   #audioMs = 0;
   #closed = false;
+  #synthesisStarted = false;
+  #synthesisAnswered = false;
   /** performance-clock time the first audio went out (undefined before). */
   audioStartedAt: number | undefined;
 
@@ -161,6 +165,10 @@ export class SpeechTurn {
   /** Starts a piece's TTS request; its audio collects in the returned Synthesis. */
   #startSynthesis(text: string): Synthesis {
     const s: Synthesis = { chunks: [], ended: false, wake: undefined };
+    if (!this.#synthesisStarted) {
+      this.#synthesisStarted = true;
+      this.#o.onMark?.('tts_first_sentence');
+    }
     const wake = () => {
       const w = s.wake;
       s.wake = undefined;
@@ -170,6 +178,10 @@ export class SpeechTurn {
       try {
         for await (const pcm of this.#o.tts.synthesize({ ...this.#o.voice, text, signal: this.#abort.signal })) {
           if (this.#closed) break;
+          if (!this.#synthesisAnswered) {
+            this.#synthesisAnswered = true;
+            this.#o.onMark?.('tts_first_audio');
+          }
           s.chunks.push(pcm);
           wake();
         }

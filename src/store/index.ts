@@ -20,6 +20,7 @@ import { CallSlotRepo } from './call-slots.ts';
 import { StreamGrantRepo } from './stream-grants.ts';
 import { WebhookEndpointRepo } from './webhooks.ts';
 import { WebhookDeliveryRepo } from './webhook-outbox.ts';
+import { TurnTimelineRepo } from './turn-timelines.ts';
 import { SecretBox } from './secret-box.ts';
 import { loadOrCreateSecret } from './data-dir-secrets.ts';
 import type { SqlClient } from './sql-client.ts';
@@ -45,6 +46,8 @@ export interface Store {
   sipTrunks: SipTrunkRepo;
   assignments: AssignmentRepo;
   calls: CallRepo;
+  /** The agent turns' timelines of each call (docs/latency.md). */
+  turnTimelines: TurnTimelineRepo;
   sessions: SessionRepo;
   /** REGISTER bindings of PBXs on digest trunks (callbridge as their registrar). */
   registrations: RegistrationRepo;
@@ -153,6 +156,7 @@ function build(client: SqlClient, secretBox: SecretBox, caches: SharedCaches, in
     sipTrunks: new SipTrunkRepo(client, secretBox),
     assignments: new AssignmentRepo(client),
     calls: new CallRepo(client, nodeId, { publicUrl }),
+    turnTimelines: new TurnTimelineRepo(client),
     sessions: new SessionRepo(client, nodeId),
     registrations: new RegistrationRepo(client),
     clusterNodes: new ClusterNodeRepo(client),

@@ -2,6 +2,8 @@
  * Versioned schema migrations, applied in order inside one transaction each. Never edit a
  * migration that has shipped: add the next one.
  */
+import { CALL_TURN_TIMELINES_SQL } from './turn-timelines.ts';
+
 export interface Migration {
   version: number;
   name: string;
@@ -721,5 +723,11 @@ export const MIGRATIONS: Migration[] = [
     version: 17,
     name: 'calls: post-call analysis',
     sql: CALL_ANALYSIS_SQL,
+  },
+  {
+    version: 18,
+    name: 'calls: agent turn timelines',
+    // docs/latency.md: one row per agent turn, appended once its timeline is complete.
+    sql: CALL_TURN_TIMELINES_SQL,
   },
 ];

@@ -28,6 +28,7 @@ import { analyzeCall } from './analysis.ts';
 import { SessionTransfers } from './transfer.ts';
 import { openConversation } from './first-message.ts';
 import { ToolTranscript } from './tool-transcript.ts';
+import { createTurnTimeline, type TurnTimelineRecorder } from './turn-timeline.ts';
 
 export type { RuntimeDeps };
 
@@ -43,6 +44,8 @@ export class AgentRuntime implements SessionRuntime {
   readonly #transcript: TranscriptEntry[] = [];
   /** The transcript lines of tool calls (an output's line repeats its call's details). */
   readonly #toolLines = new ToolTranscript();
+  /** Where each agent turn's time went (undefined: no observer wants it). */
+  readonly #timeline: TurnTimelineRecorder | undefined;
   /** A user turn committed during an agent turn the caller could not cut: answered after it. */
   #replyQueued = false;
   #ended = false;
@@ -51,11 +54,23 @@ export class AgentRuntime implements SessionRuntime {
     this.#ctx = ctx;
     this.#io = io;
     this.#log = deps.logger.child({ component: 'agent', sessionId: ctx.sessionId });
+    const timeline = (this.#timeline = createTurnTimeline(ctx, deps, this.#log));
+    // The timeline sees each event before it is acted on: a committed user turn's marks wait
+    // for the reply that the runtime opens while routing it.
     this.#stages = buildStages(ctx, deps, this.#log, {
-      caller: (e) => this.#onCaller(e),
+      caller: (e) => {
+        timeline?.caller(e);
+        this.#onCaller(e);
+      },
       key: (e) => this.#onKey(e),
-      reply: (e) => this.#onReply(e),
-      speech: (e) => this.#onSpeech(e),
+      reply: (e) => {
+        timeline?.reply(e);
+        this.#onReply(e);
+      },
+      speech: (e) => {
+        timeline?.speech(e);
+        this.#onSpeech(e);
+      },
       timer: (e) => this.#onTimer(e),
       ended: () => this.#ended,
     });
@@ -262,6 +277,7 @@ export class AgentRuntime implements SessionRuntime {
     this.#stages.keys.close();
     const cut = this.#stages.speech.cut();
     if (cut && cut.turn.kind !== 'closing' && cut.heard !== '') this.#record({ role: 'agent', text: cut.heard, turn_id: cut.turn.turnId, interrupted: true });
+    this.#timeline?.close();
     this.#stages.replies.close();
     this.#stages.caller.close();
   }

@@ -87,7 +87,9 @@ export type ReplyEvent =
   /** The model transferred the call (transfer_call) after what it said in the turn. */
   | { type: 'transfer'; turn: AgentTurn }
   /** The model failed (primary and fallback); fatal after too many failed turns in a row. */
-  | { type: 'failed'; turn: AgentTurn; failures: number; fatal: boolean };
+  | { type: 'failed'; turn: AgentTurn; failures: number; fatal: boolean }
+  /** A moment of the turn's timeline (turn-timeline.ts): the model was asked, its first delta came. */
+  | { type: 'mark'; turn: AgentTurn; mark: 'llm_request' | 'llm_first_token' };
 
 /** SpeechOutput: the agent's turns as the caller hears them. */
 export type SpeechEvent =
@@ -101,7 +103,9 @@ export type SpeechEvent =
   /** The turn was spoken to its end and the client has played all of it. */
   | { type: 'heard'; turn: AgentTurn }
   /** The caller cut in: the turn stopped, `heard` is what the caller heard of it. */
-  | { type: 'interrupted'; turn: AgentTurn; heard: string };
+  | { type: 'interrupted'; turn: AgentTurn; heard: string }
+  /** A moment of the turn's timeline (turn-timeline.ts): its first piece went to TTS, TTS's first audio came. */
+  | { type: 'mark'; turnId: string; mark: 'tts_first_sentence' | 'tts_first_audio' };
 
 /** ConversationTimers: time passing without the conversation moving on. */
 export type TimerEvent =

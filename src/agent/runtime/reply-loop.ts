@@ -115,12 +115,18 @@ export class ReplyLoop {
     const { signal } = turn;
     const emit = (event: ReplyEvent) => this.#o.emit(event);
     const splitter = new SentenceSplitter();
+    let answered = false;
+    emit({ type: 'mark', turn, mark: 'llm_request' });
     try {
       for (let round = 0; round < MAX_TOOL_ROUNDS; round++) {
         const calls: ToolCallRequest[] = [];
         let roundText = '';
         for await (const delta of this.#o.model(this.#messages, this.#tools, signal)) {
           if (signal.aborted) return;
+          if (!answered) {
+            answered = true;
+            emit({ type: 'mark', turn, mark: 'llm_first_token' });
+          }
           if (delta.type === 'text') {
             roundText += delta.text;
             emit({ type: 'text', turn, delta: delta.text });

@@ -53,6 +53,7 @@ export class SpeechOutput {
       sendAudio: (turnId, audio, isFinal) => emit({ type: 'audio', turnId, audio, isFinal }),
       onDone: () => this.#played(turn),
       onTtsError: (error, text) => emit({ type: 'tts_failed', error, text }),
+      onMark: (mark) => emit({ type: 'mark', turnId: turn.turnId, mark }),
     });
     this.#voiced.set(turn, { speech, abort });
     this.#current = turn;

@@ -14,6 +14,8 @@ import type { Agent } from '../../domain/agent.ts';
 import type { Logger } from '../../log.ts';
 import { systemClock, systemTimers, type Clock, type Timers } from '../../media/types.ts';
 import type { SessionContext } from '../../session/runtime-contract.ts';
+import type { TurnAudioReports } from '../../session/turn-audio.ts';
+import type { TurnTimelineObserver } from '../../domain/turn-latency.ts';
 import type { NoiseSuppressor, SttProvider, TtsProvider, VadSettings, VoiceActivityDetector } from '../providers/types.ts';
 import { RUNTIME_SAMPLE_RATE } from '../providers/types.ts';
 import { substituteVariables } from '../template.ts';
@@ -45,6 +47,10 @@ export interface RuntimeDeps {
   chunkMs?: number;
   /** How far ahead of the caller's playhead audio is sent, ms (default 200). */
   leadMs?: number;
+  /** Told of every agent turn's timeline once complete (store, metrics, traces); none: nothing is recorded. */
+  turnTimelineObservers?: readonly TurnTimelineObserver[];
+  /** Where the bridge reports a phone call's first RTP packet of each turn (audio_out_first). */
+  turnAudio?: TurnAudioReports;
 }
 
 /** Where each stage's events go (the runtime's handlers). */

@@ -11,6 +11,8 @@ import type { ApiDeps } from '../context.ts';
 import { DateTime, errorResponses, IdParams, Obj, Uuid } from '../schemas.ts';
 import { DomainError, notFound, validation } from '../../domain/errors.ts';
 import { isUuid } from '../../domain/ids.ts';
+import { callLatency } from '../../domain/call-latency.ts';
+import { TURN_MARKS, TURN_STAGES } from '../../domain/turn-latency.ts';
 import {
   CALL_OUTCOMES,
   CALL_SOURCES,
@@ -78,6 +80,38 @@ const ContextVariable = Type.Object(
   },
   { title: 'ContextVariable' },
 );
+const Ms = (description: string) => Type.Number({ description });
+const markFields = Object.fromEntries(TURN_MARKS.map((m) => [m, Type.Optional(Type.Number())]));
+const stageFields = Object.fromEntries(TURN_STAGES.map((s) => [s, Type.Optional(Type.Number())]));
+const Percentiles = Type.Object({ p50: Type.Number(), p95: Type.Number() }, { title: 'LatencyPercentiles' });
+const CallLatency = Type.Object(
+  {
+    turns: Type.Array(
+      Type.Object(
+        {
+          index: Type.Integer({ description: '0-based, in the order the agent turns started' }),
+          turn_id: Type.String({ description: 'the turn id of the response_text / transcript entries' }),
+          kind: Type.String({ description: 'first, reply, reprompt or closing' }),
+          started_at: DateTime(),
+          marks: Type.Object(markFields, { description: 'ms since started_at of each moment the turn had (docs/latency.md)' }),
+          stages: Type.Object(stageFields, { description: 'ms of each stage whose two marks the turn had' }),
+          voice_to_voice_ms: Type.Optional(Ms('speech_end -> audio_out_first, when the turn has both')),
+          barge_in_ms: Type.Optional(Ms('ms since started_at when the caller cut the turn')),
+        },
+        { title: 'LatencyTurn' },
+      ),
+    ),
+    summary: Type.Object(
+      {
+        turns: Type.Integer(),
+        stages: Type.Object(Object.fromEntries(TURN_STAGES.map((s) => [s, Type.Optional(Percentiles)]))),
+        voice_to_voice_ms: Type.Union([Percentiles, Type.Null()]),
+      },
+      { title: 'LatencySummary' },
+    ),
+  },
+  { title: 'CallLatency', description: 'callbridge: where each agent turn\'s time went (GET /v1/calls/{id} only; docs/latency.md). Figures in ms, to 0.1 ms.' },
+);
 const Call = Type.Object(
   {
     id: Uuid(),
@@ -109,6 +143,7 @@ const Call = Type.Object(
     has_recording: Type.Optional(Type.Boolean({ description: 'callbridge: GET /v1/calls/{id}/recording has a WAV' })),
     carrier_call_id: Type.Optional(Type.String({ description: 'callbridge: the carrier\'s id of the call (its CallSid), for calls on the carrier\'s own voice path (source twilio)' })),
     analyzed_at: Type.Optional(Type.String({ format: 'date-time', description: 'callbridge: when the post-call analysis was stored; absent when it did not run (off, failed) or is still running' })),
+    latency: Type.Optional(CallLatency),
   },
   { title: 'Call' },
 );
@@ -209,7 +244,7 @@ export async function callRoutes(app: FastifyInstance, deps: ApiDeps): Promise<v
     const { id } = req.params as { id: string };
     const call = await store.calls.get(req.org.id, id);
     if (!call) throw notFound('call');
-    return toCall(call);
+    return { ...toCall(call), latency: callLatency(await store.turnTimelines.list(req.org.id, id)) };
   });
 
   app.get(

@@ -26,6 +26,7 @@
  * - SQLite's WITHOUT ROWID is a storage choice PostgreSQL does not have (its tables are heaps).
  */
 import { ASSIGNMENTS_PER_ORG_SQL, CALL_ANALYSIS_SQL, CALLS_CARRIER_CALL_SQL, STREAM_GRANTS_SQL, WEBHOOKS_SQL, type Migration } from '../migrations.ts';
+import { CALL_TURN_TIMELINES_SQL } from '../turn-timelines.ts';
 
 export const POSTGRES_MIGRATIONS: Migration[] = [
   {
@@ -506,5 +507,11 @@ export const POSTGRES_MIGRATIONS: Migration[] = [
     name: 'calls: post-call analysis',
     // SQLite's migration 17: the same statements.
     sql: CALL_ANALYSIS_SQL,
+  },
+  {
+    version: 18,
+    name: 'calls: agent turn timelines',
+    // SQLite's migration 18: the same statements.
+    sql: CALL_TURN_TIMELINES_SQL,
   },
 ];
