@@ -115,7 +115,7 @@ describe.skipIf(sippAvailable().skip)('OpenTelemetry traces of a phone call', ()
     expect(rx.posts).toEqual([]);
   });
 
-  it('one trace per call: call -> session -> stt, llm and tts requests, W3C context across the voice socket, no secret', async () => {
+  it('one trace per call: call -> session -> turns (their stages) and stt, llm and tts requests, W3C context across the voice socket, no secret', async () => {
     const env = {
       OTEL_EXPORTER_OTLP_ENDPOINT: rx.url,
       OTEL_EXPORTER_OTLP_HEADERS: `authorization=Bearer ${SECRETS.otlp}`,
@@ -182,6 +182,14 @@ describe.skipIf(sippAvailable().skip)('OpenTelemetry traces of a phone call', ()
         expect(s.parentSpanId).toBe(session!.spanId);
       }
     }
+    // The turns, built from their timelines: the first message and the reply, under the session,
+    // their stages under them.
+    const turns = byName('turn');
+    expect(turns.map((t) => attr(t, 'callbridge.turn.kind')).sort()).toEqual(['first', 'reply']);
+    for (const t of turns) expect([t.traceId, t.parentSpanId]).toEqual([callSpan!.traceId, session!.spanId]);
+    const reply = turns.find((t) => attr(t, 'callbridge.turn.kind') === 'reply')!;
+    const stages = spans.filter((s) => s.parentSpanId === reply.spanId).map((s) => s.name);
+    expect(stages).toEqual(expect.arrayContaining(['stt', 'turn_commit', 'llm', 'sentence', 'tts']));
     const llmSpan = byName('llm').find((s) => attr(s, 'callbridge.vendor.kind') === 'llm')!;
     expect([attr(llmSpan, 'callbridge.vendor.provider'), attr(llmSpan, 'callbridge.vendor.type'), attr(llmSpan, 'callbridge.vendor.model')]).toEqual(['vendor', 'openai', 'primary']);
     const sttSpan = byName('stt').find((s) => attr(s, 'callbridge.vendor.kind') === 'stt')!;
