@@ -16,6 +16,7 @@ import { startFakeLlmServer, type FakeLlmServer } from './agent/llm/fake-llm-ser
 import { placeBridgeCall } from './interop/bridge-harness.ts';
 import { sippAvailable } from './interop/sipp.ts';
 import { speechLike } from './helpers/speech-like.ts';
+import { VoiceClient } from './agent/e2e/voice-client.ts';
 
 const NUMBER = '+15550007301';
 const SECRETS = { llm: 'sk-llm-secret-4711', stt: 'stt-secret-4712', otlp: 'otlp-secret-4713' };
@@ -132,8 +133,15 @@ describe.skipIf(sippAvailable().skip)('OpenTelemetry traces of a phone call', ()
     }
     const { d, agentId } = started;
     let rec: any;
+    let webSessionId: string;
     try {
       rec = await call(d, agentId, { speak: true, hangupAfterMs: 5000 });
+      // A web session: no phone leg, no traceparent from its client.
+      const { token } = (await d.api('POST', '/v1/session-token', { agent_id: agentId })).body;
+      const web = await VoiceClient.connect(d.url, token);
+      webSessionId = ((await web.waitForType('session_started')).data as { id: string }).id;
+      web.close();
+      await web.waitClosed();
     } finally {
       // The drain's last step flushes what is still queued.
       await d.close();
@@ -166,8 +174,14 @@ describe.skipIf(sippAvailable().skip)('OpenTelemetry traces of a phone call', ()
     expect(attr(callSpan!, 'callbridge.call.trunk_id')).toEqual(expect.any(String));
     expect(attr(callSpan!, 'callbridge.call.end_reason')).toBe('caller side ended: remote_bye');
 
-    const [session, ...moreSessions] = byName('session');
-    expect(moreSessions).toEqual([]);
+    const sessions = byName('session');
+    expect(sessions.map((x) => attr(x, 'callbridge.call.id')).sort()).toEqual([rec.id, webSessionId].sort());
+    const session = sessions.find((x) => attr(x, 'callbridge.call.id') === rec.id);
+    const webSession = sessions.find((x) => x !== session)!;
+    // A web session is the root of its own trace.
+    expect(webSession.parentSpanId ?? '').toBe('');
+    expect(webSession.traceId).not.toBe(callSpan!.traceId);
+    expect(attr(webSession, 'callbridge.session.direction')).toBe('web');
     // The session server took the call's context from the upgrade's traceparent.
     expect(session!.traceId).toBe(callSpan!.traceId);
     expect(session!.parentSpanId).toBe(callSpan!.spanId);
@@ -176,15 +190,15 @@ describe.skipIf(sippAvailable().skip)('OpenTelemetry traces of a phone call', ()
 
     for (const kind of ['stt', 'llm', 'tts']) {
       const vendor = byName(kind).filter((s) => attr(s, 'callbridge.vendor.kind') === kind);
-      expect(vendor.length, kind).toBeGreaterThanOrEqual(1);
-      for (const s of vendor) {
-        expect(s.traceId).toBe(callSpan!.traceId);
-        expect(s.parentSpanId).toBe(session!.spanId);
-      }
+      const ofCall = vendor.filter((s) => s.traceId === callSpan!.traceId);
+      expect(ofCall.length, kind).toBeGreaterThanOrEqual(1);
+      for (const s of ofCall) expect(s.parentSpanId).toBe(session!.spanId);
+      // The web session's (its first message's TTS) are under its own span.
+      for (const s of vendor.filter((v) => !ofCall.includes(v))) expect([s.traceId, s.parentSpanId]).toEqual([webSession.traceId, webSession.spanId]);
     }
     // The turns, built from their timelines: the first message and the reply, under the session,
     // their stages under them.
-    const turns = byName('turn');
+    const turns = byName('turn').filter((t) => t.traceId === callSpan!.traceId);
     expect(turns.map((t) => attr(t, 'callbridge.turn.kind')).sort()).toEqual(['first', 'reply']);
     for (const t of turns) expect([t.traceId, t.parentSpanId]).toEqual([callSpan!.traceId, session!.spanId]);
     const reply = turns.find((t) => attr(t, 'callbridge.turn.kind') === 'reply')!;
@@ -195,8 +209,8 @@ describe.skipIf(sippAvailable().skip)('OpenTelemetry traces of a phone call', ()
     const sttSpan = byName('stt').find((s) => attr(s, 'callbridge.vendor.kind') === 'stt')!;
     expect([attr(sttSpan, 'callbridge.vendor.type'), attr(sttSpan, 'callbridge.vendor.model')]).toEqual(['stream', 'nova-3']);
 
-    // Every span of this daemon is in the call's trace; none carries a key, a token or a URL with one.
-    expect(new Set(spans.map((s) => s.traceId))).toEqual(new Set([callSpan!.traceId]));
+    // Every span of this daemon is in one of the two traces; none carries a key, a token or a URL with one.
+    expect(new Set(spans.map((s) => s.traceId))).toEqual(new Set([callSpan!.traceId, webSession.traceId]));
     const text = JSON.stringify(spans);
     for (const secret of [...Object.values(SECRETS), d.key, 'token=', 'eyJ']) expect(text).not.toContain(secret);
   });
