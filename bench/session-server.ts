@@ -25,7 +25,6 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { loadConfig } from '../src/config.ts';
 import { createLogger } from '../src/log.ts';
 import { startDaemon } from '../src/main.ts';
-import { createAgentRuntimeFactory, runtimeDepsFromConfig } from '../src/agent/runtime-factory.ts';
 import { createTtsProviders, type TtsProviderConfig } from '../src/agent/providers/tts/index.ts';
 import { OpenAiSpeechProvider } from '../src/agent/providers/tts/openai.ts';
 import type { TtsProvider } from '../src/agent/providers/types.ts';
@@ -79,10 +78,11 @@ const vendors = createTtsProviders(Object.fromEntries(vendorEntries.map(({ voice
 const vendorSlots = new Set(vendorEntries.map((e) => e.voice_provider));
 const leadMs = process.env.BENCH_SESSION_LEAD_MS ? Number(process.env.BENCH_SESSION_LEAD_MS) : undefined;
 const chunkMs = process.env.BENCH_SESSION_CHUNK_MS ? Number(process.env.BENCH_SESSION_CHUNK_MS) : undefined;
-const runtimeFactory = createAgentRuntimeFactory(
-  runtimeDepsFromConfig(config, logger, { tts: (provider) => (vendorSlots.has(provider) ? vendors.get(provider) : tts), ...(leadMs !== undefined ? { leadMs } : {}), ...(chunkMs !== undefined ? { chunkMs } : {}) }),
-);
-const daemon = await startDaemon(config, logger, () => {}, { runtimeFactory });
+// Overrides of the runtime main.ts builds (not a factory of our own): the turn timelines' observers
+// and, with OTEL_EXPORTER_OTLP_ENDPOINT set (BENCH_SESSION_OTLP=1), the traces are composed as in
+// the daemon.
+const runtimeOverrides = { tts: (provider: string) => (vendorSlots.has(provider) ? vendors.get(provider) : tts), ...(leadMs !== undefined ? { leadMs } : {}), ...(chunkMs !== undefined ? { chunkMs } : {}) };
+const daemon = await startDaemon(config, logger, () => {}, { runtimeOverrides });
 process.stdout.write(`LISTENING ${daemon.url}\n`);
 
 // The event loop's delay (how late a 5 ms timer fires), for the bench's step table: SIGUSR2 prints

@@ -25,6 +25,7 @@ import { initResamplers } from './media/resampler.ts';
 import { scheduleProcessThreads } from './media/thread-scheduling.ts';
 import { warnOnDefaultMallocArenas } from './media/malloc-arenas.ts';
 import { createAgentRuntimeFactory, prepareAgentRuntime, runtimeDepsFromConfig } from './agent/runtime-factory.ts';
+import type { RuntimeDeps } from './agent/runtime/index.ts';
 import { createAgentMetrics } from './agent/agent-metrics.ts';
 import { VoiceCatalog } from './agent/voice-catalog/catalog.ts';
 import { describeSessionProviders } from './agent/session-providers.ts';
@@ -69,6 +70,12 @@ export interface DaemonOptions {
    * reason error and close 1011 "no runtime configured"; tests of the socket layer alone).
    */
   runtimeFactory?: SessionRuntimeFactory | null;
+  /**
+   * Replaces parts of the agent runtime's dependencies built from the configuration (the
+   * benchmarks' fake-backed TTS, pacing), keeping the rest of the composition: the observers of
+   * turn timelines, the traces. Ignored when `runtimeFactory` is given.
+   */
+  runtimeOverrides?: Partial<RuntimeDeps>;
   /** Tuning of the /v1/connection server (tests shorten the ping interval). */
   sessionServer?: { pingIntervalMs?: number; maxBufferedBytes?: number };
   /** Modules each media worker imports before anything else (the benchmarks' instrumentation). */
@@ -149,7 +156,7 @@ export async function startDaemon(
   const turnTimelineObservers = [timelineWriter, createTurnLatencyMetrics(registry), ...turnTraces, ...(options.turnTimelineObservers ?? [])];
   const runtimeFactory =
     options.runtimeFactory === undefined
-      ? createAgentRuntimeFactory(runtimeDepsFromConfig(config, logger, { toolWebhook, turnTimelineObservers, turnAudio }, agentMetrics), describeSessionProviders(config), sessionSpans)
+      ? createAgentRuntimeFactory(runtimeDepsFromConfig(config, logger, { toolWebhook, turnTimelineObservers, turnAudio, ...options.runtimeOverrides }, agentMetrics), describeSessionProviders(config), sessionSpans)
       : (options.runtimeFactory ?? undefined);
   if (options.runtimeFactory === undefined) await prepareAgentRuntime(config, logger);
   // The bridge's media paths resample (8 <-> 24 kHz) whatever runs the sessions.

@@ -568,7 +568,7 @@ class VoiceSession {
       );
     if (o.close && open) this.#ws.close(o.close[0], o.close[1]);
     // After the runtime's close: the turns it completes there are still under a live span.
-    this.#d.spans.end(this.id, reason, o.detail !== undefined ? { 'callbridge.session.end_detail': o.detail } : {});
+    this.#d.spans.end(this.id, reason, o.detail !== undefined ? { 'callbridge.session.end_detail': o.detail.slice(0, 200) } : {});
     this.#d.onEnd(this);
     this.#log.info(
       { reason, detail: o.detail, durationMs: this.#d.now() - this.#startedAt, transcriptEntries: transcript.length, ...this.#counts, ...(o.transferNumber ? { transfer: true } : {}) },
