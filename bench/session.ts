@@ -944,6 +944,13 @@ export async function run(): Promise<void> {
         'underruns: chunks arriving after their play time for a client with no buffer; barge-in: interruption events; no reply: utterances whose reply had not started by the next one.\n',
     );
     process.stdout.write(`load average after: ${load()}\n`);
+    // Tracing on: what was exported, counted once the daemon's drain flushed its last spans.
+    let got: ReturnType<NonNullable<typeof otlp>['received']> | undefined;
+    if (otlp) {
+      await stopChild(daemon);
+      got = otlp.received();
+      process.stdout.write(`traces on: the OTLP sink received ${got.requests} export requests, ${got.spans} spans, ${f1(got.bytes / 1024)} KiB of OTLP/JSON\n`);
+    }
 
     if (lat.samples.length < turns) throw new Error(`only ${lat.samples.length} of ${turns} replies measured`);
     if (gaps.silences.length < gapTurns || gaps.silences.some((x) => Number.isNaN(x))) throw new Error(`sentence gaps: ${gaps.silences.filter((x) => !Number.isNaN(x)).length} of ${gapTurns} replies measured to their end`);
@@ -973,11 +980,7 @@ export async function run(): Promise<void> {
       { name: 'session_loaded_reply_latency_p99', value: top.latencyP99, unit: 'ms', baseline: base.latencyP99, note: `t0 -> first response_audio at ${top.sessions} sessions; baseline: bare server, same load` },
       { name: 'session_loaded_on_time_share', value: top.onTime * 100, unit: '%', baseline: base.onTime * 100, note: `chunks on time at ${top.sessions} sessions; baseline: bare server` },
     ];
-    if (otlp) {
-      // The daemon's drain flushes the last spans: counted after it stopped.
-      await stopChild(daemon);
-      const got = otlp.received();
-      process.stdout.write(`\ntraces on: the OTLP sink received ${got.requests} export requests, ${got.spans} spans, ${f1(got.bytes / 1024)} KiB of OTLP/JSON\n`);
+    if (otlp && got) {
       figures.push({ name: 'session_trace_spans_per_export', value: got.spans, unit: 'spans', baseline: Math.max(1, got.requests), note: `tracing on (BENCH_SESSION_OTLP=1): spans received by the OTLP sink; baseline: its export requests (ratio: spans per batch)` });
     }
     printFigures(`bench/session: runtime latency and concurrent sessions${otlp ? ' (tracing on, OTLP/HTTP to a local sink)' : ''}`, figures);

@@ -66,8 +66,11 @@ export class SessionSpans {
     const span = this.#live.get(sessionId);
     if (span === undefined) return;
     this.#live.delete(sessionId);
-    this.#ended.set(sessionId, span);
-    setTimeout(() => this.#ended.delete(sessionId), ENDED_PARENT_GRACE_MS).unref();
+    // Kept as a parent only when it records: off, no timer per session.
+    if (span.isRecording()) {
+      this.#ended.set(sessionId, span);
+      setTimeout(() => this.#ended.delete(sessionId), ENDED_PARENT_GRACE_MS).unref();
+    }
     span.setAttributes({ 'callbridge.session.end_reason': reason, ...attributes });
     if (reason === 'error') span.setStatus({ code: SpanStatusCode.ERROR, message: typeof attributes['callbridge.session.end_detail'] === 'string' ? attributes['callbridge.session.end_detail'] : 'session ended with an error' });
     span.end();
