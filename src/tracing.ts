@@ -53,7 +53,10 @@ export async function startTracing(logger: Logger, env: NodeJS.ProcessEnv = proc
     .merge(resources.resourceFromAttributes({ [semconv.ATTR_SERVICE_NAME]: CALLBRIDGE_SERVICE_NAME }))
     .merge(resources.detectResources({ detectors: [resources.envDetector] }));
   const provider = new NodeTracerProvider({ resource, spanProcessors: [new BatchSpanProcessor(new OTLPTraceExporter())] });
-  provider.register();
+  // No context manager: every span of ours names its parent explicitly (the call's traceparent,
+  // the session's span by id), so nothing needs the active context carried across every await,
+  // and the daemon's promises do not pay for AsyncLocalStorage while tracing is on.
+  provider.register({ contextManager: null });
   // The endpoint only: the headers (OTEL_EXPORTER_OTLP_HEADERS) carry the backend's keys.
   logger.info({ endpoint: withoutCredentials(endpoint), serviceName: resource.attributes[semconv.ATTR_SERVICE_NAME], sampler: env.OTEL_TRACES_SAMPLER ?? 'parentbased_always_on' }, 'tracing on: exporting traces over OTLP/HTTP');
   let stopping: Promise<void> | undefined;
