@@ -17,6 +17,8 @@ import { placeBridgeCall } from './interop/bridge-harness.ts';
 import { sippAvailable } from './interop/sipp.ts';
 import { speechLike } from './helpers/speech-like.ts';
 import { VoiceClient } from './agent/e2e/voice-client.ts';
+import { startRawSipPeer } from './helpers/raw-sip.ts';
+import { until } from './helpers/until.ts';
 
 const NUMBER = '+15550007301';
 const SECRETS = { llm: 'sk-llm-secret-4711', stt: 'stt-secret-4712', otlp: 'otlp-secret-4713' };
@@ -134,6 +136,8 @@ describe.skipIf(sippAvailable().skip)('OpenTelemetry traces of a phone call', ()
     const { d, agentId } = started;
     let rec: any;
     let webSessionId: string;
+    /** The SIP Call-ID of the cancelled call (unset when the answer won the race with the CANCEL). */
+    let cancelledCallId: string | undefined;
     try {
       rec = await call(d, agentId, { speak: true, hangupAfterMs: 5000 });
       // A web session: no phone leg, no traceparent from its client.
@@ -142,6 +146,20 @@ describe.skipIf(sippAvailable().skip)('OpenTelemetry traces of a phone call', ()
       webSessionId = ((await web.waitForType('session_started')).data as { id: string }).id;
       web.close();
       await web.waitClosed();
+      // A caller who gives up while it rings: CANCEL, answered 487.
+      const peer = await startRawSipPeer('127.0.0.1');
+      try {
+        const sipCallId = peer.invite(d.daemon.sip!.port, { user: NUMBER, from: '+15559990000' });
+        await until(() => peer.for(sipCallId).some((r) => r.status === 180 || r.status === 183), 'a provisional response');
+        peer.cancel(d.daemon.sip!.port, sipCallId);
+        await until(() => peer.for(sipCallId).some((r) => r.status === 487 || r.status === 200), 'the final response to the INVITE');
+        if (peer.for(sipCallId).some((r) => r.status === 487)) {
+          peer.ackFailure(d.daemon.sip!.port, sipCallId);
+          cancelledCallId = sipCallId;
+        }
+      } finally {
+        await peer.close();
+      }
     } finally {
       // The drain's last step flushes what is still queued.
       await d.close();
@@ -162,8 +180,15 @@ describe.skipIf(sippAvailable().skip)('OpenTelemetry traces of a phone call', ()
     const spans: OtlpSpan[] = resources.flatMap((r) => r.scopeSpans.flatMap((s: any) => s.spans));
     const byName = (n: string) => spans.filter((s) => s.name === n);
 
-    const [callSpan, ...moreCalls] = byName('call');
-    expect(moreCalls).toEqual([]);
+    const callSpans = byName('call');
+    const callSpan = callSpans.find((c) => attr(c, 'callbridge.call.from') === rec.from);
+    if (cancelledCallId !== undefined) {
+      // The cancelled call: its own trace, 487, the caller's CANCEL as the reason.
+      const cancelled = callSpans.find((c) => attr(c, 'sip.call_id') === cancelledCallId.slice(0, 64))!;
+      expect([attr(cancelled, 'sip.final_status'), attr(cancelled, 'callbridge.call.end_reason'), attr(cancelled, 'callbridge.call.bridged')]).toEqual([487, 'caller side ended: cancelled', false]);
+      expect(cancelled.traceId).not.toBe(callSpan!.traceId);
+    }
+    expect(callSpans).toHaveLength(cancelledCallId !== undefined ? 2 : 1);
     expect(callSpan!.parentSpanId ?? '').toBe('');
     expect(attr(callSpan!, 'callbridge.call.direction')).toBe('inbound');
     expect(attr(callSpan!, 'callbridge.call.from')).toBe(rec.from);
@@ -210,7 +235,7 @@ describe.skipIf(sippAvailable().skip)('OpenTelemetry traces of a phone call', ()
     expect([attr(sttSpan, 'callbridge.vendor.type'), attr(sttSpan, 'callbridge.vendor.model')]).toEqual(['stream', 'nova-3']);
 
     // Every span of this daemon is in one of the two traces; none carries a key, a token or a URL with one.
-    expect(new Set(spans.map((s) => s.traceId))).toEqual(new Set([callSpan!.traceId, webSession.traceId]));
+    expect(new Set(spans.map((s) => s.traceId))).toEqual(new Set([...callSpans.map((c) => c.traceId), webSession.traceId]));
     const text = JSON.stringify(spans);
     for (const secret of [...Object.values(SECRETS), d.key, 'token=', 'eyJ']) expect(text).not.toContain(secret);
   });
