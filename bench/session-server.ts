@@ -26,14 +26,9 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { loadConfig } from '../src/config.ts';
 import { createLogger } from '../src/log.ts';
 import { startDaemon } from '../src/main.ts';
-import { createAgentRuntimeFactory, runtimeDepsFromConfig } from '../src/agent/runtime-factory.ts';
 import { createTtsProviders, type TtsProviderConfig } from '../src/agent/providers/tts/index.ts';
 import { OpenAiSpeechProvider } from '../src/agent/providers/tts/openai.ts';
 import type { TtsProvider } from '../src/agent/providers/types.ts';
-import { Registry } from 'prom-client';
-import { createTurnLatencyMetrics } from '../src/agent/turn-latency-metrics.ts';
-import { TurnTimelineWriter } from '../src/store/turn-timeline-writer.ts';
-import type { Store } from '../src/store/index.ts';
 
 const dataDir = process.env.BENCH_SESSION_DATA_DIR;
 const ttsUrl = process.env.BENCH_SESSION_TTS_URL;
@@ -84,16 +79,11 @@ const vendors = createTtsProviders(Object.fromEntries(vendorEntries.map(({ voice
 const vendorSlots = new Set(vendorEntries.map((e) => e.voice_provider));
 const leadMs = process.env.BENCH_SESSION_LEAD_MS ? Number(process.env.BENCH_SESSION_LEAD_MS) : undefined;
 const chunkMs = process.env.BENCH_SESSION_CHUNK_MS ? Number(process.env.BENCH_SESSION_CHUNK_MS) : undefined;
-// Every agent turn's timeline is recorded, its metrics observed and stored, as main.ts wires it
-// for its own runtime (an injected runtime factory brings its own observers).
-const opened: { store?: Store } = {};
-const timelineWriter = new TurnTimelineWriter(() => opened.store?.turnTimelines, (err) => logger.warn({ err }, 'storing agent turn timelines failed'));
-const turnTimelineObservers = [timelineWriter, createTurnLatencyMetrics(new Registry())];
-const runtimeFactory = createAgentRuntimeFactory(
-  runtimeDepsFromConfig(config, logger, { tts: (provider) => (vendorSlots.has(provider) ? vendors.get(provider) : tts), turnTimelineObservers, ...(leadMs !== undefined ? { leadMs } : {}), ...(chunkMs !== undefined ? { chunkMs } : {}) }),
-);
-const daemon = await startDaemon(config, logger, () => {}, { runtimeFactory });
-opened.store = daemon.store;
+// Overrides of the runtime main.ts builds (not a factory of our own): the turn timelines' observers
+// and, with OTEL_EXPORTER_OTLP_ENDPOINT set (BENCH_SESSION_OTLP=1), the traces are composed as in
+// the daemon.
+const runtimeOverrides = { tts: (provider: string) => (vendorSlots.has(provider) ? vendors.get(provider) : tts), ...(leadMs !== undefined ? { leadMs } : {}), ...(chunkMs !== undefined ? { chunkMs } : {}) };
+const daemon = await startDaemon(config, logger, () => {}, { runtimeOverrides });
 process.stdout.write(`LISTENING ${daemon.url}\n`);
 
 // The event loop's delay (how late a 5 ms timer fires), for the bench's step table: SIGUSR2 prints

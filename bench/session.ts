@@ -84,11 +84,16 @@
  * sessions_per_core (1000 / that; baseline: bare server), sessions_held (highest held step;
  * baseline: the target, 200),
  * session_loaded_reply_latency_p99 and session_loaded_on_time_share at the highest valid step
- * (baseline: bare server at the same step). Targets are reported, never asserted; run() throws
+ * (baseline: bare server at the same step). BENCH_SESSION_OTLP=1 runs the daemon with tracing on
+ * (OTEL_EXPORTER_OTLP_ENDPOINT at a counting OTLP/HTTP sink in this process) and adds
+ * session_trace_spans_per_export; the cost of tracing is its figures against a run without it
+ * (docs/tracing.md). Targets are reported, never asserted; run() throws
  * when the measurement is invalid (a server did not start, a session failed to connect or closed,
  * an utterance got no reply, speech_stopped came before t0).
  */
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
@@ -798,6 +803,9 @@ export async function run(): Promise<void> {
   const stepSecs = envNumber('BENCH_SESSION_STEP_SECS', 9);
   const timelineTurns = Math.round(envNumber('BENCH_SESSION_TIMELINE_TURNS', 200));
   const settleSecs = envNumber('BENCH_SESSION_SETTLE_SECS', 3);
+  // BENCH_SESSION_OTLP=1: the daemon exports traces (docs/tracing.md) to a sink in this process;
+  // compare its figures with a run without it (tracing off, the default).
+  const otlp = process.env.BENCH_SESSION_OTLP === '1' ? await startOtlpSink() : undefined;
   const load = () => loadavg().map((l) => l.toFixed(2)).join(' ');
   process.stdout.write(`machine: ${cpus().length} CPUs (${cpus()[0]?.model.trim() ?? 'unknown'}), node ${process.version}, load average ${load()}\n`);
   // 1d first, in this process, before any child competes for the CPU.
@@ -824,6 +832,7 @@ export async function run(): Promise<void> {
       BENCH_SESSION_DATA_DIR: dataDir,
       BENCH_SESSION_TTS_URL: `${ttsUrl}/v1`,
       ...(fakeVendors ? { BENCH_SESSION_VENDOR_TTS: JSON.stringify(fakeVendors.providers) } : {}),
+      ...(otlp ? { OTEL_EXPORTER_OTLP_ENDPOINT: otlp.url } : { OTEL_EXPORTER_OTLP_ENDPOINT: undefined, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: undefined }),
     });
     children.push(daemon);
     const baseline = startChild('baseline', ['--import', 'tsx', join(ROOT, 'bench', 'session-baseline-server.ts')], {});
@@ -948,6 +957,13 @@ export async function run(): Promise<void> {
         'underruns: chunks arriving after their play time for a client with no buffer; barge-in: interruption events; no reply: utterances whose reply had not started by the next one.\n',
     );
     process.stdout.write(`load average after: ${load()}\n`);
+    // Tracing on: what was exported, counted once the daemon's drain flushed its last spans.
+    let got: ReturnType<NonNullable<typeof otlp>['received']> | undefined;
+    if (otlp) {
+      await stopChild(daemon);
+      got = otlp.received();
+      process.stdout.write(`traces on: the OTLP sink received ${got.requests} export requests, ${got.spans} spans, ${f1(got.bytes / 1024)} KiB of OTLP/JSON\n`);
+    }
 
     if (lat.samples.length < turns) throw new Error(`only ${lat.samples.length} of ${turns} replies measured`);
     if (gaps.silences.length < gapTurns || gaps.silences.some((x) => Number.isNaN(x))) throw new Error(`sentence gaps: ${gaps.silences.filter((x) => !Number.isNaN(x)).length} of ${gapTurns} replies measured to their end`);
@@ -984,7 +1000,10 @@ export async function run(): Promise<void> {
       { name: 'session_loaded_reply_latency_p99', value: top.latencyP99, unit: 'ms', baseline: base.latencyP99, note: `t0 -> first response_audio at ${top.sessions} sessions; baseline: bare server, same load` },
       { name: 'session_loaded_on_time_share', value: top.onTime * 100, unit: '%', baseline: base.onTime * 100, note: `chunks on time at ${top.sessions} sessions; baseline: bare server` },
     ];
-    printFigures('bench/session: runtime latency and concurrent sessions', figures);
+    if (otlp && got) {
+      figures.push({ name: 'session_trace_spans_per_export', value: got.spans, unit: 'spans', baseline: Math.max(1, got.requests), note: `tracing on (BENCH_SESSION_OTLP=1): spans received by the OTLP sink; baseline: its export requests (ratio: spans per batch)` });
+    }
+    printFigures(`bench/session: runtime latency and concurrent sessions${otlp ? ' (tracing on, OTLP/HTTP to a local sink)' : ''}`, figures);
     const lastTried = results.at(-1);
     if (lastTried && !lastTried.clientOk) {
       process.stdout.write(`note: the step of ${lastTried.sessions} sessions was limited by the client (send lag p99 ${f1(lastTried.sendLagP99)} ms, loop delay p99 ${f1(lastTried.loopDelayP99)} ms): higher steps were not measured; sessions_per_core is extrapolated from CPU.\n`);
@@ -993,7 +1012,35 @@ export async function run(): Promise<void> {
     for (const r of runs) r.close();
     for (const c of children.reverse()) await stopChild(c);
     await fakeVendors?.close();
+    await otlp?.close();
     process.off('exit', killAll);
     rmSync(dataDir, { recursive: true, force: true });
   }
+}
+
+/** An OTLP/HTTP receiver that only counts what the daemon exports (BENCH_SESSION_OTLP=1). */
+async function startOtlpSink(): Promise<{ url: string; received(): { requests: number; spans: number; bytes: number }; close(): Promise<void> }> {
+  const got = { requests: 0, spans: 0, bytes: 0 };
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const body = Buffer.concat(chunks);
+      got.requests++;
+      got.bytes += body.length;
+      try {
+        const parsed = JSON.parse(body.toString('utf8')) as { resourceSpans?: Array<{ scopeSpans?: Array<{ spans?: unknown[] }> }> };
+        for (const r of parsed.resourceSpans ?? []) for (const sc of r.scopeSpans ?? []) got.spans += sc.spans?.length ?? 0;
+      } catch {
+        // Not JSON: counted as a request and its bytes only.
+      }
+      res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, HOST, r));
+  return {
+    url: `http://${HOST}:${(server.address() as AddressInfo).port}`,
+    received: () => ({ ...got }),
+    close: () => new Promise((r) => server.close(() => r())),
+  };
 }

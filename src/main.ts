@@ -25,6 +25,7 @@ import { initResamplers } from './media/resampler.ts';
 import { scheduleProcessThreads } from './media/thread-scheduling.ts';
 import { warnOnDefaultMallocArenas } from './media/malloc-arenas.ts';
 import { createAgentRuntimeFactory, prepareAgentRuntime, runtimeDepsFromConfig } from './agent/runtime-factory.ts';
+import type { RuntimeDeps } from './agent/runtime/index.ts';
 import { createAgentMetrics } from './agent/agent-metrics.ts';
 import { VoiceCatalog } from './agent/voice-catalog/catalog.ts';
 import { describeSessionProviders } from './agent/session-providers.ts';
@@ -42,9 +43,12 @@ import { StreamTokens } from './telco/twilio-stream-tokens.ts';
 import { startSip, type SipService } from './sip-service.ts';
 import { loadTokenSecret, SessionTokens } from './session/tokens.ts';
 import type { SessionRuntimeFactory } from './session/runtime-contract.ts';
+import { SessionSpans } from './session/session-spans.ts';
+import { startTracing } from './tracing.ts';
 import { TurnAudioReports } from './session/turn-audio.ts';
 import { TurnTimelineWriter } from './store/turn-timeline-writer.ts';
 import { createTurnLatencyMetrics } from './agent/turn-latency-metrics.ts';
+import { TurnTraceObserver } from './agent/turn-trace-observer.ts';
 import type { TurnTimelineObserver } from './domain/turn-latency.ts';
 
 export interface Daemon {
@@ -68,6 +72,12 @@ export interface DaemonOptions {
    * reason error and close 1011 "no runtime configured"; tests of the socket layer alone).
    */
   runtimeFactory?: SessionRuntimeFactory | null;
+  /**
+   * Replaces parts of the agent runtime's dependencies built from the configuration (the
+   * benchmarks' fake-backed TTS, pacing), keeping the rest of the composition: the observers of
+   * turn timelines, the traces. Ignored when `runtimeFactory` is given.
+   */
+  runtimeOverrides?: Partial<RuntimeDeps>;
   /** Tuning of the /v1/connection server (tests shorten the ping interval). */
   sessionServer?: { pingIntervalMs?: number; maxBufferedBytes?: number };
   /** Modules each media worker imports before anything else (the benchmarks' instrumentation). */
@@ -118,6 +128,9 @@ export async function startDaemon(
   print: (line: string) => void = (l) => process.stdout.write(l + '\n'),
   options: DaemonOptions = {},
 ): Promise<Daemon> {
+  // Before anything makes a span: with an OTLP endpoint configured, traces go there (docs/tracing.md).
+  const tracing = await startTracing(logger);
+  const sessionSpans = new SessionSpans();
   scheduleProcessThreads({ main: config.rtp.main_thread_realtime, media: config.rtp.media_thread_realtime, mediaThreads: config.rtp.media_threads }, logger);
   warnOnDefaultMallocArenas(config.rtp.media_threads, logger);
   const registry = createRegistry();
@@ -140,10 +153,12 @@ export async function startDaemon(
     () => opened.store?.turnTimelines,
     (err, turns) => logger.warn({ err, turns }, 'storing agent turn timelines failed: dropped'),
   );
-  const turnTimelineObservers = [timelineWriter, createTurnLatencyMetrics(registry), ...(options.turnTimelineObservers ?? [])];
+  // With tracing on, each turn also becomes spans under its session's (turn-trace-observer.ts).
+  const turnTraces = tracing !== undefined ? [new TurnTraceObserver((callId) => sessionSpans.contextOf(callId))] : [];
+  const turnTimelineObservers = [timelineWriter, createTurnLatencyMetrics(registry), ...turnTraces, ...(options.turnTimelineObservers ?? [])];
   const runtimeFactory =
     options.runtimeFactory === undefined
-      ? createAgentRuntimeFactory(runtimeDepsFromConfig(config, logger, { toolWebhook, turnTimelineObservers, turnAudio }, agentMetrics), describeSessionProviders(config))
+      ? createAgentRuntimeFactory(runtimeDepsFromConfig(config, logger, { toolWebhook, turnTimelineObservers, turnAudio, ...options.runtimeOverrides }, agentMetrics), describeSessionProviders(config), sessionSpans)
       : (options.runtimeFactory ?? undefined);
   if (options.runtimeFactory === undefined) await prepareAgentRuntime(config, logger);
   // The bridge's media paths resample (8 <-> 24 kHz) whatever runs the sessions.
@@ -171,6 +186,7 @@ export async function startDaemon(
     await heartbeat.start();
   } catch (err) {
     await store.close();
+    await tracing?.shutdown();
     throw err;
   }
   // What runs once per cluster (carrier registrations, cleanups) runs here while this node holds
@@ -220,7 +236,7 @@ export async function startDaemon(
     streamTokens,
     carrierDialer,
     liveCalls: () => bridge.liveCalls(),
-    sessionServer: { ...options.sessionServer, runsExpirySweep: () => roles.holds('session_token_sweep') },
+    sessionServer: { ...options.sessionServer, runsExpirySweep: () => roles.holds('session_token_sweep'), spans: sessionSpans },
     readiness: () => {
       const sipUp = sip === undefined ? !config.sip.enabled : sip.ua.listening;
       const storeDown = storeProbe?.failure;
@@ -233,6 +249,7 @@ export async function startDaemon(
     await heartbeat.stop();
     await roles.close();
     await store.close();
+    await tracing?.shutdown();
     throw err;
   });
   try {
@@ -249,6 +266,7 @@ export async function startDaemon(
     await heartbeat.stop();
     await roles.close();
     await store.close();
+    await tracing?.shutdown();
     throw err;
   }
   storeProbe?.start();
@@ -337,6 +355,8 @@ export async function startDaemon(
         await handingOver;
         await roles.close();
         await store.close();
+        // Last: the drained calls' spans are flushed to the collector.
+        await tracing?.shutdown();
         logger.info('callbridge stopped');
       })();
       return closing;

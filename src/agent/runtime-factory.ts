@@ -16,6 +16,8 @@ import { createTtsProviders, LocalEspeakProvider } from './providers/tts/index.t
 import { EnergyVad } from './providers/vad/energy.ts';
 import { AgentRuntime, type RuntimeDeps } from './runtime/index.ts';
 import type { AgentMetrics } from './agent-metrics.ts';
+import { trace, type Context } from '@opentelemetry/api';
+import { withVendorSpans } from './vendor-spans.ts';
 
 /**
  * Loads the WASM engines the runtime needs; call once at start-up (idempotent). The local voice
@@ -55,9 +57,22 @@ export function runtimeDepsFromConfig(config: Config, logger: Logger, overrides:
   };
 }
 
-/** `describe`: what each session runs on, for its first log line (session-providers.ts). */
-export function createAgentRuntimeFactory(deps: RuntimeDeps, describe?: SessionRuntimeFactory['describe']): SessionRuntimeFactory {
-  const factory: SessionRuntimeFactory = (context, io) => new AgentRuntime(context, io, deps);
+/** Where a session's trace span is found by session id (src/session/session-spans.ts). */
+export interface SessionTraceParents {
+  contextOf(sessionId: string): Context | undefined;
+}
+
+/**
+ * `describe`: what each session runs on, for its first log line (session-providers.ts) and its
+ * vendor spans. `traces`: the sessions' spans; a session whose span records (tracing on, sampled)
+ * gets its vendor requests traced (vendor-spans.ts), any other runs on the providers as they are.
+ */
+export function createAgentRuntimeFactory(deps: RuntimeDeps, describe?: SessionRuntimeFactory['describe'], traces?: SessionTraceParents): SessionRuntimeFactory {
+  const factory: SessionRuntimeFactory = (context, io) => {
+    const parent = traces?.contextOf(context.sessionId);
+    const traced = parent !== undefined && trace.getSpan(parent)?.isRecording() === true;
+    return new AgentRuntime(context, io, traced ? withVendorSpans(deps, context.agent, describe, () => traces?.contextOf(context.sessionId)) : deps);
+  };
   if (describe) factory.describe = describe;
   return factory;
 }

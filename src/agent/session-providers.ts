@@ -18,6 +18,7 @@ export function describeSessionProviders(config: Pick<Config, 'stt' | 'llm' | 't
     tts: {
       provider: agent.voice_settings.provider,
       type: slots[agent.voice_settings.provider as keyof typeof slots]?.type ?? 'unknown',
+      model: slots[agent.voice_settings.provider as keyof typeof slots]?.model || undefined,
       voice: agent.voice_settings.id,
       // An agent stored before its provider had to be configured speaks in the local voice: say so.
       ...(served.has(agent.voice_settings.provider as VoiceSlot) ? {} : { configured: false }),

@@ -13,6 +13,7 @@ import type { StreamTokens } from '../telco/twilio-stream-tokens.ts';
 import type { CarrierCallStatus } from '../telco/twilio-call-status.ts';
 import type { CarrierDialRequest } from '../domain/dial.ts';
 import type { LiveCallsProvider } from '../domain/live-call.ts';
+import type { SessionSpans } from '../session/session-spans.ts';
 
 export interface Readiness {
   ready: boolean;
@@ -49,7 +50,7 @@ export interface ApiDeps {
   /** The calls this node bridges now with their media figures (GET /v1/calls/live); undefined: none. */
   liveCalls?: LiveCallsProvider | undefined;
   /** Tuning of the /v1/connection server (tests shorten the ping interval). */
-  sessionServer?: { pingIntervalMs?: number; maxBufferedBytes?: number; runsExpirySweep?: () => boolean };
+  sessionServer?: { pingIntervalMs?: number; maxBufferedBytes?: number; runsExpirySweep?: () => boolean; spans?: SessionSpans };
 }
 
 declare module 'fastify' {

@@ -21,6 +21,7 @@ import type { BridgeMedia, BridgeMediaStats } from '../media/bridge-media.ts';
 import type { BridgeMetrics } from './bridge-metrics.ts';
 import type { CallLeg, RefusalCause } from './call-leg.ts';
 import { reportCallQuality } from './call-quality.ts';
+import { CallSpan } from './call-span.ts';
 import type { CallRecordWriter } from './call-record-writer.ts';
 import type { InboundSession } from './inbound-session.ts';
 import { TransferHandler, type TransferFallback } from './transfer-handler.ts';
@@ -46,8 +47,11 @@ export interface BridgeCoreOptions {
   leg: CallLeg;
   /** The call's logger (component bridge, callId). */
   log: Logger;
-  /** Opens the link to the session beside the leg's media (in a media worker when it runs there). */
-  openLink(url: string, recording: boolean, events: VoiceLinkEvents): VoiceLink;
+  /**
+   * Opens the link to the session beside the leg's media (in a media worker when it runs there);
+   * `headers` go on the WebSocket upgrade (the call's trace context).
+   */
+  openLink(url: string, recording: boolean, events: VoiceLinkEvents, headers: Record<string, string>): VoiceLink;
   records: CallRecordWriter;
   /** A recorder for the call's session (undefined: recording off). */
   recorder?: ((sessionId: string) => CallRecorderSink | undefined) | undefined;
@@ -83,11 +87,14 @@ export class BridgeCore {
   /** Set once a transfer began: the session's close is then expected, not the end of the call. */
   #transfer: TransferHandler | undefined;
   readonly #counts = { framesIn: 0, audioOut: 0, interruptions: 0 };
+  /** The call's root trace span (call-span.ts). */
+  readonly #span: CallSpan;
 
   constructor(options: BridgeCoreOptions) {
     this.#o = options;
     this.#leg = options.leg;
     this.#log = options.log;
+    this.#span = new CallSpan(options.leg);
   }
 
   /** The call's media figures so far (GET /v1/calls/live), while its media runs. */
@@ -130,6 +137,7 @@ export class BridgeCore {
       const opened = await session.open();
       connectUrl = opened.connectUrl;
       sessionId = this.#sessionId = opened.sessionId;
+      this.#span.sessionOpened(sessionId);
     } catch (err) {
       this.#log.error({ err }, 'could not open a voice session for the call');
       this.#refuse('service_unavailable', 'voice session unavailable');
@@ -147,6 +155,7 @@ export class BridgeCore {
   /** Outbound, answered: connects its (already stored) session and bridges once it starts. */
   attach(sessionId: string, connectUrl: string): void {
     this.#sessionId = sessionId;
+    this.#span.sessionOpened(sessionId);
     this.#leg.onHangup((end) => this.#finish(`callee side ended: ${end.reason}`));
     this.#connect(connectUrl);
   }
@@ -203,7 +212,7 @@ export class BridgeCore {
       dtmf: (digits) => void this.#playDigits(digits),
       ended: (reason, transferNumber) => void this.#onSessionEnded(reason, transferNumber),
       warn: (message) => this.#log.warn(message),
-    });
+    }, this.#span.propagationHeaders());
   }
 
   /** The session is up: answer the call (inbound) and start media both ways. */
@@ -287,6 +296,7 @@ export class BridgeCore {
     const leg = this.#leg;
     if (leg.state === 'answered') leg.hangup();
     else if (leg.state === 'ringing') leg.refuse('agent_unavailable', 'voice session ended');
+    this.#span.end(why, this.#bridged);
     this.#o.onDone(this);
     if (!this.#bridged) {
       this.#o.metrics?.failure('not_bridged');

@@ -90,4 +90,9 @@ export interface CallLeg {
    */
   transfer(target: string): Promise<void>;
   quality(): LegQuality;
+  /**
+   * What the transport knows of the call for its trace span (a SIP dialog's Call-ID and final
+   * status, a carrier's call sid); read at the start and again at the end. Never a secret.
+   */
+  traceAttributes?(): Record<string, string | number>;
 }

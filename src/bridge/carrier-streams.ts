@@ -134,7 +134,7 @@ export class CarrierStreams {
     });
     this.#legs.set(grant.callSid, { accountSid: grant.accountSid, leg });
     leg.onHangup(() => this.#legs.delete(grant.callSid));
-    const openLink = (url: string, recording: boolean, events: Parameters<typeof openVoiceLink>[3]) => openVoiceLink(undefined, url, recording, events);
+    const openLink = (url: string, recording: boolean, events: Parameters<typeof openVoiceLink>[3], headers: Record<string, string>) => openVoiceLink(undefined, url, recording, events, headers);
     if (outbound !== undefined) {
       // The grant was redeemed, so the dial had not ended: its session (opened by the placing
       // node) is attached through this node's own session opener, with the grant's connect token.

@@ -87,6 +87,10 @@ export class MediaStreamCallLeg implements CallLeg {
     return this.#state === 'ended';
   }
 
+  traceAttributes(): Record<string, string | number> {
+    return { 'callbridge.call.transport': 'carrier_media_stream', 'carrier.stream_sid': this.id };
+  }
+
   // --- the stream's side (src/telco/twilio-stream-socket.ts) -------------------------------
 
   /** A caller `media` message. */

@@ -20,15 +20,23 @@ const REFUSAL_STATUS: Record<RefusalCause, number> = {
   busy: 486,
 };
 
+/** A Call-ID is the peer's choice of length (often `random@host`): spans keep this much of it. */
+const CALL_ID_SPAN_CHARS = 64;
+
 export class SipCallLeg implements CallLeg {
   readonly call: SipCall;
   readonly #ticker: MediaTicker;
   readonly #log: Logger;
+  /** The final response to the INVITE, once known (an outbound call's arrives answered: 200). */
+  #finalStatus: number | undefined;
 
   constructor(call: SipCall, ticker: MediaTicker, log: Logger) {
     this.call = call;
     this.#ticker = ticker;
     this.#log = log;
+    if (call.state === 'answered') this.#finalStatus = 200;
+    // A caller's CANCEL is answered 487 Request Terminated by the UAS (RFC 3261 9.2).
+    call.on('hangup', (info) => (this.#finalStatus ??= info.reason === 'cancelled' ? 487 : undefined));
   }
 
   get id(): string {
@@ -60,10 +68,13 @@ export class SipCallLeg implements CallLeg {
   }
 
   answer(): boolean {
-    return this.call.answer();
+    const answered = this.call.answer();
+    if (answered) this.#finalStatus = 200;
+    return answered;
   }
 
   refuse(cause: RefusalCause, why: string): void {
+    this.#finalStatus ??= REFUSAL_STATUS[cause];
     this.call.reject(REFUSAL_STATUS[cause], why);
   }
 
@@ -108,5 +119,13 @@ export class SipCallLeg implements CallLeg {
 
   quality(): LegQuality {
     return this.call.rtp.stats();
+  }
+
+  traceAttributes(): Record<string, string | number> {
+    return {
+      'callbridge.call.transport': 'sip',
+      'sip.call_id': this.call.callId.slice(0, CALL_ID_SPAN_CHARS),
+      ...(this.#finalStatus !== undefined ? { 'sip.final_status': this.#finalStatus } : {}),
+    };
   }
 }

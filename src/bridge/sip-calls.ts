@@ -107,7 +107,7 @@ export class SipCalls {
   /** A SIP call as a bridged call, counted until it finishes. */
   #bridge(call: SipCall): BridgeCore {
     const log = this.#o.logger.child({ component: 'bridge', callId: call.id });
-    return this.#o.calls.bridge(new SipCallLeg(call, this.#o.ticker, log), log, (url, recording, events) => openVoiceLink(call.rtp, url, recording, events), sipTransferFallback(call, this.#o.dialTransfer));
+    return this.#o.calls.bridge(new SipCallLeg(call, this.#o.ticker, log), log, (url, recording, events, headers) => openVoiceLink(call.rtp, url, recording, events, headers), sipTransferFallback(call, this.#o.dialTransfer));
   }
 
   /**

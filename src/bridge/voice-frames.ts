@@ -19,8 +19,8 @@ const MAX_PAYLOAD = 8 * 1024 * 1024;
  * A client socket to a voice session. No permessage-deflate: base64 audio barely compresses, and
  * inputAudioSender's buffer reuse needs ws to frame each message synchronously.
  */
-export function connectVoiceClient(url: string): WebSocket {
-  return new WebSocket(url, { maxPayload: MAX_PAYLOAD, perMessageDeflate: false });
+export function connectVoiceClient(url: string, headers: Record<string, string> = {}): WebSocket {
+  return new WebSocket(url, { maxPayload: MAX_PAYLOAD, perMessageDeflate: false, headers });
 }
 
 /** Sends one caller frame as `input_audio` on a socket from connectVoiceClient. */

@@ -46,9 +46,12 @@ export interface VoiceLink {
   close(code: number, reason: string): void;
 }
 
-/** Opens the link beside the call's media: in its worker when `rtp` is a media worker's; on this thread without RTP (a carrier media stream). */
-export function openVoiceLink(rtp: CallRtp | undefined, url: string, recording: boolean, events: VoiceLinkEvents): VoiceLink {
-  const socket = openVoiceSocket(rtp, url, recording, {
+/**
+ * Opens the link beside the call's media: in its worker when `rtp` is a media worker's; on this
+ * thread without RTP (a carrier media stream). `headers` go on the upgrade request (traceparent).
+ */
+export function openVoiceLink(rtp: CallRtp | undefined, url: string, recording: boolean, events: VoiceLinkEvents, headers: Record<string, string> = {}): VoiceLink {
+  const socket = openVoiceSocket(rtp, url, recording, headers, {
     onUnexpectedResponse: (status) => events.refused(status),
     onError: (err) => events.failed(err),
     onClose: (code, reason) => events.closed(code, reason),

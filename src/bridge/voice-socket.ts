@@ -39,9 +39,9 @@ export interface VoiceSocket {
 }
 
 /** Opens the socket beside the call's media: in its worker when rtp is a media worker's. */
-export function openVoiceSocket(rtp: CallRtp | undefined, url: string, recording: boolean, h: VoiceSocketHandlers): VoiceSocket {
+export function openVoiceSocket(rtp: CallRtp | undefined, url: string, recording: boolean, headers: Record<string, string>, h: VoiceSocketHandlers): VoiceSocket {
   if (rtp instanceof RemoteRtpSession) {
-    const remote = new RemoteVoiceSocket(rtp, url, recording);
+    const remote = new RemoteVoiceSocket(rtp, url, recording, headers);
     remote.on('unexpected-response', h.onUnexpectedResponse);
     remote.on('error', h.onError);
     remote.on('close', h.onClose);
@@ -64,7 +64,7 @@ export function openVoiceSocket(rtp: CallRtp | undefined, url: string, recording
       close: (code, reason) => remote.close(code, reason),
     };
   }
-  const ws = connectVoiceClient(url);
+  const ws = connectVoiceClient(url, headers);
   ws.on('unexpected-response', (_req, res) => h.onUnexpectedResponse(res.statusCode ?? 0));
   ws.on('error', h.onError);
   ws.on('close', (code, reason) => h.onClose(code, reason.toString()));

@@ -38,13 +38,19 @@ interface Link {
 /** This module, for MediaWorkerPoolOptions.extensions (whatever it was compiled to: .ts or .js). */
 export const WORKER_VOICE_LINK_MODULE = new URL(import.meta.url);
 
+/** The headers posted with vl.open, as strings only (the message crossed a thread). */
+function upgradeHeaders(value: unknown): Record<string, string> {
+  if (typeof value !== 'object' || value === null) return {};
+  return Object.fromEntries(Object.entries(value).filter((e): e is [string, string] => typeof e[1] === 'string'));
+}
+
 export function install(host: MediaWorkerExtensionHost): void {
   const links = new Map<number, Link>();
   const emit = (id: number, e: WorkerEvent): void => host.post({ t: 'vl', id, ...e });
 
   host.handle('vl.open', (m) => {
     const id = m.id;
-    const ws = connectVoiceClient(String(m.url));
+    const ws = connectVoiceClient(String(m.url), upgradeHeaders(m.headers));
     const link: Link = { ws, audioOut: 0, framesIn: 0 };
     links.set(id, link);
     const recording = m.recording === true;
@@ -129,10 +135,12 @@ export class RemoteVoiceSocket extends EventEmitter<RemoteVoiceSocketEvents> {
     private readonly rtp: RemoteRtpSession,
     url: string,
     recording: boolean,
+    /** The upgrade request's extra headers (the call's traceparent). */
+    headers: Record<string, string> = {},
   ) {
     super();
     rtp.onWorkerMessage('vl', (m) => this.#receive(m as unknown as WorkerEvent));
-    rtp.postToWorker({ t: 'vl.open', url, recording });
+    rtp.postToWorker({ t: 'vl.open', url, recording, headers });
   }
 
   get open(): boolean {

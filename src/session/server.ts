@@ -28,6 +28,7 @@ import { CLOSE, MAX_CLIENT_FRAME_BYTES, serializeServerEvent, type ServerEvent, 
 import type { SessionContext, SessionIo, SessionRuntime, SessionRuntimeFactory, TranscriptEntry } from './runtime-contract.ts';
 import { transcriptFromRuntime } from '../domain/call.ts';
 import { PostCallAnalyses } from './post-call-analyses.ts';
+import { SessionSpans } from './session-spans.ts';
 import type { SessionClaims, SessionTokens, TokenFailure } from './tokens.ts';
 
 export const CONNECTION_PATH = '/v1/connection';
@@ -57,6 +58,8 @@ export interface SessionServerOptions {
    * session_token_sweep); default: always.
    */
   runsExpirySweep?: () => boolean;
+  /** The sessions' trace spans (main.ts shares them with the agent runtime); default: a registry of its own. */
+  spans?: SessionSpans;
 }
 
 /** What the daemon sees of the server (decorated on the app as `voiceSessions`). */
@@ -81,6 +84,8 @@ interface Admission {
   nodes: FlowNode[];
   /** The call row's direction (the runtime's context). */
   direction: SessionContext['direction'];
+  /** The upgrade request's headers (the caller's trace context). */
+  headers?: FastifyRequest['headers'];
 }
 
 const TOKEN_FAILURE_TEXT: Record<TokenFailure, string> = {
@@ -109,6 +114,7 @@ export async function registerSessionServer(app: FastifyInstance, opts: SessionS
   const active = new Set<VoiceSession>();
   const analyses = new PostCallAnalyses(store.calls, iso);
   const admitted = new WeakMap<FastifyRequest, Admission>();
+  const spans = opts.spans ?? new SessionSpans();
   let closing = false;
 
   // Rows left in progress by a daemon that stopped without ending them (a crash): no socket of
@@ -200,8 +206,9 @@ export async function registerSessionServer(app: FastifyInstance, opts: SessionS
         socket.close(CLOSE.INTERNAL_ERROR, 'session not admitted');
         return;
       }
-      const session = new VoiceSession(socket, admission, {
+      const session = new VoiceSession(socket, { ...admission, headers: req.headers }, {
         store,
+        spans,
         logger: log,
         runtimeFactory: opts.runtimeFactory,
         pingIntervalMs: opts.pingIntervalMs ?? DEFAULT_PING_INTERVAL_MS,
@@ -241,6 +248,7 @@ export async function registerSessionServer(app: FastifyInstance, opts: SessionS
 
 interface SessionDeps {
   store: Store;
+  spans: SessionSpans;
   logger: Logger;
   runtimeFactory: SessionRuntimeFactory | undefined;
   pingIntervalMs: number;
@@ -350,6 +358,7 @@ class VoiceSession {
     // session that "hears nothing" or speaks in the wrong voice is explained by its own log.
     const providers = this.#describeProviders();
     this.#log.info({ orgId: s.org_id, agentId: s.agent_id, versionId: s.version_id, transport: s.transport, scopes: s.scopes, ...providers }, 'voice session started');
+    this.#d.spans.start({ sessionId: s.id, orgId: s.org_id, agentId: s.agent_id, versionId: s.version_id, direction: this.#a.direction, transport: s.transport, headers: this.#a.headers ?? {} });
 
     this.#sendNow({ type: 'session_started', data: { id: s.id } });
     const factory = this.#d.runtimeFactory;
@@ -560,6 +569,8 @@ class VoiceSession {
         (err: unknown) => this.#log.error({ err }, 'storing the session end failed'),
       );
     if (o.close && open) this.#ws.close(o.close[0], o.close[1]);
+    // After the runtime's close: the turns it completes there are still under a live span.
+    this.#d.spans.end(this.id, reason, o.detail !== undefined ? { 'callbridge.session.end_detail': o.detail.slice(0, 200) } : {});
     this.#d.onEnd(this);
     this.#log.info(
       { reason, detail: o.detail, durationMs: this.#d.now() - this.#startedAt, transcriptEntries: transcript.length, ...this.#counts, ...(o.transferNumber ? { transfer: true } : {}) },

@@ -34,6 +34,7 @@ function inboundCall(route: object) {
   const rejected: Array<[number, string, unknown]> = [];
   const call = {
     id: 'call-1',
+    callId: 'a84b4c76e66710@pc33.example.com',
     from: '+15550000001',
     to: '+15550000002',
     route,
