@@ -20,14 +20,14 @@
  *   1c. Vendor TTS adapters. For each vendor adapter type (cartesia, hume, minimax, fish: the
  *      real adapters, configured through tts.providers), BENCH_SESSION_VENDOR_TURNS (20) turns of
  *      an agent speaking through it to a fake of that vendor (test/agent/tts/fakes/, run by
- *      bench/session-vendors.ts) that speaks the vendor's protocol and waits
+ *      bench/lib/session-vendors.ts) that speaks the vendor's protocol and waits
  *      VENDOR_FIRST_CHUNK_MS (200) before its first chunk: t0 -> first response_audio, split at
  *      the sentence's arrival at the fake. The runtime's first sentence comes from local/echo
  *      within a few ms of t0, so this is the time from the first sentence to the first audio at
  *      the client. Baseline: the fake's own delay. Each reply is a new agent turn, so the
  *      WebSocket vendors open their socket (and context/task) in it; that is in the figure.
  *   1d. Turn timelines (docs/latency.md). What recording each agent turn's timeline costs, in this
- *      process on virtual time (bench/turn-timeline-cost.ts): a real AgentRuntime with the
+ *      process on virtual time (bench/lib/turn-timeline-cost.ts): a real AgentRuntime with the
  *      runtime tests' vendor fakes, BENCH_SESSION_TIMELINE_TURNS (200) caller turns, CPU per turn
  *      with the daemon's observers (metrics, the store writer into a real SQLite store, its
  *      writes drained inside the measured time). Baseline: the same turns with no observer (the
@@ -102,8 +102,8 @@ import { speechLike } from '../test/agent/e2e/voice-client.ts';
 import { cpuSeconds, daemonLoopDelay, mainThreadCpuSeconds, ROOT, running, startChild, stopChild, waitForLine, type Child, type LoopDelay } from './lib/child.ts';
 import { printFigures, table, type Figure } from './lib/result.ts';
 import { envIntegerList, envNumber } from './lib/env.ts';
-import { startVendorFakes, VENDOR_FIRST_CHUNK_MS, type VendorFakes } from './session-vendors.ts';
-import { measureTurnTimelineCost } from './turn-timeline-cost.ts';
+import { startVendorFakes, VENDOR_FIRST_CHUNK_MS, type VendorFakes } from './lib/session-vendors.ts';
+import { measureTurnTimelineCost } from './lib/turn-timeline-cost.ts';
 
 const HOST = '127.0.0.1';
 const FRAME_MS = 20;

@@ -12,15 +12,15 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Registry } from 'prom-client';
-import { EnergyVad } from '../src/agent/providers/vad/energy.ts';
-import { AgentRuntime } from '../src/agent/runtime/index.ts';
-import { createTurnLatencyMetrics } from '../src/agent/turn-latency-metrics.ts';
-import type { TurnTimelineObserver } from '../src/domain/turn-latency.ts';
-import { openStore, type Store } from '../src/store/index.ts';
-import { TurnTimelineWriter } from '../src/store/turn-timeline-writer.ts';
-import { agentFixture, fakeStt, feedAudio, scriptedModel, testLogger, text, wordTts } from '../test/agent/runtime/harness.ts';
-import { concat, silence, voice } from '../test/agent/vad/signals.ts';
-import { VirtualTime } from '../test/helpers/virtual-time.ts';
+import { EnergyVad } from '../../src/agent/providers/vad/energy.ts';
+import { AgentRuntime } from '../../src/agent/runtime/index.ts';
+import { createTurnLatencyMetrics } from '../../src/agent/turn-latency-metrics.ts';
+import type { TurnTimelineObserver } from '../../src/domain/turn-latency.ts';
+import { openStore, type Store } from '../../src/store/index.ts';
+import { TurnTimelineWriter } from '../../src/store/turn-timeline-writer.ts';
+import { agentFixture, fakeStt, feedAudio, scriptedModel, testLogger, text, wordTts } from '../../test/agent/runtime/harness.ts';
+import { concat, silence, voice } from '../../test/agent/vad/signals.ts';
+import { VirtualTime } from '../../test/helpers/virtual-time.ts';
 
 export interface TimelineCost {
   /** CPU µs per turn, without and with the timeline. */

@@ -7,11 +7,11 @@
  * (BENCH_SESSION_VENDOR_TTS, bench/session-server.ts). Each fake logs when a sentence's text
  * arrives, on the bench's clock (process.hrtime), so a reply's latency splits at the vendor.
  */
-import { startFakeCartesia } from '../test/agent/tts/fakes/cartesia.ts';
-import type { Pacing } from '../test/agent/tts/fakes/common.ts';
-import { startFakeFish } from '../test/agent/tts/fakes/fish.ts';
-import { startFakeHume } from '../test/agent/tts/fakes/hume.ts';
-import { startFakeMinimax } from '../test/agent/tts/fakes/minimax.ts';
+import { startFakeCartesia } from '../../test/agent/tts/fakes/cartesia.ts';
+import type { Pacing } from '../../test/agent/tts/fakes/common.ts';
+import { startFakeFish } from '../../test/agent/tts/fakes/fish.ts';
+import { startFakeHume } from '../../test/agent/tts/fakes/hume.ts';
+import { startFakeMinimax } from '../../test/agent/tts/fakes/minimax.ts';
 
 /** Every fake's wait before its first chunk: the rows' baseline. */
 export const VENDOR_FIRST_CHUNK_MS = 200;
