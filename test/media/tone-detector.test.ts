@@ -8,21 +8,12 @@ import { describe, expect, it } from 'vitest';
 import { ToneDetector, type ToneEvent } from '../../src/media/tone-detector.ts';
 import { g711, speak } from '../../bench/lib/amd-corpus.ts';
 import { espeakAvailable } from '../helpers/peer-availability.ts';
+import { concat } from '../agent/vad/signals.ts';
 
 function sine(rate: number, secs: number, hz: number | number[], amplitude = 8000): Int16Array {
   const f = Array.isArray(hz) ? hz : [hz];
   const out = new Int16Array(Math.round(rate * secs));
   for (let i = 0; i < out.length; i++) out[i] = Math.round(f.reduce((s, x) => s + (amplitude / f.length) * Math.sin((2 * Math.PI * x * i) / rate), 0));
-  return out;
-}
-
-function concat(...parts: Int16Array[]): Int16Array {
-  const out = new Int16Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
-  }
   return out;
 }
 
