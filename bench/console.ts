@@ -19,9 +19,12 @@
  * /metrics scrape at the window's start and read at its end: both phases scrape the same); GET
  * /v1/calls/live requests the daemon counted (callbridge_http_requests_total, minus the bench's
  * own two checks) per second; in open phases each poll's duration as the page saw it (Resource
- * Timing). Figures: console_daemon_cpu_open (mean over open phases; baseline: mean over closed),
- * console_live_requests_per_sec (open; baseline: closed), console_live_response_ms_p50 (open),
- * console_loop_lag_p99_open_ms (baseline: closed).
+ * Timing) and the daemon's own time per request (its latency histogram, sum / count); after each
+ * closed window, 5 sequential GETs of the same from the bench (the response time's baseline).
+ * Figures: console_daemon_cpu_open (mean over open phases; baseline: mean over closed),
+ * console_live_requests_per_sec (open; baseline: closed), console_live_response_ms_p50 (the
+ * page's polls; baseline: the bench's GETs with no page open), console_live_daemon_ms_per_request
+ * (no baseline), console_loop_lag_p99_open_ms (baseline: closed).
  *
  * Valid or it throws: all N calls live at the start and end of every phase, SIPp still running,
  * and every open phase saw the page poll (at least one request per 3 s of window, each a 200).
@@ -44,6 +47,7 @@ const HOST = '127.0.0.1';
 const NUMBER = '+15550007001';
 const SETTLE_MS = 2000;
 const LIVE = '/v1/calls/live';
+const PROBES = 5;
 
 interface Daemon {
   child: Child;
@@ -138,6 +142,10 @@ interface Phase {
   lagP50Ms: number;
   lagP99Ms: number;
   pollsMs: number[];
+  /** The daemon's own time per live-calls request in the window (its latency histogram's sum / count), ms. */
+  serverMs: number;
+  /** Closed phases: PROBES sequential GET /v1/calls/live from this process after the window, ms each. */
+  probesMs: number[];
 }
 
 async function runPhase(kind: Phase['kind'], d: Daemon, n: number, secs: number, browser: TestBrowser, sipp: CallerSipp): Promise<Phase> {
@@ -161,6 +169,13 @@ async function runPhase(kind: Phase['kind'], d: Daemon, n: number, secs: number,
   const m1 = await scrape(d);
   await check('end');
   const polls = open ? await pollDurations(open.page) : [];
+  const probesMs: number[] = [];
+  for (let i = 0; open === undefined && i < PROBES; i++) {
+    const t = performance.now();
+    await liveCount(d);
+    probesMs.push(performance.now() - t);
+  }
+  const histogram = (text: string, part: 'sum' | 'count') => metric(text, `callbridge_http_request_duration_seconds_${part}`, `route="${LIVE}"`) || 0;
   // The bench's own GET /v1/calls/live at the start falls before m0; none between m0 and m1.
   const liveReq = liveRequests(m1) - liveRequests(m0);
   if (open) {
@@ -177,6 +192,8 @@ async function runPhase(kind: Phase['kind'], d: Daemon, n: number, secs: number,
     lagP50Ms: metric(m1, 'callbridge_nodejs_eventloop_lag_p50_seconds') * 1000,
     lagP99Ms: metric(m1, 'callbridge_nodejs_eventloop_lag_p99_seconds') * 1000,
     pollsMs: polls,
+    serverMs: (1000 * (histogram(m1, 'sum') - histogram(m0, 'sum'))) / (histogram(m1, 'count') - histogram(m0, 'count')),
+    probesMs,
   };
 }
 
@@ -226,18 +243,22 @@ export async function run(): Promise<void> {
     for (let i = 0; i < phases; i++) {
       const p = await runPhase(i % 2 === 0 ? 'closed' : 'open', daemon, n, secs, browser, callers);
       results.push(p);
-      log(`  ${p.kind}: ${p.cpuMsPerSec.toFixed(1)} ms CPU/s, ${p.liveReqPerSec.toFixed(2)} live req/s, loop lag p50 ${p.lagP50Ms.toFixed(1)} p99 ${p.lagP99Ms.toFixed(1)} ms${p.pollsMs.length ? `, poll p50 ${median(p.pollsMs).toFixed(1)} ms (${p.pollsMs.length})` : ''}\n`);
+      log(`  ${p.kind}: ${p.cpuMsPerSec.toFixed(1)} ms CPU/s, ${p.liveReqPerSec.toFixed(2)} live req/s, loop lag p50 ${p.lagP50Ms.toFixed(1)} p99 ${p.lagP99Ms.toFixed(1)} ms${p.pollsMs.length ? `, poll p50 ${median(p.pollsMs).toFixed(1)} ms (${p.pollsMs.length}), daemon ${p.serverMs.toFixed(2)} ms per request` : `, probe p50 ${median(p.probesMs).toFixed(1)} ms`}\n`);
     }
     const open = results.filter((p) => p.kind === 'open');
     const closed = results.filter((p) => p.kind === 'closed');
-    const rows = [['phase', 'cpu ms/s', 'live req/s', 'lag p50 ms', 'lag p99 ms', 'poll p50 ms']];
-    for (const p of results) rows.push([p.kind, formatValue(p.cpuMsPerSec), formatValue(p.liveReqPerSec), formatValue(p.lagP50Ms), formatValue(p.lagP99Ms), p.pollsMs.length ? formatValue(median(p.pollsMs)) : '-']);
+    const rows = [['phase', 'cpu ms/s', 'live req/s', 'lag p50 ms', 'lag p99 ms', 'GET p50 ms', 'daemon ms/req']];
+    for (const p of results) {
+      const get = p.pollsMs.length ? median(p.pollsMs) : median(p.probesMs);
+      rows.push([p.kind, formatValue(p.cpuMsPerSec), formatValue(p.liveReqPerSec), formatValue(p.lagP50Ms), formatValue(p.lagP99Ms), formatValue(get), p.kind === 'open' ? formatValue(p.serverMs) : '-']);
+    }
     log(`\n${table(rows)}\n`);
     const polls = open.flatMap((p) => p.pollsMs);
     const figures: Figure[] = [
       { name: 'console_daemon_cpu_open', value: mean(open.map((p) => p.cpuMsPerSec)), unit: 'ms/s', baseline: mean(closed.map((p) => p.cpuMsPerSec)), note: `daemon CPU with the live-calls page open, ${n} calls; baseline: no page` },
       { name: 'console_live_requests_per_sec', value: mean(open.map((p) => p.liveReqPerSec)), unit: 'req/s', baseline: mean(closed.map((p) => p.liveReqPerSec)), note: 'GET /v1/calls/live counted by the daemon; baseline: no page' },
-      { name: 'console_live_response_ms_p50', value: median(polls), unit: 'ms', baseline: median(polls), note: `the page's polls (Resource Timing), ${polls.length} of them; no baseline` },
+      { name: 'console_live_response_ms_p50', value: median(polls), unit: 'ms', baseline: median(closed.flatMap((p) => p.probesMs)), note: `the page's polls (Resource Timing), ${polls.length}; baseline: ${PROBES} GETs from the bench per closed phase` },
+      { name: 'console_live_daemon_ms_per_request', value: mean(open.map((p) => p.serverMs)), unit: 'ms', baseline: mean(open.map((p) => p.serverMs)), note: "the daemon's own time per poll (its latency histogram); no baseline" },
       { name: 'console_loop_lag_p99_open_ms', value: mean(open.map((p) => p.lagP99Ms)), unit: 'ms', baseline: mean(closed.map((p) => p.lagP99Ms)), note: "daemon event-loop lag p99 (prom-client), mean of phases; baseline: no page" },
     ];
     printFigures(`bench/console (${n} calls, ${rounds} x closed/open, ${secs} s each)`, figures);
