@@ -1,7 +1,9 @@
 /**
  * bench/amd: answering-machine detection (src/agent/machine-detector.ts) on the labelled set of
  * bench/lib/amd-corpus.ts (espeak-ng answers, phone band, G.711, white noise at 30/20/10 dB SNR,
- * machines with and without a beep). Each answer is played frame by frame (20 ms at 8 kHz)
+ * machines with and without a beep) and, when alsa-utils is installed, of
+ * bench/lib/amd-real-corpus.ts (answers made from its recordings of a real voice, the same
+ * phone band and noise); each source is scored on its own, and the run says which it used. Each answer is played frame by frame (20 ms at 8 kHz)
  * through the runtime's energy VAD (the agent defaults: start 0.2 s, stop 0.8 s) into the
  * detector, on the answer's own clock (0 = answered). Three detectors in the same run:
  *
@@ -12,9 +14,10 @@
  *
  * Printed: the confusion matrix (truth human/machine x decided human/machine/unknown), accuracy
  * (unknown counts as wrong), decision time median and p95 (ms from the answer), beep hits.
- * RESULT lines: each detector's accuracy and p95 decision time, against the cadence baseline.
+ * RESULT lines: each detector's accuracy and p95 decision time, against the cadence baseline
+ * (amd_... for espeak-ng, amd_real_... for the recordings).
  *
- *   npm run bench -- amd [--count 120] [--seed 2026]
+ *   npm run bench -- amd [--count 120] [--real-count 60] [--seed 2026]
  */
 import { pathToFileURL } from 'node:url';
 import { EnergyVad } from '../src/agent/providers/vad/energy.ts';
@@ -22,6 +25,7 @@ import { MachineDetector, type MachineDecision } from '../src/agent/machine-dete
 import { createNoiseSuppressor, loadRnnoise } from '../src/agent/providers/noise/index.ts';
 import { createResampler, initResamplers } from '../src/media/resampler.ts';
 import { amdCorpus, CORPUS_RATE, type AmdSample } from './lib/amd-corpus.ts';
+import { ALSA_SOUNDS_DIR, realAmdCorpus } from './lib/amd-real-corpus.ts';
 import { printFigures, table, type Figure } from './lib/result.ts';
 
 const STT_LAG_MS = 300;
@@ -138,16 +142,9 @@ function score(corpus: AmdSample[], v: Variant): Score {
   return s;
 }
 
-export async function run(): Promise<void> {
-  const count = arg('count', 120);
-  const seed = arg('seed', 2026);
-  const corpus = await amdCorpus({ count, seed });
-  await initResamplers();
-  await loadRnnoise();
-  const humans = corpus.filter((c) => c.label === 'human').length;
+/** The confusion matrix, decision times and beeps of each detector on one source's answers. */
+function report(corpus: AmdSample[], scores: Score[]): void {
   const beeps = corpus.filter((c) => c.beep).length;
-  process.stdout.write(`labelled set: ${corpus.length} answers (${humans} human, ${corpus.length - humans} machine, ${beeps} with a beep), seed ${seed}\n\n`);
-  const scores = VARIANTS.map((v) => score(corpus, v));
   const rows = [['detector', 'truth', 'human', 'machine', 'unknown', 'accuracy', 'median ms', 'p95 ms']];
   for (const s of scores) {
     for (const truth of ['human', 'machine'] as const) {
@@ -162,16 +159,52 @@ export async function run(): Promise<void> {
     process.stdout.write(`${s.variant.name}: decided by ${Object.entries(s.by).map(([k, n]) => `${k} ${n}`).join(', ')}; all answers median ${quantile(s.times, 0.5)} ms, p95 ${quantile(s.times, 0.95)} ms; accuracy by SNR: ${snrs.join(', ')}\n`);
     if (s.variant.beep) process.stdout.write(`  beeps heard ${s.beepHits}/${beeps} (reported a median ${quantile(s.beepLagMs, 0.5)} ms, p95 ${quantile(s.beepLagMs, 0.95)} ms after the beep began), false beeps ${s.falseBeeps}/${corpus.length - beeps}\n`);
   }
+}
+
+/** RESULT figures of one source; `prefix` keeps the espeak-ng names as they were (amd_...) and puts real ones under amd_real_... */
+function figuresOf(scores: Score[], prefix: string): Figure[] {
   const base = scores[0]!;
   const figures: Figure[] = [];
   for (const s of scores) {
     const name = ['cadence', ...s.variant.name.split('+').filter(Boolean)].filter((x, i, a) => a.indexOf(x) === i).join('_');
-    figures.push({ name: `amd_accuracy_${name}`, value: s.accuracy, unit: 'share', baseline: base.accuracy, note: `${s.variant.name} vs cadence alone` });
-    figures.push({ name: `amd_decision_p95_${name}`, value: quantile(s.times, 0.95), unit: 'ms', baseline: quantile(base.times, 0.95), note: `${s.variant.name} vs cadence alone` });
-    figures.push({ name: `amd_machine_decision_median_${name}`, value: quantile(s.machineTimes, 0.5), unit: 'ms', baseline: quantile(base.machineTimes, 0.5), note: 'machines only' });
+    figures.push({ name: `${prefix}_accuracy_${name}`, value: s.accuracy, unit: 'share', baseline: base.accuracy, note: `${s.variant.name} vs cadence alone` });
+    figures.push({ name: `${prefix}_decision_p95_${name}`, value: quantile(s.times, 0.95), unit: 'ms', baseline: quantile(base.times, 0.95), note: `${s.variant.name} vs cadence alone` });
+    figures.push({ name: `${prefix}_machine_decision_median_${name}`, value: quantile(s.machineTimes, 0.5), unit: 'ms', baseline: quantile(base.machineTimes, 0.5), note: 'machines only' });
   }
-  process.stdout.write('\n');
-  printFigures("answering-machine detection", figures);
+  return figures;
+}
+
+function describeSet(corpus: AmdSample[]): string {
+  const humans = corpus.filter((c) => c.label === 'human').length;
+  const beeps = corpus.filter((c) => c.beep).length;
+  return `${corpus.length} answers (${humans} human, ${corpus.length - humans} machine, ${beeps} with a beep)`;
+}
+
+export async function run(): Promise<void> {
+  const count = arg('count', 120);
+  const realCount = arg('real-count', 60);
+  const seed = arg('seed', 2026);
+  const synthetic = await amdCorpus({ count, seed });
+  const real = await realAmdCorpus({ count: realCount, seed });
+  await initResamplers();
+  await loadRnnoise();
+  process.stdout.write(`sources, seed ${seed}:\n  espeak-ng (synthetic voices): ${describeSet(synthetic)}\n`);
+  process.stdout.write(
+    real === undefined
+      ? `  alsa-utils real recordings: ABSENT (${ALSA_SOUNDS_DIR} not found; apt-get install alsa-utils to add them): espeak-ng only\n\n`
+      : `  alsa-utils real recordings (${ALSA_SOUNDS_DIR}, one voice): ${describeSet(real)}\n\n`,
+  );
+  const sources: Array<{ name: string; prefix: string; corpus: AmdSample[] }> = [{ name: 'espeak-ng', prefix: 'amd', corpus: synthetic }];
+  if (real !== undefined) sources.push({ name: 'alsa-utils (real recordings)', prefix: 'amd_real', corpus: real });
+  const figures: Figure[] = [];
+  for (const source of sources) {
+    process.stdout.write(`== ${source.name}: ${describeSet(source.corpus)}\n`);
+    const scores = VARIANTS.map((v) => score(source.corpus, v));
+    report(source.corpus, scores);
+    process.stdout.write('\n');
+    figures.push(...figuresOf(scores, source.prefix));
+  }
+  printFigures(real === undefined ? 'answering-machine detection (espeak-ng only: alsa-utils absent)' : 'answering-machine detection (espeak-ng and alsa-utils recordings)', figures);
 }
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {

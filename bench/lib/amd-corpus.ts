@@ -12,9 +12,8 @@
  * Deterministic: everything is drawn from a seeded PRNG, and espeak-ng's output for the same
  * text, voice, speed and pitch is the same; each rendered utterance is cached (as raw 8 kHz PCM)
  * in the cache directory (.cache/amd-corpus/, not committed), so a second run does not call
- * espeak-ng. No real recordings of phone answers are installed on this machine (the only audio
- * files are baresip's tones and Python's test clips), so the set is synthetic: see the doc's
- * limits.
+ * espeak-ng. Answers made from real recordings (alsa-utils' voice clips, when installed) are
+ * bench/lib/amd-real-corpus.ts; they share this module's phone band, noise and composition.
  */
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -30,6 +29,9 @@ export const CORPUS_RATE = 8000;
 
 export type AmdLabel = 'human' | 'machine';
 
+/** Where an answer's speech comes from: espeak-ng (synthetic) or alsa-utils' recordings of a real voice. */
+export type AmdSource = 'espeak-ng' | 'alsa-utils';
+
 export interface AmdSample {
   id: string;
   label: AmdLabel;
@@ -43,6 +45,7 @@ export interface AmdSample {
   beep?: { start: number; end: number; hz: number };
   voice: string;
   snrDb: number;
+  source: AmdSource;
 }
 
 const HUMAN_TEXTS = ['Hello?', 'Hello, this is Sam.', 'Yes?', 'Hi, who is this?', 'Hello, Dana speaking.', 'Good morning, Pat here.', 'Yeah, hello?', 'Hello, can I help you?'];
@@ -58,7 +61,7 @@ const VOICES = ['en-us', 'en-us+f3', 'en-gb', 'en-gb+f2', 'en-gb-scotland', 'en-
 const SNRS_DB = [30, 20, 10];
 
 /** mulberry32 (as test/helpers/prng.ts): seedable, reproducible. */
-function prng(seed: number): () => number {
+export function prng(seed: number): () => number {
   let a = seed >>> 0;
   return () => {
     a = (a + 0x6d2b79f5) >>> 0;
@@ -86,15 +89,7 @@ export async function speak(text: string, voice: string, wpm: number, pitch: num
   // espeak-ng writes a 44-byte header, PCM16 mono 22,050 Hz.
   const rate = wav.readUInt32LE(24);
   const pcm = new Int16Array(wav.buffer.slice(wav.byteOffset + 44, wav.byteOffset + wav.length - ((wav.length - 44) % 2)));
-  await initResamplers();
-  const r = createResampler(rate, CORPUS_RATE);
-  const body = r.process(pcm).slice();
-  const tail = r.process(new Int16Array(Math.ceil((r.delaySamples * rate) / CORPUS_RATE) + 3)).slice();
-  r.close();
-  const out = new Int16Array(body.length + tail.length);
-  out.set(body, 0);
-  out.set(tail, body.length);
-  const trimmed = trimSilence(out);
+  const trimmed = trimSilence(await toCorpusRate(pcm, rate));
   // Written aside and renamed: a reader in another process never sees half a file.
   const partial = `${file}.${process.pid}.tmp`;
   writeFileSync(partial, Buffer.from(trimmed.buffer, trimmed.byteOffset, trimmed.byteLength));
@@ -103,8 +98,21 @@ export async function speak(text: string, voice: string, wpm: number, pitch: num
   return trimmed;
 }
 
-/** espeak-ng pads its output with silence: cut it so the speech positions are exact. */
-function trimSilence(pcm: Int16Array): Int16Array {
+/** PCM16 at `rate` to the set's 8 kHz, the resampler's delay flushed (nothing of the end lost). */
+export async function toCorpusRate(pcm: Int16Array, rate: number): Promise<Int16Array> {
+  await initResamplers();
+  const r = createResampler(rate, CORPUS_RATE);
+  const body = r.process(pcm).slice();
+  const tail = r.process(new Int16Array(Math.ceil((r.delaySamples * rate) / CORPUS_RATE) + 3)).slice();
+  r.close();
+  const out = new Int16Array(body.length + tail.length);
+  out.set(body, 0);
+  out.set(tail, body.length);
+  return out;
+}
+
+/** espeak-ng pads its output with silence (and recordings start and end with some): cut it so the speech positions are exact. */
+export function trimSilence(pcm: Int16Array): Int16Array {
   let a = 0;
   let b = pcm.length;
   while (a < b && Math.abs(pcm[a]!) < 200) a++;
@@ -129,7 +137,7 @@ export function g711(pcm: Int16Array): Int16Array {
   return mulaw.decode(mulaw.encode(pcm));
 }
 
-function rms(pcm: Int16Array): number {
+export function rms(pcm: Int16Array): number {
   let s = 0;
   let n = 0;
   for (const x of pcm) {
@@ -141,7 +149,7 @@ function rms(pcm: Int16Array): number {
 }
 
 /** Adds white noise at `snrDb` below the speech's active level (seeded). */
-function addNoise(pcm: Int16Array, speechRms: number, snrDb: number, rand: () => number): Int16Array {
+export function addNoise(pcm: Int16Array, speechRms: number, snrDb: number, rand: () => number): Int16Array {
   const sigma = speechRms / 10 ** (snrDb / 20);
   const out = new Int16Array(pcm.length);
   for (let i = 0; i < pcm.length; i++) {
@@ -163,9 +171,12 @@ export interface AmdCall {
 
 const ms = (x: number) => Math.round((CORPUS_RATE * x) / 1000);
 
+/** One part of an answer: words by espeak-ng, a recorded utterance (8 kHz, trimmed), silence or a beep. */
+export type AnswerPart = { speak: string; voice: string; wpm: number; pitch: number } | { recorded: Int16Array } | { silenceMs: number } | { beepHz: number; beepMs: number };
+
 /** One answer, clean (no noise, no G.711): the parts laid end to end. */
 export async function composeAnswer(
-  parts: Array<{ speak: string; voice: string; wpm: number; pitch: number } | { silenceMs: number } | { beepHz: number; beepMs: number }>,
+  parts: AnswerPart[],
   cacheDir = DEFAULT_CACHE_DIR,
 ): Promise<Omit<AmdCall, 'label' | 'text'>> {
   const chunks: Int16Array[] = [];
@@ -176,6 +187,9 @@ export async function composeAnswer(
     let c: Int16Array;
     if ('speak' in p) {
       c = await speak(p.speak, p.voice, p.wpm, p.pitch, cacheDir);
+      speech.push([at, at + c.length]);
+    } else if ('recorded' in p) {
+      c = p.recorded;
       speech.push([at, at + c.length]);
     } else if ('silenceMs' in p) {
       c = new Int16Array(ms(p.silenceMs));
@@ -228,7 +242,7 @@ export async function amdCorpus(options: { seed?: number; count?: number; cacheD
     const clean = await composeAnswer(parts, options.cacheDir);
     const level = rms(clean.pcm);
     const pcm = g711(addNoise(clean.pcm, level, snrDb, rand));
-    out.push({ id: `${label}-${i}`, label, text, pcm, speech: clean.speech, ...(clean.beep ? { beep: clean.beep } : {}), voice: `${voice} ${wpm}wpm p${pitch}`, snrDb });
+    out.push({ id: `${label}-${i}`, label, text, pcm, speech: clean.speech, ...(clean.beep ? { beep: clean.beep } : {}), voice: `${voice} ${wpm}wpm p${pitch}`, snrDb, source: 'espeak-ng' });
   }
   return out;
 }
