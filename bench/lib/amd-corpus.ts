@@ -22,6 +22,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import alawmulaw from 'alawmulaw';
 import { createResampler, initResamplers } from '../../src/media/resampler.ts';
+import { prng } from '../../test/helpers/prng.ts';
 
 const { mulaw } = alawmulaw;
 
@@ -60,17 +61,8 @@ const MACHINE_TEXTS = [
 const VOICES = ['en-us', 'en-us+f3', 'en-gb', 'en-gb+f2', 'en-gb-scotland', 'en-029+m3'];
 const SNRS_DB = [30, 20, 10];
 
-/** mulberry32 (as test/helpers/prng.ts): seedable, reproducible. */
-export function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** The seedable generator the tests use (mulberry32): the set is the same on every run. */
+export { prng };
 
 export const DEFAULT_CACHE_DIR = join(process.cwd(), '.cache', 'amd-corpus');
 

@@ -86,6 +86,9 @@ export function inWindow(w: RunWindow, at: Date): boolean {
   return (listed(day) && now >= start) || (listed(day - 1) && now < end);
 }
 
+/** The end reason of a call answering-machine detection hung up on (src/agent/runtime/machine-detection.ts). */
+export const MACHINE_HANGUP_REASON = 'machine_detected';
+
 /**
  * The outcome of an attempt from its ended call record: answered (it has started_at: a person or
  * a machine picked up and the call was bridged) is completed unless answering-machine detection
@@ -93,9 +96,6 @@ export function inWindow(w: RunWindow, at: Date): boolean {
  * message left on a machine (voicemail_left) is completed: the run's message was delivered.
  * Otherwise the record's end_status.
  */
-/** The end reason of a call answering-machine detection hung up on (src/agent/runtime/machine-detection.ts). */
-export const MACHINE_HANGUP_REASON = 'machine_detected';
-
 export function attemptOutcome(r: Pick<CallRecord, 'status' | 'end_status' | 'started_at'> & { termination_reason?: string | null }): AttemptOutcome {
   const end = r.end_status as string | null;
   if (r.termination_reason === MACHINE_HANGUP_REASON) return 'machine';
