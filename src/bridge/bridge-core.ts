@@ -146,7 +146,7 @@ export class BridgeCore {
     if (this.#done) {
       // The caller hung up while the session was being created: #finish ran before its record
       // existed, so the record is told here (it ends now rather than at the token's expiry).
-      this.#o.records.ended(sessionId, this.#endedWhy ?? 'call ended before its voice session started', false);
+      this.#o.records.ended(sessionId, this.#endedWhy ?? 'call ended before its voice session started', false, this.#leg.sipDetails?.());
       return;
     }
     this.#connect(connectUrl);
@@ -238,7 +238,7 @@ export class BridgeCore {
     leg.onDtmf((digit) => this.#link?.sendDtmf(digit));
     this.#o.metrics?.callStarted(leg.direction);
     this.#bridged = true;
-    if (sessionId !== undefined) this.#o.records.answered(sessionId);
+    if (sessionId !== undefined) this.#o.records.answered(sessionId, leg.sipDetails?.());
     this.#log.info({ sessionId, codec: leg.codec, from: leg.from, to: leg.to }, 'call answered and bridged to its voice session');
   }
 
@@ -288,14 +288,14 @@ export class BridgeCore {
     this.#endedWhy = why;
     const media = this.#media?.stop();
     this.#transfer?.close();
+    const leg = this.#leg;
+    if (leg.state === 'answered') leg.hangup();
+    else if (leg.state === 'ringing') leg.refuse('agent_unavailable', 'voice session ended'); // before the end: it carries this response
     const sessionId = this.#sessionId;
-    if (sessionId !== undefined) this.#o.records.ended(sessionId, why, this.#bridged);
+    if (sessionId !== undefined) this.#o.records.ended(sessionId, why, this.#bridged, leg.sipDetails?.());
     const recording = this.#recorder?.close();
     if (recording !== undefined && sessionId !== undefined) this.#o.records.recording(sessionId, recording);
     this.#link?.close(1000, 'call ended');
-    const leg = this.#leg;
-    if (leg.state === 'answered') leg.hangup();
-    else if (leg.state === 'ringing') leg.refuse('agent_unavailable', 'voice session ended');
     this.#span.end(why, this.#bridged);
     this.#o.onDone(this);
     if (!this.#bridged) {

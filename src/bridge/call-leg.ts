@@ -12,6 +12,7 @@
  * Nothing here names a protocol: refusals are causes, each adapter maps them to its own answer
  * (a SIP status, a carrier's reject reason).
  */
+import type { SipDetails } from '../domain/call.ts';
 import type { BridgeMedia, BridgeMediaCallbacks } from '../media/bridge-media.ts';
 
 export type LegDirection = 'inbound' | 'outbound';
@@ -95,4 +96,6 @@ export interface CallLeg {
    * status, a carrier's call sid); read at the start and again at the end. Never a secret.
    */
   traceAttributes?(): Record<string, string | number>;
+  /** A SIP leg's Call-ID and the INVITE's final response so far, for the call record; undefined off SIP. */
+  sipDetails?(): SipDetails;
 }

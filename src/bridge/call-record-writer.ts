@@ -8,7 +8,7 @@
  * sees the session, so the bridge stamps the answer and the end itself, or the phone call would
  * stay "in progress" for ever.
  */
-import { failedDialEnd } from '../domain/call.ts';
+import { failedDialEnd, type SipDetails } from '../domain/call.ts';
 import type { CallEnd } from '../store/calls.ts';
 
 /** The call repository's writes the bridge uses (CallRepo; a test may answer without a promise). */
@@ -16,6 +16,7 @@ export interface CallRecords {
   markAnswered(id: string, at: string): boolean | Promise<boolean>;
   end(id: string, e: CallEnd): boolean | Promise<boolean>;
   setRecording(id: string, path: string): boolean | Promise<boolean>;
+  setSip(id: string, sip: SipDetails): boolean | Promise<boolean>;
 }
 
 /**
@@ -41,7 +42,12 @@ export class CallRecordWriter {
     this.#log = log;
   }
 
-  answered(sessionId: string): void {
+  /**
+   * The call was answered; `sip`: a SIP call's Call-ID and final response (200), written whoever
+   * keeps the answer, and before the end (which waits for it), so call.ended carries them.
+   */
+  answered(sessionId: string, sip?: SipDetails): void {
+    const sipWrite = sip === undefined ? undefined : this.#write(sessionId, 'SIP details', () => this.#calls.setSip(sessionId, sip));
     if (!this.#stampsAnswerAndEnd) return;
     const at = new Date().toISOString();
     let answeredAtOnce = false;
@@ -51,10 +57,11 @@ export class CallRecordWriter {
       return r;
     });
     // A write that answered without a promise is done: nothing for an end to wait for.
-    if (answeredAtOnce) return;
-    this.#answering.set(sessionId, done);
-    void done.then(() => {
-      if (this.#answering.get(sessionId) === done) this.#answering.delete(sessionId);
+    if (answeredAtOnce && sipWrite === undefined) return;
+    const both = sipWrite === undefined ? done : Promise.all([done, sipWrite]).then(() => undefined);
+    this.#answering.set(sessionId, both);
+    void both.then(() => {
+      if (this.#answering.get(sessionId) === both) this.#answering.delete(sessionId);
     });
   }
 
@@ -62,12 +69,15 @@ export class CallRecordWriter {
    * The call ended for `why`; a call that was never bridged ends `failed`. In local mode only a
    * call never bridged is written, and only while its session has not started (unconnected_only):
    * once it started, the session server ends the record with the session's reason and transcript.
+   * `sip`: a SIP call's Call-ID and final response, stored with the end (a bridged call's went
+   * with its answer).
    */
-  ended(sessionId: string, why: string, bridged: boolean): void {
+  ended(sessionId: string, why: string, bridged: boolean, sip?: SipDetails): void {
     if (!this.#stampsAnswerAndEnd && bridged) return;
     const end: CallEnd = {
       ended_at: new Date().toISOString(),
       termination_reason: why,
+      ...(sip === undefined || bridged ? {} : { sip }),
       ...(bridged ? {} : { end_status: 'failed' as const }),
       ...(this.#stampsAnswerAndEnd ? {} : { unconnected_only: true }),
     };
@@ -84,8 +94,8 @@ export class CallRecordWriter {
    * keeps the record. Only a record still unanswered, whose media stream started on no node, is
    * ended (CallEnd.unconnected_only): resolves true when this write ended it.
    */
-  failedDial(sessionId: string, reason: string, sipStatus?: number): Promise<boolean> {
-    return this.#end(sessionId, { ended_at: new Date().toISOString(), ...failedDialEnd(reason, sipStatus), unconnected_only: true });
+  failedDial(sessionId: string, reason: string, sipStatus?: number, sip?: SipDetails): Promise<boolean> {
+    return this.#end(sessionId, { ended_at: new Date().toISOString(), ...failedDialEnd(reason, sipStatus), unconnected_only: true, ...(sip === undefined ? {} : { sip }) });
   }
 
   /** Resolves once every write issued so far has been made (before the store closes). */

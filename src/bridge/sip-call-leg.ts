@@ -8,6 +8,8 @@ import type { Logger } from '../log.ts';
 import type { BridgeMedia, BridgeMediaCallbacks, BridgeMediaConfig } from '../media/bridge-media.ts';
 import { startBridgeMedia } from '../media/media-host.ts';
 import type { MediaTicker } from '../media/media-ticker.ts';
+import type { SipDetails } from '../domain/call.ts';
+import { defaultReason } from '../sip/message/index.ts';
 import type { SipCall } from '../sip/ua/index.ts';
 import type { CallLeg, LegEnd, LegMediaOptions, LegQuality, LegRoute, RefusalCause } from './call-leg.ts';
 
@@ -29,6 +31,8 @@ export class SipCallLeg implements CallLeg {
   readonly #log: Logger;
   /** The final response to the INVITE, once known (an outbound call's arrives answered: 200). */
   #finalStatus: number | undefined;
+  /** Its reason phrase: a refusal's is the bridge's why (what the response carried), else the usual one. */
+  #finalReason: string | undefined;
 
   constructor(call: SipCall, ticker: MediaTicker, log: Logger) {
     this.call = call;
@@ -74,7 +78,10 @@ export class SipCallLeg implements CallLeg {
   }
 
   refuse(cause: RefusalCause, why: string): void {
-    this.#finalStatus ??= REFUSAL_STATUS[cause];
+    if (this.#finalStatus === undefined) {
+      this.#finalStatus = REFUSAL_STATUS[cause];
+      this.#finalReason = why;
+    }
     this.call.reject(REFUSAL_STATUS[cause], why);
   }
 
@@ -119,6 +126,11 @@ export class SipCallLeg implements CallLeg {
 
   quality(): LegQuality {
     return this.call.rtp.stats();
+  }
+
+  sipDetails(): SipDetails {
+    const status = this.#finalStatus ?? null;
+    return { call_id: this.call.callId, final_status: status, final_reason: status === null ? null : (this.#finalReason ?? defaultReason(status)) };
   }
 
   traceAttributes(): Record<string, string | number> {

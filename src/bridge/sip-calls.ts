@@ -146,7 +146,9 @@ export class SipCalls {
         if (!result.ok) {
           held.release();
           this.#o.metrics?.failure(`dial_${result.reason}`);
-          void this.#o.records.failedDial(sessionId, result.reason, result.status);
+          // The final response received (its Call-ID exists once an INVITE was sent).
+          const sip = result.callId === undefined ? undefined : { call_id: result.callId, final_status: result.status, final_reason: result.reasonPhrase ?? null };
+          void this.#o.records.failedDial(sessionId, result.reason, result.status, sip);
           log.info({ reason: result.reason, status: result.status }, 'outbound call not answered');
           return;
         }

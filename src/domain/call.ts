@@ -197,6 +197,31 @@ export interface MachineDetectionOutcome {
   beep: boolean;
 }
 
+/**
+ * Ours: what a carrier's ticket asks for about a SIP call (docs/calls.md "SIP details"): the
+ * dialog's Call-ID and the INVITE's final response: the one callbridge sent (inbound) or received
+ * (outbound dial); null when the call never got one (it ended before any final response).
+ */
+export interface SipDetails {
+  call_id: string;
+  final_status: number | null;
+  final_reason: string | null;
+}
+
+/** A Call-ID is the peer's choice of length: the record keeps this much of it (RFC 3261 sets no bound). */
+export const SIP_CALL_ID_MAX = 256;
+/** A reason phrase is the peer's text too: enough to recognise it. */
+export const SIP_REASON_MAX = 128;
+
+/** The stored shape of SIP details: peer-controlled strings cut (no ellipsis: a Call-ID is matched, not read). */
+export function clippedSipDetails(d: SipDetails): SipDetails {
+  return {
+    call_id: d.call_id.slice(0, SIP_CALL_ID_MAX),
+    final_status: d.final_status,
+    final_reason: d.final_reason === null ? null : d.final_reason.slice(0, SIP_REASON_MAX),
+  };
+}
+
 /** The stored facts of one call (store/calls.ts); null = no value. */
 export interface CallRecord {
   id: string;
@@ -233,6 +258,8 @@ export interface CallRecord {
   outbound_contact_id?: string | null;
   tags: string[];
   machine_detection: MachineDetectionOutcome | null;
+  /** A SIP call's Call-ID and final response; null off SIP (web, carrier media streams) or before the bridge stored them. */
+  sip?: SipDetails | null;
 }
 
 /** The API's Call: the document's fields (absent when there is no value) and ours after them. */
@@ -268,6 +295,7 @@ export interface Call {
   carrier_call_id?: string;
   analyzed_at?: string;
   machine_detection?: MachineDetectionOutcome;
+  sip?: { call_id: string; final_status?: number; final_reason?: string };
 }
 
 /** Whole seconds from started_at to ended_at (rounded), when both are set. */
@@ -315,6 +343,11 @@ export function toCall(r: CallRecord): Call {
   if (r.outbound_list_run_id != null) c.outbound_list_run_id = r.outbound_list_run_id;
   if (r.outbound_contact_id != null) c.outbound_contact_id = r.outbound_contact_id;
   if (r.machine_detection !== null) c.machine_detection = r.machine_detection;
+  if (r.sip != null) {
+    c.sip = { call_id: r.sip.call_id };
+    if (r.sip.final_status !== null) c.sip.final_status = r.sip.final_status;
+    if (r.sip.final_reason !== null) c.sip.final_reason = r.sip.final_reason;
+  }
   return c;
 }
 

@@ -9,6 +9,7 @@
  */
 import type { SqlClient, SqlValue } from './sql-client.ts';
 import {
+  clippedSipDetails,
   endStatusOf,
   outcomeOf,
   partyNumber,
@@ -23,6 +24,7 @@ import {
   type ContextVariable,
   type EndStatus,
   type MachineDetectionOutcome,
+  type SipDetails,
   type Transcript,
   type TranscriptEntry,
 } from '../domain/call.ts';
@@ -67,6 +69,8 @@ export interface CallEnd {
   unconnected_only?: boolean;
   /** What answering-machine detection decided (docs/machine-detection.md). */
   machine_detection?: MachineDetectionOutcome;
+  /** A SIP call's Call-ID and final response, stored before the end so call.ended carries them. */
+  sip?: SipDetails;
 }
 
 interface CallRow {
@@ -97,6 +101,9 @@ interface CallRow {
   outbound_contact_id: string | null;
   tags: string;
   machine_detection: string | null;
+  sip_call_id: string | null;
+  sip_final_status: number | null;
+  sip_final_reason: string | null;
 }
 
 const fromRow = (r: CallRow): CallRecord => ({
@@ -127,7 +134,14 @@ const fromRow = (r: CallRow): CallRecord => ({
   outbound_contact_id: r.outbound_contact_id ?? null,
   tags: JSON.parse(r.tags) as string[],
   machine_detection: r.machine_detection === null ? null : (JSON.parse(r.machine_detection) as MachineDetectionOutcome),
+  sip: r.sip_call_id == null ? null : { call_id: r.sip_call_id, final_status: r.sip_final_status === null ? null : Number(r.sip_final_status), final_reason: r.sip_final_reason },
 });
+
+const SET_SIP = 'UPDATE calls SET sip_call_id = ?, sip_final_status = ?, sip_final_reason = ? WHERE id = ?';
+const sipValues = (id: string, sip: SipDetails): SqlValue[] => {
+  const d = clippedSipDetails(sip);
+  return [d.call_id, d.final_status, d.final_reason, id];
+};
 
 // A call's tags, sorted, as a JSON array (call_tags' primary key serves it).
 const SELECT_CALL = `SELECT c.*, (SELECT json_group_array(t.tag ORDER BY t.tag) FROM call_tags t WHERE t.call_id = c.id) AS tags FROM calls c`;
@@ -218,6 +232,7 @@ export class CallRepo {
     const transcript: Transcript = { entries: e.transcript ?? [] };
     // Only the first end counts: a second one (a race of client close and runtime end) is a no-op.
     return this.db.transaction(async (tx) => {
+      if (e.sip !== undefined) await tx.run(SET_SIP, sipValues(id, e.sip));
       const r = await tx.all<{ id: string; org_id: string }>(
         `UPDATE calls SET status = ?, end_status = ?, ended_at = ?, termination_reason = ?, outcome = ?, transcript = ?, machine_detection = ?
          WHERE id = ? AND ended_at IS NULL${e.unconnected_only === true ? UNCONNECTED : ''} RETURNING id, org_id`,
@@ -235,6 +250,11 @@ export class CallRepo {
       await callEndedEvents(tx, r);
       return r.length === 1;
     });
+  }
+
+  /** A SIP call's Call-ID and final response (docs/calls.md "SIP details"); the latest write wins. */
+  async setSip(id: string, sip: SipDetails): Promise<boolean> {
+    return (await this.db.run(SET_SIP, sipValues(id, sip))).changes === 1;
   }
 
   /** The carrier's id of a call callbridge placed through the carrier's call API (known after the record). */

@@ -237,6 +237,17 @@ export const MACHINE_DETECTION_SQL = `
       ALTER TABLE calls ADD COLUMN machine_detection TEXT;
     `;
 
+/**
+ * Migration 22's SQL: the same text in both dialects. docs/calls.md "SIP details": a SIP call's
+ * Call-ID (at most SIP_CALL_ID_MAX characters, src/domain/call.ts) and the INVITE's final
+ * response, sent (inbound) or received (outbound); null off SIP.
+ */
+export const CALL_SIP_DETAILS_SQL = `
+      ALTER TABLE calls ADD COLUMN sip_call_id TEXT;
+      ALTER TABLE calls ADD COLUMN sip_final_status INTEGER;
+      ALTER TABLE calls ADD COLUMN sip_final_reason TEXT;
+    `;
+
 export const MIGRATIONS: Migration[] = [
   {
     version: 1,
@@ -831,5 +842,10 @@ export const MIGRATIONS: Migration[] = [
     version: 21,
     name: 'api keys: name, last use',
     sql: API_KEY_NAMES_SQL,
+  },
+  {
+    version: 22,
+    name: 'calls: SIP Call-ID and final response',
+    sql: CALL_SIP_DETAILS_SQL,
   },
 ];

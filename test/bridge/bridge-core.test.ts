@@ -159,7 +159,7 @@ const settle = () => new Promise((resolve) => setImmediate(resolve));
 function setup(o: { direction?: 'inbound' | 'outbound'; sessionServerRecords?: boolean; fallback?: TransferFallback; recorder?: BridgeCoreOptions['recorder'] } = {}) {
   const leg = new FakeLeg(o.direction ?? 'inbound');
   const links: FakeLink[] = [];
-  const calls = { markAnswered: vi.fn<CallRecords['markAnswered']>(() => true), end: vi.fn<CallRecords['end']>(() => true), setRecording: vi.fn<CallRecords['setRecording']>(() => true) };
+  const calls = { markAnswered: vi.fn<CallRecords['markAnswered']>(() => true), end: vi.fn<CallRecords['end']>(() => true), setRecording: vi.fn<CallRecords['setRecording']>(() => true), setSip: vi.fn<CallRecords['setSip']>(() => true) };
   const metrics = { callStarted: vi.fn<BridgeMetrics['callStarted']>(), callEnded: vi.fn<BridgeMetrics['callEnded']>(), failure: vi.fn<BridgeMetrics['failure']>(), quality: vi.fn<BridgeMetrics['quality']>() };
   const logs: Array<Record<string, any>> = [];
   const log = pino({ level: 'debug' }, { write: (line: string) => void logs.push(JSON.parse(line)) });

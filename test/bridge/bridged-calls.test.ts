@@ -60,7 +60,7 @@ const link: VoiceLink = { open: false, audioInWorker: false, sendInputAudio: () 
 function registry(o: { maxCalls?: number; maxCallsPerTrunk?: number; pending?: () => number } = {}) {
   const slots = new CallSlots(new MemorySlots(), 'node-1', { maxCallsPerTrunk: o.maxCallsPerTrunk ?? 0, maxCallsPerOrg: 0 }, log);
   const metrics = { callStarted: vi.fn(), callEnded: vi.fn(), failure: vi.fn<BridgeMetrics['failure']>(), quality: vi.fn() } as unknown as BridgeMetrics & { failure: ReturnType<typeof vi.fn> };
-  const records = new CallRecordWriter({ markAnswered: () => true, end: () => true, setRecording: () => true }, true);
+  const records = new CallRecordWriter({ markAnswered: () => true, end: () => true, setRecording: () => true, setSip: () => true }, true);
   const calls = new BridgedCalls({ slots, maxCalls: o.maxCalls ?? 0, pendingCalls: o.pending, records, metrics });
   /** A call ringing in the registry (its session being opened). */
   const ringing = () => {

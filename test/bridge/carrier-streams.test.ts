@@ -23,7 +23,7 @@ const log = pino({ level: 'silent' });
 
 function setup(o: { maxCalls?: number } = {}) {
   const slots = new CallSlots(new MemorySlots(), 'node-1', { maxCallsPerTrunk: 0, maxCallsPerOrg: 0 }, log);
-  const records = new CallRecordWriter({ markAnswered: () => true, end: () => true, setRecording: () => true }, true);
+  const records = new CallRecordWriter({ markAnswered: () => true, end: () => true, setRecording: () => true, setSip: () => true }, true);
   const metrics = { callStarted: vi.fn(), callEnded: vi.fn(), failure: vi.fn(), quality: vi.fn() };
   const calls = new BridgedCalls({ slots, maxCalls: o.maxCalls ?? 0, records, metrics: metrics as unknown as BridgeMetrics });
   // The agent lookup never answers: a stream stays ringing, live, for the status callbacks.

@@ -21,7 +21,7 @@ const log = pino({ level: 'silent' });
 
 function setup(o: { pending?: () => number; ua?: SipUserAgent; agents?: Store['agents']['get'] } = {}) {
   const slots = new CallSlots(new MemorySlots(), 'node-1', { maxCallsPerTrunk: 1, maxCallsPerOrg: 0 }, log);
-  const records = new CallRecordWriter({ markAnswered: () => true, end: () => true, setRecording: () => true }, true);
+  const records = new CallRecordWriter({ markAnswered: () => true, end: () => true, setRecording: () => true, setSip: () => true }, true);
   const calls = new BridgedCalls({ slots, maxCalls: 1, pendingCalls: o.pending, records });
   const store = { agents: { get: o.agents ?? (() => new Promise(() => undefined)) }, sipTrunks: { get: () => Promise.resolve(undefined) } } as unknown as Store;
   const sessions = { recordsCalls: true, open: vi.fn(), connectUrl: (t: string) => t } as unknown as SessionOpener;

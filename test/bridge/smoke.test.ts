@@ -53,6 +53,10 @@ describe.skipIf(sippAvailable().skip).each([0, 2])('call bridge smoke (SIPp, ACL
     expect(rec.duration_seconds).toBeGreaterThanOrEqual(3);
     expect(rec.duration_seconds).toBeLessThan(10);
     expect(rec).toMatchObject({ status: 'ended', end_status: 'completed', termination_reason: 'client_closed', outcome: 'ended_by_user' });
+    // The SIP details a carrier ticket needs: the caller's Call-ID (SIPp's INVITE) and the 200 callbridge sent.
+    const invite = r.messages.find((m) => m.raw.startsWith('INVITE '));
+    expect(rec.sip).toEqual({ call_id: invite!.header('Call-ID'), final_status: 200, final_reason: 'OK' });
+    expect((await d.api('GET', `/v1/calls/${rec.id}`)).body.sip).toEqual(rec.sip);
     expect(rec.transcript.entries[0]).toMatchObject({ index: 0, type: 'message', role: 'assistant', message: 'Hello from the bridge.' });
     expect(d.daemon.bridge.active).toBe(0);
     // The per-call quality line counts the audio that flowed both ways (it once said

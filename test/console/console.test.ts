@@ -194,6 +194,12 @@ describe.skipIf(chromium.skip || sipp.skip)(`operator console (chromium)${chromi
     await page.waitForSelector('[data-testid=transcript]');
     expect(await text(page, '[data-testid=transcript]')).toContain('Hello from the console test.');
     expect(await text(page, '[data-testid=call-details]')).toContain(CALLER);
+    // The carrier-ticket rows show what GET returns: SIPp's Call-ID and the 200 callbridge sent.
+    const sip = (await d.api('GET', `/v1/calls/${callId}`)).body.sip;
+    expect(sip).toMatchObject({ call_id: r.messages.find((m) => m.raw.startsWith('INVITE '))!.header('Call-ID'), final_status: 200, final_reason: 'OK' });
+    const details = await page.$$eval('[data-testid=call-details] dt', (dts) => dts.map((dt) => [(dt as unknown as { innerText: string }).innerText, (dt.nextElementSibling as unknown as { innerText: string }).innerText]));
+    expect(details).toContainEqual(['SIP Call-ID', sip.call_id]);
+    expect(details).toContainEqual(['Final SIP status', '200 OK']);
     await page.waitForSelector('audio[data-testid=recording]', { timeout: 10_000 });
     const audio = await page.$eval('audio[data-testid=recording]', async (el) => {
       // The page's audio element (DOM types are not compiled in this Node program).

@@ -68,6 +68,15 @@ describe.skipIf(sipp.skip)('outbound runs against SIPp callees', () => {
     const ofContact = await d.api('GET', `/v1/calls?outbound_contact_id=${retried.contact_id}`);
     expect(ofContact.body.calls.map((c: any) => c.end_status).sort()).toEqual(['busy', 'busy', 'completed']);
     expect(ofContact.body.calls.every((c: any) => c.outbound_contact_id === retried.contact_id && c.to === busyTwiceThenAnswered(1))).toBe(true);
+    // Each SIP dial stores its INVITE's Call-ID (one per attempt) and the final response received:
+    // 486 Busy Here from the busy callee, 487 after our CANCEL at the ring timeout, 200 answered.
+    const finals = (n: string) => calls.filter((c) => c.to === n).map((c) => `${c.sip?.final_status} ${c.sip?.final_reason}`);
+    expect(finals(busy(1))).toEqual(['486 Busy Here', '486 Busy Here', '486 Busy Here']);
+    expect(finals(noAnswer(1))).toEqual(['487 Request Terminated', '487 Request Terminated', '487 Request Terminated']);
+    expect(finals(answered(1))).toEqual(['200 OK']);
+    expect(new Set(calls.map((c) => c.sip?.call_id)).size).toBe(calls.length);
+    const busyCall = calls.find((c) => c.to === busy(2))!;
+    expect((await d.api('GET', `/v1/calls/${busyCall.id}`)).body.sip).toEqual({ call_id: expect.any(String), final_status: 486, final_reason: 'Busy Here' });
     // The first busy attempt and the retry are at least backoff_secs apart.
     const times = ofContact.body.calls.map((c: any) => Date.parse(c.created_at)).sort();
     expect(times[1] - times[0]).toBeGreaterThanOrEqual(1000);

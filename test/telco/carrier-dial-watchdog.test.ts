@@ -50,7 +50,7 @@ function harness() {
     calls: { setCarrierCallId: () => true },
     streamGrants: grants.store.streamGrants,
   } as unknown as Store;
-  const records = new CallRecordWriter({ markAnswered: () => true, setRecording: () => true, end: (id, e) => (ends.push({ id, reason: e.termination_reason, ...(e.end_status ? { end_status: e.end_status } : {}) }), true) }, true);
+  const records = new CallRecordWriter({ markAnswered: () => true, setRecording: () => true, setSip: () => true, end: (id, e) => (ends.push({ id, reason: e.termination_reason, ...(e.end_status ? { end_status: e.end_status } : {}) }), true) }, true);
   const dials = new CarrierDials({
     store,
     sessions: { recordsCalls: true, open: () => Promise.resolve({ sessionId: 'call-1', connectUrl: 'ws://127.0.0.1:1/v1/connection?token=x', token: 'x' }), connectUrl: (t) => `ws://127.0.0.1:1/v1/connection?token=${t}` },

@@ -8,6 +8,12 @@ import { api, apiBlob } from '../lib/api.js';
 import { dateTime, duration, loadNames } from '../lib/format.js';
 import { LatencyChart } from '../components/latency-chart.js';
 
+/** "486 Busy Here": the final response as a carrier quotes it; undefined when the call had none. */
+function sipStatus(sip) {
+  if (sip?.final_status === undefined) return undefined;
+  return sip.final_reason ? `${sip.final_status} ${sip.final_reason}` : String(sip.final_status);
+}
+
 function Details({ call, names }) {
   const rows = [
     ['Call id', call.id],
@@ -18,6 +24,8 @@ function Details({ call, names }) {
     ['Agent version', call.graph_version_id],
     ['SIP trunk', call.sip_trunk_id ? `${names.trunks.get(call.sip_trunk_id) ?? ''} (${call.sip_trunk_id})` : undefined],
     ['Carrier call id', call.carrier_call_id],
+    ['SIP Call-ID', call.sip?.call_id],
+    ['Final SIP status', sipStatus(call.sip)],
     ['Created', dateTime(call.created_at)],
     ['Answered', dateTime(call.connected_at ?? call.started_at)],
     ['Ended', dateTime(call.ended_at)],

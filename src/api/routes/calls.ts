@@ -157,6 +157,16 @@ const Call = Type.Object(
         { title: 'MachineDetection', description: 'callbridge: answering-machine detection\'s outcome on an outbound call whose dial asked for it (docs/machine-detection.md)' },
       ),
     ),
+    sip: Type.Optional(
+      Type.Object(
+        {
+          call_id: Type.String({ description: 'the SIP dialog\'s Call-ID (at most 256 characters)' }),
+          final_status: Type.Optional(Type.Integer({ description: 'the INVITE\'s final response: sent by callbridge (inbound), received (outbound dial); absent when the call got none' })),
+          final_reason: Type.Optional(Type.String({ description: 'that response\'s reason phrase (at most 128 characters)' })),
+        },
+        { title: 'SipDetails', description: 'callbridge: a SIP call\'s Call-ID and final response, for a carrier ticket (docs/calls.md "SIP details"); absent for calls not on SIP' },
+      ),
+    ),
   },
   { title: 'Call' },
 );

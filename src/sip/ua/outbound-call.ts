@@ -63,7 +63,7 @@ export type DialFailureReason = InviteFailureReason | 'no_outbound_host' | 'no_r
 
 export type DialResult =
   | { ok: true; call: SipCall }
-  | { ok: false; reason: DialFailureReason; status: number; detail: string };
+  | { ok: false; reason: DialFailureReason; status: number; detail: string; /** The INVITE's Call-ID and the final response's reason phrase, once an INVITE was sent. */ callId?: string; reasonPhrase?: string };
 
 export interface OutboundContext {
   transport: SipTransportLayer;
@@ -236,7 +236,7 @@ export async function placeCall(ctx: OutboundContext, opts: DialOptions): Promis
   if (!outcome.ok) {
     rtp?.close();
     ports.close();
-    return { ok: false, reason: outcome.reason, status: outcome.status, detail: outcome.detail };
+    return { ok: false, reason: outcome.reason, status: outcome.status, detail: outcome.detail, callId: outcome.callId, reasonPhrase: outcome.reasonPhrase };
   }
   let media: NegotiatedMedia;
   try {
