@@ -22,6 +22,7 @@ import type { BridgeMetrics } from './bridge-metrics.ts';
 import type { CallLeg, RefusalCause } from './call-leg.ts';
 import { reportCallQuality } from './call-quality.ts';
 import { CallSpan } from './call-span.ts';
+import { AgentDigits } from './agent-digits.ts';
 import type { CallRecordWriter } from './call-record-writer.ts';
 import type { InboundSession } from './inbound-session.ts';
 import { TransferHandler, type TransferFallback } from './transfer-handler.ts';
@@ -83,7 +84,8 @@ export class BridgeCore {
   #bridged = false;
   #sendMsTotal = 0;
   #recorder: CallRecorderSink | undefined;
-  #digitChain: Promise<void> = Promise.resolve();
+  /** The keys the agent presses, played in order (agent-digits.ts). */
+  readonly #digits: AgentDigits;
   /** Set once a transfer began: the session's close is then expected, not the end of the call. */
   #transfer: TransferHandler | undefined;
   readonly #counts = { framesIn: 0, audioOut: 0, interruptions: 0 };
@@ -95,6 +97,7 @@ export class BridgeCore {
     this.#leg = options.leg;
     this.#log = options.log;
     this.#span = new CallSpan(options.leg);
+    this.#digits = new AgentDigits(options.leg, options.log, () => this.#done);
   }
 
   /** The call's media figures so far (GET /v1/calls/live), while its media runs. */
@@ -209,7 +212,7 @@ export class BridgeCore {
         // from here could drop agent audio that came in after the interruption.
         if (!this.#link?.audioInWorker) this.#media?.clear();
       },
-      dtmf: (digits) => void this.#playDigits(digits),
+      dtmf: (digits) => void this.#digits.play(digits),
       ended: (reason, transferNumber) => void this.#onSessionEnded(reason, transferNumber),
       warn: (message) => this.#log.warn(message),
     }, this.#span.propagationHeaders());
@@ -251,17 +254,6 @@ export class BridgeCore {
     link.sendInputAudio(frame);
     this.#counts.framesIn++;
     this.#sendMsTotal += performance.now() - t0;
-  }
-
-  /** The agent presses keys (IVRs): one after another, in the order the session sent them. */
-  async #playDigits(digits: string): Promise<void> {
-    const play = (this.#digitChain = this.#digitChain.then(async () => {
-      for (const d of digits) {
-        if (this.#done || !/^[0-9A-D*#]$/.test(d)) return;
-        await this.#leg.sendDtmf(d);
-      }
-    }));
-    await play.catch((err: unknown) => this.#log.warn({ err }, 'sending DTMF failed'));
   }
 
   async #onSessionEnded(reason: string, transferNumber: string | undefined): Promise<void> {
