@@ -15,7 +15,7 @@ import type { Page } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.ts';
 import { untilAsync } from '../helpers/until.ts';
-import { chromiumAvailable, launchBrowser, type PageRecord, type TestBrowser } from '../helpers/browser.ts';
+import { chromiumAvailable, expectClean, launchBrowser, text, type TestBrowser } from '../helpers/browser.ts';
 
 /**
  * The little of the page's DOM the functions run in the page use: this Node program does not
@@ -32,16 +32,6 @@ const chromium = chromiumAvailable();
 const AGENT = 'Front desk <img src=x onerror="alert(1)">';
 const TRUNK_PASSWORD = 'pbx-Secret-7f31c2';
 const REGISTER_ERROR = '408 Request Timeout: no answer from 127.0.0.1:5999';
-
-function expectClean(record: PageRecord): void {
-  expect(record.cspViolations, record.console.join('\n')).toEqual([]);
-  expect(record.errors, record.console.join('\n')).toEqual([]);
-  expect(record.dialogs).toEqual([]);
-}
-
-async function text(page: Page, selector: string): Promise<string> {
-  return page.$eval(selector, (el) => (el as unknown as { innerText: string }).innerText);
-}
 
 /** Sets a field's value as typing would (an input event Preact listens to), faster than typing long text. */
 async function fill(page: Page, selector: string, value: string): Promise<void> {

@@ -13,7 +13,7 @@ import type { Page } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CONSOLE_CSP } from '../../src/api/routes/console.ts';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.ts';
-import { chromiumAvailable, launchBrowser, type PageRecord, type TestBrowser } from '../helpers/browser.ts';
+import { chromiumAvailable, expectClean, launchBrowser, text, type TestBrowser } from '../helpers/browser.ts';
 import { runSipp, sippAvailable } from '../interop/sipp.ts';
 
 const NUMBER = '+15550008001';
@@ -22,17 +22,6 @@ const XSS = '<script>alert(1)</script>';
 const XSS_IMG = '<img src=x onerror="alert(2)">';
 const chromium = chromiumAvailable();
 const sipp = sippAvailable();
-
-/** Nothing a page did that the console must never do. */
-function expectClean(record: PageRecord): void {
-  expect(record.cspViolations, record.console.join('\n')).toEqual([]);
-  expect(record.errors, record.console.join('\n')).toEqual([]);
-  expect(record.dialogs).toEqual([]);
-}
-
-async function text(page: Page, selector: string): Promise<string> {
-  return page.$eval(selector, (el) => (el as unknown as { innerText: string }).innerText);
-}
 
 async function signIn(page: Page, url: string, key: string): Promise<void> {
   await page.goto(`${url}/console/`);

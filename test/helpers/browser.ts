@@ -13,6 +13,7 @@ import { accessSync, constants, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import puppeteer, { type Browser, type Page } from 'puppeteer-core';
+import { expect } from 'vitest';
 import { peerMissing, requirePeer, type PeerAvailability } from './peer-availability.ts';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -93,4 +94,16 @@ export async function launchBrowser(artifactsDir = 'console'): Promise<TestBrows
       await browser.close();
     },
   };
+}
+
+/** Nothing a page did that the console must never do: a CSP violation, a page error, a dialog (alert). */
+export function expectClean(record: PageRecord): void {
+  expect(record.cspViolations, record.console.join('\n')).toEqual([]);
+  expect(record.errors, record.console.join('\n')).toEqual([]);
+  expect(record.dialogs).toEqual([]);
+}
+
+/** The rendered text of the element a selector names. */
+export async function text(page: Page, selector: string): Promise<string> {
+  return page.$eval(selector, (el) => (el as unknown as { innerText: string }).innerText);
 }
