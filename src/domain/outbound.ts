@@ -55,13 +55,19 @@ const minutesOf = (hhmm: string): number => {
   return m ? Number(m[1]) * 60 + Number(m[2]) : NaN;
 };
 
+/** Whether the Intl API knows `zone` as a time zone (an IANA name such as Europe/Berlin). */
+export function isTimeZone(zone: string): boolean {
+  try {
+    new Intl.DateTimeFormat('en-US', { timeZone: zone });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** @throws validation naming the field when the window cannot be used. */
 export function checkWindow(w: RunWindow): void {
-  try {
-    new Intl.DateTimeFormat('en-US', { timeZone: w.timezone });
-  } catch {
-    throw validation(`body.window.timezone: "${w.timezone}" is not an IANA time zone`);
-  }
+  if (!isTimeZone(w.timezone)) throw validation(`body.window.timezone: "${w.timezone}" is not an IANA time zone`);
   for (const d of w.days) if (!(WEEKDAYS as readonly string[]).includes(d)) throw validation(`body.window.days: "${d}" is not one of ${WEEKDAYS.join(', ')}`);
   if (w.days.length === 0) throw validation('body.window.days must name at least one day');
   if (!HHMM.test(w.start)) throw validation('body.window.start must be "HH:MM" (24-hour)');
@@ -84,6 +90,14 @@ export function inWindow(w: RunWindow, at: Date): boolean {
   const listed = (d: number) => w.days.includes(WEEKDAYS[(d + 7) % 7]!);
   if (start < end) return listed(day) && now >= start && now < end;
   return (listed(day) && now >= start) || (listed(day - 1) && now < end);
+}
+
+/**
+ * Of a run's contact time zones (null: a contact without one, which follows the window's own
+ * zone), those where the window is open at `at`: its days, start and end read in each zone.
+ */
+export function openZones(w: RunWindow, zones: ReadonlyArray<string | null>, at: Date): Array<string | null> {
+  return zones.filter((z) => inWindow(z === null ? w : { ...w, timezone: z }, at));
 }
 
 /** The end reason of a call answering-machine detection hung up on (src/agent/runtime/machine-detection.ts). */
@@ -114,24 +128,27 @@ export function nextAfter(outcome: AttemptOutcome, attempts: number, settings: R
 }
 
 /**
- * The contacts of a text/csv body: a header row naming `phone_number` and one column per
- * variable, then one row per contact (RFC 4180: fields may be quoted, "" inside quotes is one ").
+ * The contacts of a text/csv body: a header row naming `phone_number`, optionally `timezone` (the
+ * contact's IANA time zone; an empty field: none) and one column per variable, then one row per
+ * contact (RFC 4180: fields may be quoted, "" inside quotes is one ").
  * @throws validation naming the row for a malformed body.
  */
-export function parseContactsCsv(text: string): Array<{ phone_number: string; variables: ContactVariables }> {
+export function parseContactsCsv(text: string): Array<{ phone_number: string; variables: ContactVariables; timezone?: string }> {
   const rows = parseCsv(text.replace(/^\uFEFF/, ''));
   const header = rows.shift();
   if (header === undefined) throw validation('body: the CSV has no header row');
   const phoneAt = header.findIndex((h) => h.trim() === 'phone_number');
   if (phoneAt < 0) throw validation('body: the CSV header must name a phone_number column');
   const names = header.map((h) => h.trim());
+  const zoneAt = names.indexOf('timezone');
   if (new Set(names).size !== names.length) throw validation('body: the CSV header names a column twice');
   return rows
     .filter((r) => !(r.length === 1 && r[0]!.trim() === ''))
     .map((r, i) => {
       if (r.length !== header.length) throw validation(`body: CSV row ${i + 2} has ${r.length} fields, the header ${header.length}`);
-      const variables = names.flatMap((key, j) => (j === phoneAt || key === '' ? [] : [{ key, value: r[j]! }]));
-      return { phone_number: r[phoneAt]!.trim(), variables };
+      const variables = names.flatMap((key, j) => (j === phoneAt || j === zoneAt || key === '' ? [] : [{ key, value: r[j]! }]));
+      const timezone = zoneAt < 0 ? '' : r[zoneAt]!.trim();
+      return { phone_number: r[phoneAt]!.trim(), variables, ...(timezone !== '' ? { timezone } : {}) };
     });
 }
 

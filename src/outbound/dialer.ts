@@ -1,16 +1,17 @@
 /**
  * The outbound dialer (docs/outbound.md): every node runs one. Each tick it settles the run
  * contacts whose calls have ended (from their call records), then, for each open run, moves it
- * between scheduled and running as its window opens and closes, claims the contacts due under the
- * run's pacing (store/outbound-runs.ts decides, on the database, so that nodes sharing it never
- * dial one contact twice nor exceed max_concurrent together) and places their calls through
+ * between scheduled and running as its window opens and closes in its contacts' time zones, claims
+ * the contacts due under the run's pacing whose zone is inside the window now (store/outbound-runs.ts
+ * decides, on the database, so that nodes sharing it never dial one contact twice nor exceed
+ * max_concurrent together) and places their calls through
  * `placeCall`, the same dial the REST API uses (the composition root hands it in: this folder
  * never imports the bridge). A run with nothing left to call is completed.
  */
 import { randomUUID } from 'node:crypto';
 import { DomainError } from '../domain/errors.ts';
 import { nowIso } from '../domain/ids.ts';
-import { attemptOutcome, inWindow, nextAfter, type ContactVariables, type RunSettings } from '../domain/outbound.ts';
+import { attemptOutcome, nextAfter, openZones, type ContactVariables, type RunSettings } from '../domain/outbound.ts';
 import type { ClaimedContact, OpenRun, OutboundRunRepo } from '../store/outbound-runs.ts';
 import type { Logger } from '../log.ts';
 
@@ -105,14 +106,27 @@ export class OutboundDialer {
     }
   }
 
+  /**
+   * The contact zones of the run whose window is open at `at` (null: contacts without a zone, on
+   * the window's own), or undefined for a run without a window (no filter). A run with no pending
+   * contact left follows the window's own zone.
+   */
+  async #openZones(run: OpenRun, at: Date): Promise<Array<string | null> | undefined> {
+    const w = run.settings.window;
+    if (w === undefined) return undefined;
+    const zones = await this.#o.runs.pendingZones(run.id);
+    return openZones(w, zones.length > 0 ? zones : [null], at);
+  }
+
   async #work(run: OpenRun, at: Date): Promise<void> {
-    const open = run.settings.window === undefined || inWindow(run.settings.window, at);
+    const zones = await this.#openZones(run, at);
+    const open = zones === undefined || zones.length > 0;
     const wanted = open ? 'running' : 'scheduled';
     if (run.status !== wanted) await this.#o.runs.setWaiting(run.id, wanted, nowIso());
     if (!open) return;
     const room = (this.#o.maxPlacing ?? 50) - this.#placing.size;
     if (room > 0) {
-      for (const c of await this.#o.runs.claim(run.id, this.#owner, this.#o.leaseMs, room)) {
+      for (const c of await this.#o.runs.claim(run.id, this.#owner, this.#o.leaseMs, room, zones)) {
         const p = this.#place(run, c).finally(() => this.#placing.delete(p));
         this.#placing.add(p);
       }

@@ -248,6 +248,16 @@ export const CALL_SIP_DETAILS_SQL = `
       ALTER TABLE calls ADD COLUMN sip_final_reason TEXT;
     `;
 
+/**
+ * Migration 23's SQL: the same text in both dialects. docs/outbound.md "Calling window": a
+ * contact's own IANA time zone (null: the run window's), copied to the run's contacts, where the
+ * dialer's claim filters on it.
+ */
+export const OUTBOUND_CONTACT_TIMEZONE_SQL = `
+      ALTER TABLE outbound_contacts ADD COLUMN timezone TEXT;
+      ALTER TABLE outbound_run_contacts ADD COLUMN timezone TEXT;
+    `;
+
 export const MIGRATIONS: Migration[] = [
   {
     version: 1,
@@ -847,5 +857,10 @@ export const MIGRATIONS: Migration[] = [
     version: 22,
     name: 'calls: SIP Call-ID and final response',
     sql: CALL_SIP_DETAILS_SQL,
+  },
+  {
+    version: 23,
+    name: 'outbound contacts: their own time zone',
+    sql: OUTBOUND_CONTACT_TIMEZONE_SQL,
   },
 ];

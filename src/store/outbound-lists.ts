@@ -23,6 +23,8 @@ export interface OutboundContact {
   list_id: string;
   phone_number: string;
   variables: ContactVariables;
+  /** The contact's IANA time zone; null: the run window's (migration 23). */
+  timezone: string | null;
   created_at: string;
 }
 
@@ -31,6 +33,7 @@ interface ContactRow {
   list_id: string;
   phone_number: string;
   variables: string;
+  timezone: string | null;
   created_at: string;
 }
 
@@ -78,22 +81,22 @@ export class OutboundListRepo {
    * already (or that repeat within `contacts`). Returns the added contacts and the numbers
    * skipped. The caller has checked the list belongs to the organization.
    */
-  async addContacts(listId: string, contacts: Array<{ id: string; phone_number: string; variables: ContactVariables }>, createdAt: string): Promise<{ added: OutboundContact[]; duplicates: string[] }> {
+  async addContacts(listId: string, contacts: Array<{ id: string; phone_number: string; variables: ContactVariables; timezone?: string | null }>, createdAt: string): Promise<{ added: OutboundContact[]; duplicates: string[] }> {
     return this.db.transaction(async (tx) => {
       const added: OutboundContact[] = [];
       const duplicates: string[] = [];
       let seq = Number((await tx.get<{ n: number | string | null }>('SELECT max(seq) AS n FROM outbound_contacts WHERE list_id = ?', [listId]))?.n ?? 0);
       for (let i = 0; i < contacts.length; i += INSERT_BATCH) {
         const batch = contacts.slice(i, i + INSERT_BATCH);
-        const rows = batch.map((c) => [c.id, listId, ++seq, c.phone_number, JSON.stringify(c.variables), createdAt] as const);
+        const rows = batch.map((c) => [c.id, listId, ++seq, c.phone_number, JSON.stringify(c.variables), c.timezone ?? null, createdAt] as const);
         const inserted = await tx.all<{ id: string }>(
-          `INSERT INTO outbound_contacts (id, list_id, seq, phone_number, variables, created_at) VALUES ${rows.map(() => '(?, ?, ?, ?, ?, ?)').join(', ')}
+          `INSERT INTO outbound_contacts (id, list_id, seq, phone_number, variables, timezone, created_at) VALUES ${rows.map(() => '(?, ?, ?, ?, ?, ?, ?)').join(', ')}
            ON CONFLICT (list_id, phone_number) DO NOTHING RETURNING id`,
           rows.flat(),
         );
         const ids = new Set(inserted.map((r) => r.id));
         for (const c of batch) {
-          if (ids.has(c.id)) added.push({ id: c.id, list_id: listId, phone_number: c.phone_number, variables: c.variables, created_at: createdAt });
+          if (ids.has(c.id)) added.push({ id: c.id, list_id: listId, phone_number: c.phone_number, variables: c.variables, timezone: c.timezone ?? null, created_at: createdAt });
           else duplicates.push(c.phone_number);
         }
       }
@@ -103,7 +106,7 @@ export class OutboundListRepo {
 
   /** A page of the list's contacts, in the order they were added. */
   async contacts(listId: string, limit: number, offset: number): Promise<OutboundContact[]> {
-    const rows = await this.db.all<ContactRow>('SELECT id, list_id, phone_number, variables, created_at FROM outbound_contacts WHERE list_id = ? ORDER BY seq, id LIMIT ? OFFSET ?', [listId, limit, offset]);
+    const rows = await this.db.all<ContactRow>('SELECT id, list_id, phone_number, variables, timezone, created_at FROM outbound_contacts WHERE list_id = ? ORDER BY seq, id LIMIT ? OFFSET ?', [listId, limit, offset]);
     return rows.map(contactOf);
   }
 

@@ -100,7 +100,7 @@ export class OutboundRunRepo {
         r.created_at,
         r.created_at,
       ]);
-      await tx.run('INSERT INTO outbound_run_contacts (run_id, contact_id, seq, phone_number, variables) SELECT ?, id, seq, phone_number, variables FROM outbound_contacts WHERE list_id = ?', [r.id, r.list_id]);
+      await tx.run('INSERT INTO outbound_run_contacts (run_id, contact_id, seq, phone_number, variables, timezone) SELECT ?, id, seq, phone_number, variables, timezone FROM outbound_contacts WHERE list_id = ?', [r.id, r.list_id]);
     });
   }
 
@@ -117,8 +117,8 @@ export class OutboundRunRepo {
   }
 
   /** A run's contacts with their state (a page, in list order). */
-  async contacts(runId: string, limit: number, offset: number): Promise<Array<{ contact_id: string; phone_number: string; state: ContactState; attempts: number; last_outcome: string | null; call_id: string | null }>> {
-    return this.db.all('SELECT contact_id, phone_number, state, attempts, last_outcome, call_id FROM outbound_run_contacts WHERE run_id = ? ORDER BY seq, contact_id LIMIT ? OFFSET ?', [runId, limit, offset]);
+  async contacts(runId: string, limit: number, offset: number): Promise<Array<{ contact_id: string; phone_number: string; timezone: string | null; state: ContactState; attempts: number; last_outcome: string | null; call_id: string | null }>> {
+    return this.db.all('SELECT contact_id, phone_number, timezone, state, attempts, last_outcome, call_id FROM outbound_run_contacts WHERE run_id = ? ORDER BY seq, contact_id LIMIT ? OFFSET ?', [runId, limit, offset]);
   }
 
   /**
@@ -156,13 +156,23 @@ export class OutboundRunRepo {
   }
 
   /**
+   * The distinct time zones of the run's pending contacts (null: contacts without one, which
+   * follow the window's), for the dialer to tell which are inside the window now.
+   */
+  async pendingZones(runId: string): Promise<Array<string | null>> {
+    return (await this.db.all<{ timezone: string | null }>("SELECT DISTINCT timezone FROM outbound_run_contacts WHERE run_id = ? AND state = 'pending'", [runId])).map((r) => r.timezone);
+  }
+
+  /**
    * Leases up to `limit` due contacts of a running run to `owner` for `leaseMs`, never more than
    * fit under max_concurrent with the run's contacts already dialing or calling; with
    * calls_per_minute one contact at most, and only once the pacing gate has opened (it then moves
    * 60000 / calls_per_minute ms on). First, leases that ran out return their contacts to pending:
    * a node that died after claiming never placed them (its attempt is not counted).
+   * `zones`, when given, are the contact time zones whose window is open now (null: contacts
+   * without one): only contacts in those are taken (none at all for an empty list).
    */
-  async claim(runId: string, owner: string, leaseMs: number, limit: number): Promise<ClaimedContact[]> {
+  async claim(runId: string, owner: string, leaseMs: number, limit: number, zones?: ReadonlyArray<string | null>): Promise<ClaimedContact[]> {
     return this.db.transaction(async (tx) => {
       if (tx.dialect === 'postgres') await tx.get('SELECT pg_advisory_xact_lock(CAST(? AS BIGINT))', [slotLockKey('org', `outbound-run:${runId}`)]);
       const now = dbNowMs(tx);
@@ -174,14 +184,16 @@ export class OutboundRunRepo {
       const paced = settings.calls_per_minute !== undefined;
       if (paced && Number(run.open) !== 1) return [];
       const room = Math.min(limit, settings.max_concurrent - up, paced ? 1 : Infinity);
-      if (room <= 0) return [];
+      if (room <= 0 || zones?.length === 0) return [];
+      const named = zones?.filter((z): z is string => z !== null) ?? [];
+      const zoneFilter = zones === undefined ? '' : `AND (${[...(named.length > 0 ? [`timezone IN (${named.map(() => '?').join(', ')})`] : []), ...(zones.includes(null) ? ['timezone IS NULL'] : [])].join(' OR ')})`;
       const rows = await tx.all<{ contact_id: string; phone_number: string; variables: string; attempts: number }>(
         `UPDATE outbound_run_contacts SET state = 'dialing', lease_owner = ?, lease_until = ${now} + ?
          WHERE run_id = ? AND contact_id IN (
-           SELECT contact_id FROM outbound_run_contacts WHERE run_id = ? AND state = 'pending' AND next_attempt_at <= ${now} ORDER BY next_attempt_at, seq LIMIT ?
+           SELECT contact_id FROM outbound_run_contacts WHERE run_id = ? AND state = 'pending' AND next_attempt_at <= ${now} ${zoneFilter} ORDER BY next_attempt_at, seq LIMIT ?
          ) AND state = 'pending'
          RETURNING contact_id, phone_number, variables, attempts`,
-        [owner, leaseMs, runId, runId, room],
+        [owner, leaseMs, runId, runId, ...named, room],
       );
       if (paced && rows.length > 0) await tx.run(`UPDATE outbound_runs SET next_dial_at = ${now} + ? WHERE id = ?`, [Math.round(60_000 / settings.calls_per_minute!), runId]);
       return rows.map((r) => ({ run_id: runId, contact_id: r.contact_id, phone_number: r.phone_number, variables: JSON.parse(r.variables) as ContactVariables, attempts: Number(r.attempts) }));

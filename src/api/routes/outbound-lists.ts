@@ -14,6 +14,7 @@ import { DIAL_STRING_PATTERN, E164_PATTERN, isDialString, normalizeDialString } 
 import {
   checkWindow,
   CONTACT_STATES,
+  isTimeZone,
   MAX_CONTACT_VARIABLES,
   MAX_CONTACTS_PER_REQUEST,
   parseContactsCsv,
@@ -33,9 +34,11 @@ const Paging = Obj({ limit: Type.Optional(Type.Integer({ minimum: 1, maximum: MA
 const ContactIn = Obj({
   phone_number: Type.String({ maxLength: 40, description: 'E.164, or a dial string of digits, * and # the trunk accepts' }),
   variables: Type.Optional(Type.Array(Variable, { maxItems: MAX_CONTACT_VARIABLES, description: 'reach the agent exactly as a dial\'s variables' })),
+  timezone: Type.Optional(Type.String({ maxLength: 64, description: 'the contact\'s IANA time zone: a run\'s window applies in it (default: the window\'s)' })),
 });
 const ContactsIn = Type.Array(ContactIn, { maxItems: MAX_CONTACTS_PER_REQUEST, description: `at most ${MAX_CONTACTS_PER_REQUEST} per request` });
-const Contact = Type.Object({ id: Uuid(), phone_number: Type.String(), variables: Type.Array(Variable), created_at: DateTime() }, { title: 'OutboundContact' });
+const ContactTimezone = Type.Optional(Type.String({ description: 'the contact\'s IANA time zone, when it has one' }));
+const Contact = Type.Object({ id: Uuid(), phone_number: Type.String(), variables: Type.Array(Variable), timezone: ContactTimezone, created_at: DateTime() }, { title: 'OutboundContact' });
 const listFields = {
   id: Uuid(),
   name: Type.String(),
@@ -86,7 +89,7 @@ const Run = Type.Object(
   { title: 'OutboundRun' },
 );
 const RunContact = Type.Object(
-  { contact_id: Uuid(), phone_number: Type.String(), state: Enum(CONTACT_STATES), attempts: Type.Integer(), last_outcome: Type.Optional(Type.String()), last_call_id: Type.Optional(Uuid()) },
+  { contact_id: Uuid(), phone_number: Type.String(), timezone: ContactTimezone, state: Enum(CONTACT_STATES), attempts: Type.Integer(), last_outcome: Type.Optional(Type.String()), last_call_id: Type.Optional(Uuid()) },
   { title: 'OutboundRunContact' },
 );
 const RunParams = Obj({ id: Uuid('the list'), run_id: Uuid('the run') });
@@ -95,6 +98,7 @@ const ContactParams = Obj({ id: Uuid('the list'), contact_id: Uuid('the contact'
 interface ContactBody {
   phone_number: string;
   variables?: ContactVariables;
+  timezone?: string;
 }
 
 const showList = (l: OutboundList, contactCount: number) => ({
@@ -120,13 +124,14 @@ const showRun = (r: OutboundRun) => ({
 });
 
 /** Checked and normalized contacts; @throws validation naming the first bad one. */
-function checkedContacts(contacts: ContactBody[], field: string): Array<{ id: string; phone_number: string; variables: ContactVariables }> {
+function checkedContacts(contacts: ContactBody[], field: string): Array<{ id: string; phone_number: string; variables: ContactVariables; timezone: string | null }> {
   if (contacts.length > MAX_CONTACTS_PER_REQUEST) throw validation(`${field}: at most ${MAX_CONTACTS_PER_REQUEST} contacts per request`);
   return contacts.map((c, i) => {
     if (!isDialString(c.phone_number)) throw validation(`${field}[${i}].phone_number must be an E.164 number or a dial string of digits, * and #`);
     const variables = c.variables ?? [];
     if (variables.length > MAX_CONTACT_VARIABLES) throw validation(`${field}[${i}].variables: at most ${MAX_CONTACT_VARIABLES}`);
-    return { id: newId(), phone_number: normalizeDialString(c.phone_number), variables };
+    if (c.timezone !== undefined && (c.timezone.length > 64 || !isTimeZone(c.timezone))) throw validation(`${field}[${i}].timezone: "${c.timezone.slice(0, 64)}" is not an IANA time zone`);
+    return { id: newId(), phone_number: normalizeDialString(c.phone_number), variables, timezone: c.timezone ?? null };
   });
 }
 
@@ -206,7 +211,7 @@ export async function outboundListRoutes(app: FastifyInstance, deps: ApiDeps): P
     {
       schema: {
         tags,
-        summary: 'Add contacts: JSON { contacts }, or text/csv with a header row (phone_number and one column per variable)',
+        summary: 'Add contacts: JSON { contacts }, or text/csv with a header row (phone_number, an optional timezone, and one column per variable)',
         params: IdParams,
         body: Type.Union([Obj({ contacts: ContactsIn }), Type.String({ description: 'text/csv' })]),
         response: { 201: AddedContacts, ...errorResponses(400, 401, 404, 413) },
@@ -225,7 +230,7 @@ export async function outboundListRoutes(app: FastifyInstance, deps: ApiDeps): P
   app.get('/v1/outbound-lists/:id/contacts', { schema: { tags, params: IdParams, querystring: Paging, response: { 200: Type.Array(Contact), ...errorResponses(400, 401, 404) } } }, async (req) => {
     const l = await listOf(req.org.id, (req.params as { id: string }).id);
     const q = req.query as { limit?: number; offset?: number };
-    return (await store.outboundLists.contacts(l.id, q.limit ?? 100, q.offset ?? 0)).map((c) => ({ id: c.id, phone_number: c.phone_number, variables: c.variables, created_at: c.created_at }));
+    return (await store.outboundLists.contacts(l.id, q.limit ?? 100, q.offset ?? 0)).map((c) => ({ id: c.id, phone_number: c.phone_number, variables: c.variables, ...(c.timezone !== null ? { timezone: c.timezone } : {}), created_at: c.created_at }));
   });
 
   app.delete('/v1/outbound-lists/:id/contacts/:contact_id', { schema: { tags, params: ContactParams, response: { 204: Type.Null(), ...errorResponses(400, 401, 404) } } }, async (req, reply) => {
@@ -282,6 +287,7 @@ export async function outboundListRoutes(app: FastifyInstance, deps: ApiDeps): P
     return (await store.outboundRuns.contacts(p.run_id, q.limit ?? 100, q.offset ?? 0)).map((c) => ({
       contact_id: c.contact_id,
       phone_number: c.phone_number,
+      ...(c.timezone !== null ? { timezone: c.timezone } : {}),
       state: c.state,
       attempts: Number(c.attempts),
       ...(c.last_outcome !== null ? { last_outcome: c.last_outcome } : {}),

@@ -25,7 +25,7 @@
  *   migration 12) test "a character outside [0-9+]" with GLOB there, a regular expression here.
  * - SQLite's WITHOUT ROWID is a storage choice PostgreSQL does not have (its tables are heaps).
  */
-import { API_KEY_NAMES_SQL, ASSIGNMENTS_PER_ORG_SQL, CALL_ANALYSIS_SQL, CALL_SIP_DETAILS_SQL, CALLS_CARRIER_CALL_SQL, MACHINE_DETECTION_SQL, OUTBOUND_SQL, STREAM_GRANTS_SQL, WEBHOOKS_SQL, type Migration } from '../migrations.ts';
+import { API_KEY_NAMES_SQL, ASSIGNMENTS_PER_ORG_SQL, CALL_ANALYSIS_SQL, CALL_SIP_DETAILS_SQL, CALLS_CARRIER_CALL_SQL, MACHINE_DETECTION_SQL, OUTBOUND_CONTACT_TIMEZONE_SQL, OUTBOUND_SQL, STREAM_GRANTS_SQL, WEBHOOKS_SQL, type Migration } from '../migrations.ts';
 import { CALL_TURN_TIMELINES_SQL } from '../turn-timelines.ts';
 
 export const POSTGRES_MIGRATIONS: Migration[] = [
@@ -537,5 +537,11 @@ export const POSTGRES_MIGRATIONS: Migration[] = [
     name: 'calls: SIP Call-ID and final response',
     // SQLite's migration 22: the same statements.
     sql: CALL_SIP_DETAILS_SQL,
+  },
+  {
+    version: 23,
+    name: 'outbound contacts: their own time zone',
+    // SQLite's migration 23: the same statements.
+    sql: OUTBOUND_CONTACT_TIMEZONE_SQL,
   },
 ];
