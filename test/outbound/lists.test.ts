@@ -1,6 +1,6 @@
 /**
  * The outbound list and run routes (docs/outbound.md) without calls: creation and its
- * validation, contacts as JSON and as CSV, duplicates reported and not added twice, paging,
+ * validation, contacts as JSON and as CSV (with their own time zones), duplicates reported and not added twice, paging,
  * deleting a contact, run settings' validation, one open run per list, the GET /v1/calls filters,
  * and another organization's lists being "not found". The dialer is off (outbound.enabled false):
  * nothing here places a call.
@@ -46,6 +46,7 @@ describe('outbound lists and runs over REST', () => {
       [{ sip_trunk_id: '00000000-0000-4000-8000-000000000000' }, 404, /sip trunk not found/],
       [{ colour: 'red' }, 400, /colour/],
       [{ contacts: [{ phone_number: '+15550100002', variables: [{ key: 'k' }] }] }, 400, /value/],
+      [{ contacts: [{ phone_number: '+15550100002' }, { phone_number: '+15550100003', timezone: 'Mars/Olympus' }] }, 400, /contacts\[1\]\.timezone: "Mars\/Olympus" is not an IANA time zone/],
     ];
     for (const [body, status, error] of cases) {
       const r = await newList(body);
@@ -82,6 +83,27 @@ describe('outbound lists and runs over REST', () => {
       expect(bad.body.error).toMatch(error);
     }
     expect((await d.api('GET', `/v1/outbound-lists/${listId}`)).body.contact_count).toBe(4);
+  });
+
+  it('a contact may carry its own time zone (JSON or a CSV timezone column, not a variable); a run copies it', async () => {
+    const listId = (await newList({ contacts: [{ phone_number: '+15550250001', timezone: 'Asia/Tokyo' }, { phone_number: '+15550250002' }] })).body.id;
+    const csv = 'phone_number,timezone,name\r\n+15550250003,America/Chicago,Di\r\n+15550250004,,Ed\r\n';
+    const r = await d.api('POST', `/v1/outbound-lists/${listId}/contacts`, undefined, { rawBody: csv, headers: { 'content-type': 'text/csv' } });
+    expect(r.status, r.text).toBe(201);
+    const contacts = (await d.api('GET', `/v1/outbound-lists/${listId}/contacts`)).body;
+    expect(contacts.map((c: any) => [c.phone_number, c.timezone ?? null, c.variables])).toEqual([
+      ['+15550250001', 'Asia/Tokyo', []],
+      ['+15550250002', null, []],
+      ['+15550250003', 'America/Chicago', [{ key: 'name', value: 'Di' }]],
+      ['+15550250004', null, [{ key: 'name', value: 'Ed' }]],
+    ]);
+    const bad = await d.api('POST', `/v1/outbound-lists/${listId}/contacts`, undefined, { rawBody: 'phone_number,timezone\r\n+15550250005,Europe/Atlantis\r\n', headers: { 'content-type': 'text/csv' } });
+    expect(bad.status, bad.text).toBe(400);
+    expect(bad.body.error).toMatch(/\[0\]\.timezone: "Europe\/Atlantis"/);
+    const run = await d.api('POST', `/v1/outbound-lists/${listId}/runs`, RUN);
+    expect(run.status, run.text).toBe(201);
+    const runContacts = (await d.api('GET', `/v1/outbound-lists/${listId}/runs/${run.body.id}/contacts`)).body;
+    expect(runContacts.map((c: any) => c.timezone ?? null)).toEqual(['Asia/Tokyo', null, 'America/Chicago', null]);
   });
 
   it('deletes a contact; a run copies the contacts, and a deleted contact is canceled in it', async () => {

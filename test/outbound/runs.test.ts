@@ -4,13 +4,13 @@
  * while it runs), busy and unanswered contacts are retried after the backoff up to
  * max_attempts, a contact busy twice then answered is called exactly 3 times, a completed call
  * is never repeated, and each call record names its run and contact (GET /v1/calls filters by
- * both). Then pause, resume and cancel.
+ * both). Then pause, resume and cancel; a run's window read in each contact's own time zone.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.ts';
 import { delay, untilAsync } from '../helpers/until.ts';
 import { sippAvailable, type SippProcess } from '../interop/sipp.ts';
-import { agentOnTrunk, answered, attemptsByNumber, busy, busyTwiceThenAnswered, createList, getRun, noAnswer, OUTBOUND_TEST_CONFIG, runCalls, startCallees, startRun } from './harness.ts';
+import { agentOnTrunk, answered, attemptsByNumber, busy, busyTwiceThenAnswered, createList, getRun, noAnswer, OUTBOUND_TEST_CONFIG, runCalls, startCallees, startRun, untilRunStatus } from './harness.ts';
 
 const sipp = sippAvailable();
 
@@ -127,6 +127,21 @@ describe.skipIf(sipp.skip)('outbound runs against SIPp callees', () => {
     expect(run.status).toBe('scheduled');
     expect(run.counts.pending).toBe(1);
     expect(await runCalls(d, runId)).toEqual([]);
+  });
+
+  it("the window applies in each contact's zone: only the contact whose zone is inside it now is called", async () => {
+    // A UTC window from 11 to 13 hours ahead: closed in UTC now, open in UTC+12 (Etc/GMT-12).
+    const hhmm = (ms: number) => new Date(Date.now() + ms).toISOString().slice(11, 16);
+    const contacts = [{ phone_number: answered(201), timezone: 'Etc/GMT-12' }, { phone_number: answered(202) }];
+    const list = await d.api('POST', '/v1/outbound-lists', { name: 'zones', agent_id: agentId, sip_trunk_id: trunkId, contacts });
+    expect(list.status, list.text).toBe(201);
+    const listId = list.body.id;
+    const runId = await startRun(d, listId, { max_concurrent: 2, retry: { max_attempts: 1, backoff_secs: 0, on: [] }, window: { timezone: 'UTC', days: ['sun', 'mon', 'tue', 'wed', 'thu', 'fri', 'sat'], start: hhmm(11 * 3600_000), end: hhmm(13 * 3600_000) } });
+    // Once the UTC+12 contact is done, the only zone left pending (the window's) is closed: scheduled.
+    await untilAsync(async () => (await getRun(d, listId, runId)).counts.completed === 1, 'the UTC+12 contact completed', 20_000);
+    const run = await untilRunStatus(d, listId, runId, 'scheduled', 5000);
+    expect(run.counts).toMatchObject({ completed: 1, pending: 1, dialing: 0, calling: 0 });
+    expect((await runCalls(d, runId)).map((c) => c.to)).toEqual([answered(201)]);
   });
 });
 

@@ -5,12 +5,13 @@
  * a slot refusal is not an attempt; calls_per_minute's gate lets one contact through and then
  * closes for 60000 / calls_per_minute ms; an ended call settles its contact once (and a call a
  * previous run of this node left ringing counts as ended, failed); a run with nothing left
- * completes.
+ * completes. Contact time zones (migration 23): the claim takes only contacts whose zone's window is
+ * open now, a contact without a zone following the window's own.
  */
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Store } from '../../src/store/index.ts';
-import { attemptOutcome, nextAfter, type RunSettings } from '../../src/domain/outbound.ts';
+import { attemptOutcome, nextAfter, openZones, type RunSettings, type RunWindow } from '../../src/domain/outbound.ts';
 import { forEachStoreBackend, openOtherNode, openTestStore, type TestStore } from '../helpers/store-backends.ts';
 import { delay } from '../helpers/until.ts';
 
@@ -35,10 +36,10 @@ forEachStoreBackend((backend) =>
     });
 
     const at = () => new Date().toISOString();
-    async function runOf(contacts: number, settings: RunSettings): Promise<{ runId: string; listId: string }> {
+    async function runOf(contacts: number, settings: RunSettings, zones: Array<string | null> = []): Promise<{ runId: string; listId: string }> {
       const listId = randomUUID();
       await a.outboundLists.insert({ id: listId, org_id: orgId, name: 'l', agent_id: randomUUID(), sip_trunk_id: randomUUID(), from_number: null, caller_id: null, created_at: at() });
-      const numbers = Array.from({ length: contacts }, (_, i) => ({ id: randomUUID(), phone_number: `+1555000${String(i).padStart(4, '0')}`, variables: [] }));
+      const numbers = Array.from({ length: contacts }, (_, i) => ({ id: randomUUID(), phone_number: `+1555000${String(i).padStart(4, '0')}`, variables: [], timezone: zones[i] ?? null }));
       expect((await a.outboundLists.addContacts(listId, [...numbers, { ...numbers[0]!, id: randomUUID() }], at())).duplicates).toEqual([numbers[0]!.phone_number]);
       const runId = randomUUID();
       await a.outboundRuns.create({ id: runId, org_id: orgId, list_id: listId, settings, created_at: at() });
@@ -128,6 +129,30 @@ forEachStoreBackend((backend) =>
       expect(await a.outboundRuns.transition(orgId, listId, runId, 'cancel', at())).toBe(true);
       expect(await counts(listId, runId)).toMatchObject({ canceled: 2, pending: 0 });
       expect(await a.outboundRuns.transition(orgId, listId, runId, 'resume', at())).toBe(false);
+    });
+
+    // A two-hour window around now in UTC: open in UTC (and Etc/UTC), closed twelve hours away.
+    const hhmm = (t: number) => new Date(t).toISOString().slice(11, 16);
+    const aroundNow = (timezone: string): RunWindow => ({ timezone, days: ['sun', 'mon', 'tue', 'wed', 'thu', 'fri', 'sat'], start: hhmm(Date.now() - 3600_000), end: hhmm(Date.now() + 3600_000) });
+    async function claimInWindow(window: RunWindow, zones: Array<string | null>): Promise<string[]> {
+      const { runId } = await runOf(zones.length, { ...SETTINGS, max_concurrent: 10, window }, zones);
+      const pending = await a.outboundRuns.pendingZones(runId);
+      expect(new Set(pending)).toEqual(new Set(zones));
+      const claimed = await b.outboundRuns.claim(runId, 'b', LEASE, 10, openZones(window, pending, new Date()));
+      const byId = new Map((await a.outboundRuns.contacts(runId, 10, 0)).map((c) => [c.contact_id, c.timezone]));
+      return claimed.map((c) => String(byId.get(c.contact_id))).sort();
+    }
+
+    it("claims only contacts whose own zone is inside the window now; a contact without one follows the window's", async () => {
+      // The window's zone (UTC) is open: Etc/UTC and zone-less contacts are taken, UTC+12 is not.
+      expect(await claimInWindow(aroundNow('UTC'), ['Etc/GMT-12', 'Etc/UTC', null])).toEqual(['Etc/UTC', 'null']);
+      // The window's zone is UTC+12, closed now: zone-less contacts wait; a contact in UTC is called.
+      expect(await claimInWindow({ ...aroundNow('UTC'), timezone: 'Etc/GMT-12' }, ['Etc/GMT-12', 'Etc/UTC', null, null])).toEqual(['Etc/UTC']);
+      // No zone open: nothing.
+      const { runId } = await runOf(1, SETTINGS, ['Etc/GMT-12']);
+      expect(await a.outboundRuns.claim(runId, 'a', LEASE, 10, [])).toEqual([]);
+      expect(await a.outboundRuns.claim(runId, 'a', LEASE, 10, [null])).toEqual([]);
+      expect(await a.outboundRuns.claim(runId, 'a', LEASE, 10, ['Etc/GMT-12'])).toHaveLength(1);
     });
   }),
 );
