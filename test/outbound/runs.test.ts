@@ -138,7 +138,7 @@ describe.skipIf(sipp.skip)('outbound runs against SIPp callees', () => {
     const listId = list.body.id;
     const runId = await startRun(d, listId, { max_concurrent: 2, retry: { max_attempts: 1, backoff_secs: 0, on: [] }, window: { timezone: 'UTC', days: ['sun', 'mon', 'tue', 'wed', 'thu', 'fri', 'sat'], start: hhmm(11 * 3600_000), end: hhmm(13 * 3600_000) } });
     // Once the UTC+12 contact is done, the only zone left pending (the window's) is closed: scheduled.
-    await untilAsync(async () => (await getRun(d, listId, runId)).counts.completed === 1, 'the UTC+12 contact completed', 20_000);
+    await untilAsync(async () => (await getRun(d, listId, runId)).counts.completed >= 1, 'the UTC+12 contact completed', 20_000);
     const run = await untilRunStatus(d, listId, runId, 'scheduled', 5000);
     expect(run.counts).toMatchObject({ completed: 1, pending: 1, dialing: 0, calling: 0 });
     expect((await runCalls(d, runId)).map((c) => c.to)).toEqual([answered(201)]);
