@@ -83,6 +83,14 @@ const emptyCounts = (): Record<ContactState, number> => ({ pending: 0, dialing: 
 /** The contact states of a run that still need work. */
 const OPEN_STATES = "('pending', 'dialing', 'calling')";
 
+/** The claim's filter on contact time zones (null: contacts without one); none when `zones` is undefined, never empty otherwise. */
+function zoneCondition(zones: ReadonlyArray<string | null> | undefined): { sql: string; args: string[] } {
+  if (zones === undefined) return { sql: '', args: [] };
+  const named = zones.filter((z): z is string => z !== null);
+  const terms = [...(named.length > 0 ? [`timezone IN (${named.map(() => '?').join(', ')})`] : []), ...(zones.includes(null) ? ['timezone IS NULL'] : [])];
+  return { sql: `AND (${terms.join(' OR ')})`, args: named };
+}
+
 export class OutboundRunRepo {
   constructor(
     private readonly db: SqlClient,
@@ -185,15 +193,14 @@ export class OutboundRunRepo {
       if (paced && Number(run.open) !== 1) return [];
       const room = Math.min(limit, settings.max_concurrent - up, paced ? 1 : Infinity);
       if (room <= 0 || zones?.length === 0) return [];
-      const named = zones?.filter((z): z is string => z !== null) ?? [];
-      const zoneFilter = zones === undefined ? '' : `AND (${[...(named.length > 0 ? [`timezone IN (${named.map(() => '?').join(', ')})`] : []), ...(zones.includes(null) ? ['timezone IS NULL'] : [])].join(' OR ')})`;
+      const inZones = zoneCondition(zones);
       const rows = await tx.all<{ contact_id: string; phone_number: string; variables: string; attempts: number }>(
         `UPDATE outbound_run_contacts SET state = 'dialing', lease_owner = ?, lease_until = ${now} + ?
          WHERE run_id = ? AND contact_id IN (
-           SELECT contact_id FROM outbound_run_contacts WHERE run_id = ? AND state = 'pending' AND next_attempt_at <= ${now} ${zoneFilter} ORDER BY next_attempt_at, seq LIMIT ?
+           SELECT contact_id FROM outbound_run_contacts WHERE run_id = ? AND state = 'pending' AND next_attempt_at <= ${now} ${inZones.sql} ORDER BY next_attempt_at, seq LIMIT ?
          ) AND state = 'pending'
          RETURNING contact_id, phone_number, variables, attempts`,
-        [owner, leaseMs, runId, runId, ...named, room],
+        [owner, leaseMs, runId, runId, ...inZones.args, room],
       );
       if (paced && rows.length > 0) await tx.run(`UPDATE outbound_runs SET next_dial_at = ${now} + ? WHERE id = ?`, [Math.round(60_000 / settings.calls_per_minute!), runId]);
       return rows.map((r) => ({ run_id: runId, contact_id: r.contact_id, phone_number: r.phone_number, variables: JSON.parse(r.variables) as ContactVariables, attempts: Number(r.attempts) }));
