@@ -23,6 +23,7 @@ import { join } from 'node:path';
 import alawmulaw from 'alawmulaw';
 import { createResampler, initResamplers } from '../../src/media/resampler.ts';
 import { prng } from '../../test/helpers/prng.ts';
+import { concat } from '../../test/agent/vad/signals.ts';
 
 const { mulaw } = alawmulaw;
 
@@ -192,12 +193,7 @@ export async function composeAnswer(
     chunks.push(c);
     at += c.length;
   }
-  const pcm = new Int16Array(at);
-  let o = 0;
-  for (const c of chunks) {
-    pcm.set(c, o);
-    o += c.length;
-  }
+  const pcm = concat(...chunks);
   return { pcm, speech, ...(beep ? { beep } : {}) };
 }
 

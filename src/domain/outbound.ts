@@ -4,6 +4,7 @@
  */
 import { validation } from './errors.ts';
 import type { CallRecord } from './call.ts';
+import { CsvError, parse } from 'csv-parse/sync';
 
 /** Most contacts one request may add (POST /v1/outbound-lists, POST .../contacts). */
 export const MAX_CONTACTS_PER_REQUEST = 10_000;
@@ -152,42 +153,14 @@ export function parseContactsCsv(text: string): Array<{ phone_number: string; va
     });
 }
 
+/** RFC 4180 rows through csv-parse; a body it cannot read is a validation error naming where. */
 function parseCsv(text: string): string[][] {
-  const rows: string[][] = [];
-  let row: string[] = [];
-  let field = '';
-  let quoted = false;
-  let i = 0;
-  while (i < text.length) {
-    const c = text[i]!;
-    if (quoted) {
-      if (c === '"' && text[i + 1] === '"') {
-        field += '"';
-        i += 2;
-        continue;
-      }
-      if (c === '"') quoted = false;
-      else field += c;
-      i++;
-      continue;
-    }
-    if (c === '"' && field === '') quoted = true;
-    else if (c === ',') {
-      row.push(field);
-      field = '';
-    } else if (c === '\n' || c === '\r') {
-      if (c === '\r' && text[i + 1] === '\n') i++;
-      row.push(field);
-      rows.push(row);
-      row = [];
-      field = '';
-    } else field += c;
-    i++;
+  try {
+    // Row lengths are checked by the caller (naming the row); a stray quote inside an unquoted
+    // field is kept as text, as spreadsheets write it.
+    return parse(text, { record_delimiter: ['\r\n', '\n', '\r'], relax_column_count: true, relax_quotes: true }) as string[][];
+  } catch (err) {
+    if (err instanceof CsvError && err.code === 'CSV_QUOTE_NOT_CLOSED') throw validation('body: the CSV ends inside a quoted field');
+    throw validation(`body: the CSV cannot be read: ${(err as Error).message}`);
   }
-  if (quoted) throw validation('body: the CSV ends inside a quoted field');
-  if (field !== '' || row.length > 0) {
-    row.push(field);
-    rows.push(row);
-  }
-  return rows;
 }
